@@ -1,0 +1,113 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Versions are named once, here, and match the packages this project's machines carry.
+let nio: Package.Dependency = .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2")
+let yams: Package.Dependency = .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2")
+let log: Package.Dependency = .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2")
+let argumentParser: Package.Dependency = .package(
+    url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2")
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "Portico",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "portico", targets: ["portico"]),
+        .library(name: "Portico", targets: ["Portico"]),
+        .library(name: "PorticoPolicy", targets: ["PorticoPolicy"]),
+        .library(name: "PorticoUpstream", targets: ["PorticoUpstream"]),
+    ],
+    dependencies: [nio, yams, log, argumentParser],
+    targets: [
+        // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
+        .target(
+            name: "CPorticoCurl",
+            linkerSettings: [.linkedLibrary("curl")]
+        ),
+        .target(
+            name: "PorticoUpstream",
+            dependencies: [
+                "CPorticoCurl",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "PorticoPolicy",
+            dependencies: [.product(name: "Yams", package: "Yams")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "Portico",
+            dependencies: [
+                "PorticoPolicy",
+                "PorticoUpstream",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Small NIO HTTP servers used as the quick start's demo backends and as the tests' real backends.
+        .target(
+            name: "PorticoDemoBackends",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "portico",
+            dependencies: [
+                "Portico",
+                "PorticoPolicy",
+                "PorticoDemoBackends",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PorticoPolicyTests",
+            dependencies: ["PorticoPolicy"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PorticoUpstreamTests",
+            dependencies: [
+                "PorticoUpstream",
+                "PorticoDemoBackends",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PorticoTests",
+            dependencies: [
+                "Portico",
+                "PorticoPolicy",
+                "PorticoUpstream",
+                "PorticoDemoBackends",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,70 @@
+/// A service's path prefix split into segments, one of which may be the `{version}` placeholder.
+///
+/// Matching works on raw (still percent-encoded) path segments and only at segment boundaries:
+/// `/api/quotes` matches `/api/quotes` and `/api/quotes/AAPL`, never `/api/quotesx`.
+public struct PathTemplate: Sendable, Hashable {
+    public enum Segment: Sendable, Hashable {
+        case literal(String)
+        case version
+    }
+
+    public let segments: [Segment]
+
+    /// `nil` when the text is not a valid template.
+    public init?(_ path: String) {
+        guard path.hasPrefix("/") else { return nil }
+        if path == "/" {
+            segments = []
+            return
+        }
+        var segments: [Segment] = []
+        for part in path.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
+            if part == "{version}" {
+                segments.append(.version)
+            } else if part.isEmpty || part == "." || part == ".." || part.contains("{") || part.contains("}") {
+                return nil
+            } else {
+                segments.append(.literal(String(part)))
+            }
+        }
+        guard segments.filter({ $0 == .version }).count <= 1 else { return nil }
+        self.segments = segments
+    }
+
+    /// Same text for templates that match the same paths (used to find duplicate routes).
+    public var canonical: String {
+        "/" + segments.map { if case .literal(let text) = $0 { text } else { "{version}" } }.joined(separator: "/")
+    }
+
+    /// Literal segments count; more literal segments make a more specific route.
+    var specificity: Int { segments.count }
+
+    /// What a successful match found in a request path.
+    public struct Match: Sendable {
+        /// The text of the `{version}` segment, if the template has one.
+        public var version: Substring?
+        /// The rest of the path after the matched prefix: empty, or starting with `/`.
+        public var remainder: Substring
+    }
+
+    public func match(_ path: Substring) -> Match? {
+        guard path.first == "/" else { return nil }
+        var rest = path
+        var version: Substring?
+        for segment in segments {
+            // rest starts with "/" here
+            let afterSlash = rest.index(after: rest.startIndex)
+            let end = rest[afterSlash...].firstIndex(of: "/") ?? rest.endIndex
+            let text = rest[afterSlash..<end]
+            switch segment {
+            case .literal(let literal):
+                guard text == literal else { return nil }
+            case .version:
+                guard !text.isEmpty else { return nil }
+                version = text
+            }
+            rest = rest[end...]
+        }
+        return Match(version: version, remainder: rest)
+    }
+}

@@ -1,0 +1,110 @@
+/// The policy as the YAML files say it, validated: one type per YAML mapping, field for field.
+///
+/// These types follow the file format; the request path reads the compiled ``PolicySnapshot``
+/// instead, so the format can grow without touching the hot path.
+public struct Policy: Sendable {
+    public var listeners: [ListenerPolicy]
+    public var limits: LimitsPolicy
+    public var upstream: UpstreamPolicy
+    public var accessLog: AccessLogPolicy
+    public var backends: [String: BackendPolicy]
+    public var services: [String: ServicePolicy]
+}
+
+/// A socket the gateway accepts connections on.
+public struct ListenerPolicy: Sendable, Hashable {
+    public var name: String
+    public var address: String
+    /// `0` asks the system for an ephemeral port (tests use it).
+    public var port: Int
+}
+
+/// Bounds on what one client connection may make the gateway hold or wait for.
+public struct LimitsPolicy: Sendable, Hashable {
+    /// Largest request body accepted; larger ones get 413. Bodies are buffered whole (signature
+    /// digests are checked before forwarding), so this is also the memory a request may pin.
+    public var maxBodyBytes: Int = 1024 * 1024
+    /// Largest request head (request line and header fields); larger ones get 431.
+    public var maxHeadBytes: Int = 16 * 1024
+    /// Most header fields in one request; more get 431.
+    public var maxHeaderCount: Int = 100
+    /// Time from a request's first byte until its head is complete, and the longest pause while its
+    /// body arrives. Past it the client gets 408 and the connection closes.
+    public var headTimeout: Duration = .seconds(10)
+    /// How long a keep-alive connection may sit between requests before the gateway closes it.
+    public var idleTimeout: Duration = .seconds(60)
+}
+
+/// How the libcurl driver is sized.
+public struct UpstreamPolicy: Sendable, Hashable {
+    /// Dedicated curl threads, each with its own multi handle and connection pool.
+    public var threads: Int = 1
+    /// Connections one curl thread opens to one host:port at most; further requests queue in curl.
+    /// Time spent queued counts toward the backend's `timeout`.
+    public var maxConnectionsPerHost: Int = 64
+    /// Idle keep-alive connections one curl thread keeps for reuse.
+    public var maxIdleConnections: Int = 256
+}
+
+/// The per-request log line.
+public struct AccessLogPolicy: Sendable, Hashable {
+    public var enabled: Bool = true
+}
+
+/// A service behind the gateway, by stable name.
+public struct BackendPolicy: Sendable, Hashable {
+    public var name: String
+    /// Base URL; its path, if any, prefixes every forwarded path.
+    public var url: BackendURL
+    public var connectTimeout: Duration = .seconds(2)
+    /// Whole-exchange limit, from hand-off to curl until the last body byte.
+    public var timeout: Duration = .seconds(30)
+}
+
+/// A backend's base URL, split into what the proxy needs.
+public struct BackendURL: Sendable, Hashable, CustomStringConvertible {
+    public var scheme: String
+    public var host: String
+    public var port: Int
+    /// No trailing slash; empty when the URL has no path.
+    public var basePath: String
+
+    public var description: String { "\(scheme)://\(hostForURL):\(port)\(basePath)" }
+
+    /// Host as it appears in a URL (IPv6 literals bracketed).
+    public var hostForURL: String { host.contains(":") ? "[\(host)]" : host }
+}
+
+/// A published API: where it is routed and which handler serves each version.
+public struct ServicePolicy: Sendable, Hashable {
+    public var name: String
+    /// Path prefix; may hold one `{version}` segment, e.g. `/api/{version}/stockquote`.
+    public var path: String
+    /// When set, only requests for this host (the `Host` header without port) are routed here.
+    public var host: String?
+    public var versions: [Int: VersionPolicy]
+    /// The version served when a request names none.
+    public var defaultVersion: DefaultVersion
+}
+
+public enum DefaultVersion: Sendable, Hashable {
+    case latest
+    case version(Int)
+}
+
+/// What serves one version of a service.
+public struct VersionPolicy: Sendable, Hashable {
+    public var handler: HandlerPolicy
+}
+
+public enum HandlerPolicy: Sendable, Hashable {
+    /// Pass the request through to a backend, rewriting the path prefix.
+    case proxy(ProxyPolicy)
+}
+
+public struct ProxyPolicy: Sendable, Hashable {
+    public var backend: String
+    /// Replaces the matched service prefix (version segment included); `nil` forwards the request
+    /// path unchanged. `"/"` in the file (stored as `""`) strips the prefix.
+    public var rewrite: String?
+}

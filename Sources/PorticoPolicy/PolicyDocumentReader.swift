@@ -1,0 +1,251 @@
+import Foundation
+
+/// Reads the merged top-level sections into a ``Policy``, reporting every mistake to the sink.
+struct PolicyDocumentReader {
+    let sink: DiagnosticSink
+
+    /// Returns the policy when nothing was reported; the caller checks the sink either way.
+    func read(sections: [String: [PolicyValue]]) -> Policy? {
+        let listeners = single("listeners", in: sections).map(readListeners) ?? []
+        if sections["listeners"] == nil {
+            sink.error(PolicyDiagnostic(file: "(policy)", line: nil, keyPath: "listeners", message: "missing: at least one listener is required"))
+        }
+        let limits = single("limits", in: sections).flatMap(readLimits) ?? LimitsPolicy()
+        let upstream = single("upstream", in: sections).flatMap(readUpstream) ?? UpstreamPolicy()
+        let accessLog = single("accessLog", in: sections).flatMap(readAccessLog) ?? AccessLogPolicy()
+        let backends = merged("backends", in: sections, read: readBackend)
+        let services = merged("services", in: sections) { readService($0, name: $1, backends: backends) }
+        checkDuplicatePaths(services)
+        guard sink.diagnostics.isEmpty else { return nil }
+        return Policy(
+            listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
+            backends: backends.mapValues(\.policy), services: services.mapValues(\.policy))
+    }
+
+    /// A section that may appear in one file only.
+    private func single(_ key: String, in sections: [String: [PolicyValue]]) -> PolicyValue? {
+        guard let values = sections[key], let first = values.first else { return nil }
+        for again in values.dropFirst() {
+            again.error("defined again; first defined in \(first.file)")
+        }
+        return first
+    }
+
+    /// A section of named entries that may be spread over several files.
+    private func merged<T>(
+        _ key: String, in sections: [String: [PolicyValue]], read: (PolicyValue, String) -> T?
+    ) -> [String: (policy: T, value: PolicyValue)] {
+        var result: [String: (policy: T, value: PolicyValue)] = [:]
+        for section in sections[key] ?? [] {
+            for (name, value) in section.mappingEntries() ?? [] {
+                if let existing = result[name] {
+                    value.error("\(key.dropLast()) \"\(name)\" is already defined in \(existing.value.file)")
+                    continue
+                }
+                if !Self.isValidName(name) {
+                    value.error("name \"\(name)\" must be letters, digits, '-', '_' or '.'")
+                }
+                if let policy = read(value, name) { result[name] = (policy, value) }
+            }
+        }
+        return result
+    }
+
+    static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || "-_.".unicodeScalars.contains($0) }
+    }
+
+    // MARK: Sections
+
+    private func readListeners(_ value: PolicyValue) -> [ListenerPolicy] {
+        guard let items = value.sequence() else { return [] }
+        if items.isEmpty { value.error("expected at least one listener") }
+        var listeners: [ListenerPolicy] = []
+        var names: [String: PolicyValue] = [:]
+        var endpoints: [String: PolicyValue] = [:]
+        for item in items {
+            guard let fields = item.fields(known: ["name", "address", "port"]) else { continue }
+            let name = fields.required("name") { $0.nonEmptyString() }
+            let address = fields.optional("address", default: "127.0.0.1") { $0.nonEmptyString() }
+            let port = fields.required("port") { $0.int(in: 0...65535) }
+            if let name {
+                if let first = names[name] {
+                    item.error("listener name \"\(name)\" is already used at \(first.keyPath)")
+                } else {
+                    names[name] = item
+                }
+            }
+            if let port, port != 0 {
+                let endpoint = "\(address):\(port)"
+                if let first = endpoints[endpoint] {
+                    item.error("\(endpoint) is already used by \(first.keyPath)")
+                } else {
+                    endpoints[endpoint] = item
+                }
+            }
+            if let name, let port { listeners.append(ListenerPolicy(name: name, address: address, port: port)) }
+        }
+        return listeners
+    }
+
+    private func readLimits(_ value: PolicyValue) -> LimitsPolicy? {
+        guard let fields = value.fields(known: ["maxBodyBytes", "maxHeadBytes", "maxHeaderCount", "headTimeout", "idleTimeout"]) else {
+            return nil
+        }
+        var limits = LimitsPolicy()
+        limits.maxBodyBytes = fields.optional("maxBodyBytes", default: limits.maxBodyBytes) { $0.byteCount() }
+        limits.maxHeadBytes = fields.optional("maxHeadBytes", default: limits.maxHeadBytes) { v in
+            v.byteCount().flatMap { $0 >= 1024 ? $0 : { v.error("expected at least 1024 bytes, found \($0)"); return nil }($0) }
+        }
+        limits.maxHeaderCount = fields.optional("maxHeaderCount", default: limits.maxHeaderCount) { $0.int(in: 1...10_000) }
+        limits.headTimeout = fields.optional("headTimeout", default: limits.headTimeout) { $0.duration() }
+        limits.idleTimeout = fields.optional("idleTimeout", default: limits.idleTimeout) { $0.duration() }
+        return limits
+    }
+
+    private func readUpstream(_ value: PolicyValue) -> UpstreamPolicy? {
+        guard let fields = value.fields(known: ["threads", "maxConnectionsPerHost", "maxIdleConnections"]) else { return nil }
+        var upstream = UpstreamPolicy()
+        upstream.threads = fields.optional("threads", default: upstream.threads) { $0.int(in: 1...64) }
+        upstream.maxConnectionsPerHost = fields.optional("maxConnectionsPerHost", default: upstream.maxConnectionsPerHost) {
+            $0.int(in: 1...100_000)
+        }
+        upstream.maxIdleConnections = fields.optional("maxIdleConnections", default: upstream.maxIdleConnections) {
+            $0.int(in: 1...100_000)
+        }
+        return upstream
+    }
+
+    private func readAccessLog(_ value: PolicyValue) -> AccessLogPolicy? {
+        guard let fields = value.fields(known: ["enabled"]) else { return nil }
+        var accessLog = AccessLogPolicy()
+        accessLog.enabled = fields.optional("enabled", default: true) { $0.bool() }
+        return accessLog
+    }
+
+    private func readBackend(_ value: PolicyValue, name: String) -> BackendPolicy? {
+        guard let fields = value.fields(known: ["url", "connectTimeout", "timeout"]) else { return nil }
+        let url = fields.required("url", readBackendURL)
+        let connectTimeout = fields.optional("connectTimeout", default: Duration.seconds(2)) { $0.duration() }
+        let timeout = fields.optional("timeout", default: Duration.seconds(30)) { $0.duration() }
+        guard let url else { return nil }
+        return BackendPolicy(name: name, url: url, connectTimeout: connectTimeout, timeout: timeout)
+    }
+
+    private func readBackendURL(_ value: PolicyValue) -> BackendURL? {
+        guard let text = value.nonEmptyString() else { return nil }
+        let expected = "expected an absolute http:// or https:// URL with a host and no query, fragment or credentials"
+        guard let components = URLComponents(string: text),
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = components.host, !host.isEmpty,
+            components.query == nil, components.fragment == nil,
+            components.user == nil, components.password == nil
+        else {
+            value.error("\(expected), found \"\(text)\"")
+            return nil
+        }
+        let port = components.port ?? (scheme == "https" ? 443 : 80)
+        guard (1...65535).contains(port) else {
+            value.error("port \(port) is out of range 1...65535")
+            return nil
+        }
+        var path = components.percentEncodedPath
+        while path.hasSuffix("/") { path.removeLast() }
+        let bareHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        return BackendURL(scheme: scheme, host: bareHost, port: port, basePath: path)
+    }
+
+    private func readService(
+        _ value: PolicyValue, name: String, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
+    ) -> (ServicePolicy)? {
+        guard let fields = value.fields(known: ["path", "host", "versions", "default"]) else { return nil }
+        let path = fields.required("path", readServicePath)
+        let host = fields.optional("host") { $0.nonEmptyString()?.lowercased() }
+        var versions: [Int: VersionPolicy] = [:]
+        if let versionsValue = fields.required("versions", { $0.mappingEntries() }) {
+            if versionsValue.isEmpty { fields["versions"]?.error("expected at least one version") }
+            for (key, versionValue) in versionsValue {
+                guard let number = Int(key.hasPrefix("v") ? String(key.dropFirst()) : key), number >= 1 else {
+                    versionValue.error("version \"\(key)\" must be a positive integer such as 1 or 2")
+                    continue
+                }
+                if versions[number] != nil {
+                    versionValue.error("version \(number) is defined twice")
+                    continue
+                }
+                if let version = readVersion(versionValue, backends: backends) { versions[number] = version }
+            }
+        }
+        var defaultVersion = DefaultVersion.latest
+        if let defaultValue = fields["default"] {
+            let text = defaultValue.string()
+            if text == "latest" {
+                defaultVersion = .latest
+            } else if let text, let number = Int(text), versions[number] != nil {
+                defaultVersion = .version(number)
+            } else if text != nil {
+                let known = versions.keys.sorted().map(String.init).joined(separator: ", ")
+                defaultValue.error("expected \"latest\" or one of this service's versions (\(known)), found \(defaultValue.describe())")
+            }
+        }
+        guard let path else { return nil }
+        return ServicePolicy(name: name, path: path, host: host, versions: versions, defaultVersion: defaultVersion)
+    }
+
+    private func readServicePath(_ value: PolicyValue) -> String? {
+        guard let path = value.nonEmptyString() else { return nil }
+        let expected = "expected a path such as /api/quotes or /api/{version}/quotes"
+        guard path.hasPrefix("/"), path == "/" || !path.hasSuffix("/"), !path.contains("?"), !path.contains("#") else {
+            value.error("\(expected) (starting with '/', no trailing '/', no query), found \"\(path)\"")
+            return nil
+        }
+        guard let template = PathTemplate(path) else {
+            value.error("\(expected): segments must be non-empty, not '.' or '..', with at most one {version}; found \"\(path)\"")
+            return nil
+        }
+        _ = template
+        return path
+    }
+
+    private func readVersion(
+        _ value: PolicyValue, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
+    ) -> VersionPolicy? {
+        guard let fields = value.fields(known: ["proxy"]) else { return nil }
+        guard let proxyValue = fields["proxy"] else {
+            value.error("expected a handler: proxy")
+            return nil
+        }
+        guard let proxy = proxyValue.fields(known: ["backend", "rewrite"]) else { return nil }
+        let backend = proxy.required("backend") { $0.nonEmptyString() }
+        let rewrite = proxy.optional("rewrite") { v -> String? in
+            guard let text = v.string() else { return nil }
+            guard text.hasPrefix("/"), !text.contains("?"), !text.contains("#") else {
+                v.error("expected a path starting with '/' and without query, found \"\(text)\"")
+                return nil
+            }
+            return text.count > 1 && text.hasSuffix("/") ? String(text.dropLast()) : text
+        }
+        if let backend, backends[backend] == nil, let backendValue = proxy["backend"] {
+            let known = backends.keys.sorted().joined(separator: ", ")
+            backendValue.error("unknown backend \"\(backend)\"; expected one of: \(known.isEmpty ? "(no backends defined)" : known)")
+            return nil
+        }
+        guard let backend else { return nil }
+        return VersionPolicy(handler: .proxy(ProxyPolicy(backend: backend, rewrite: rewrite == "/" ? "" : rewrite)))
+    }
+
+    private func checkDuplicatePaths(_ services: [String: (policy: ServicePolicy, value: PolicyValue)]) {
+        var seen: [String: String] = [:]
+        for name in services.keys.sorted() {
+            let service = services[name]!
+            guard let template = PathTemplate(service.policy.path) else { continue }
+            let key = (service.policy.host ?? "*") + " " + template.canonical
+            if let other = seen[key] {
+                let pathValue = service.value.child("path", service.value.node)
+                pathValue.error("path \"\(service.policy.path)\" is already routed to service \"\(other)\"")
+            } else {
+                seen[key] = name
+            }
+        }
+    }
+}

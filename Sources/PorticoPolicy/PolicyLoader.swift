@@ -1,0 +1,79 @@
+import Foundation
+import Yams
+
+/// Turns a directory of YAML files into a validated ``PolicySnapshot``.
+///
+/// Every `*.yaml`/`*.yml` file in the directory is read (in name order) and their top-level keys are
+/// merged: `backends` and `services` may be spread over several files, the singular sections
+/// (`limits`, `upstream`, `accessLog`, `listeners`) may each appear in one file only. The loader never
+/// stops at the first mistake; it throws one ``PolicyError`` holding all of them.
+public struct PolicyLoader: Sendable {
+    static let topLevelKeys = ["listeners", "limits", "upstream", "accessLog", "backends", "services"]
+
+    public init() {}
+
+    /// Loads and compiles every policy file in `directory`.
+    public func load(directory: String) throws(PolicyError) -> PolicySnapshot {
+        let fileManager = FileManager.default
+        var isDirectory: ObjCBool = false
+        guard fileManager.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw PolicyError(diagnostics: [
+                PolicyDiagnostic(file: directory, line: nil, keyPath: "", message: "not a readable directory")
+            ])
+        }
+        let names: [String]
+        do {
+            names = try fileManager.contentsOfDirectory(atPath: directory)
+                .filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }
+                .sorted()
+        } catch {
+            throw PolicyError(diagnostics: [
+                PolicyDiagnostic(file: directory, line: nil, keyPath: "", message: "cannot list directory: \(error)")
+            ])
+        }
+        var sources: [(file: String, text: String)] = []
+        var unreadable: [PolicyDiagnostic] = []
+        for name in names {
+            let path = (directory as NSString).appendingPathComponent(name)
+            if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+                sources.append((path, text))
+            } else {
+                unreadable.append(PolicyDiagnostic(file: path, line: nil, keyPath: "", message: "cannot read the file as UTF-8 text"))
+            }
+        }
+        if !unreadable.isEmpty { throw PolicyError(diagnostics: unreadable) }
+        if sources.isEmpty {
+            throw PolicyError(diagnostics: [
+                PolicyDiagnostic(file: directory, line: nil, keyPath: "", message: "no *.yaml or *.yml policy files")
+            ])
+        }
+        return try load(sources: sources)
+    }
+
+    /// Loads and compiles policy text held in memory; `file` names are used in diagnostics only.
+    public func load(sources: [(file: String, text: String)]) throws(PolicyError) -> PolicySnapshot {
+        let sink = DiagnosticSink()
+        var sections: [String: [PolicyValue]] = [:]
+        for source in sources {
+            let root: Node?
+            do {
+                root = try Yams.compose(yaml: source.text)
+            } catch {
+                sink.error(PolicyDiagnostic(file: source.file, line: nil, keyPath: "", message: "not valid YAML: \(error)"))
+                continue
+            }
+            guard let root else { continue }  // an empty file contributes nothing
+            let document = PolicyValue(node: root, file: source.file, path: [], sink: sink)
+            guard let fields = document.fields(known: Self.topLevelKeys) else { continue }
+            for key in Self.topLevelKeys {
+                if let value = fields[key] { sections[key, default: []].append(value) }
+            }
+        }
+        let reader = PolicyDocumentReader(sink: sink)
+        let policy = reader.read(sections: sections)
+        if !sink.diagnostics.isEmpty {
+            throw PolicyError(diagnostics: sink.diagnostics)
+        }
+        return PolicySnapshot(policy: policy!, warnings: sink.warnings)
+    }
+}
