@@ -1,0 +1,87 @@
+import CPorticoCurl
+import NIOCore
+
+/// libcurl callbacks. They receive the transfer through their userdata pointer (unretained: the
+/// worker's `active` table owns transfers while libcurl may call back).
+private let headerCallback: portico_curl_data_callback = { data, size, count, userdata in
+    let length = size * count
+    guard let data, let userdata else { return length }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    transfer.receivedHeaderLine(UnsafeRawBufferPointer(start: data, count: length))
+    return length
+}
+
+private let writeCallback: portico_curl_data_callback = { data, size, count, userdata in
+    let length = size * count
+    guard let data, let userdata else { return length }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    return transfer.receivedBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : portico_curl_writefunc_pause()
+}
+
+extension CurlWorker {
+    /// Sets every option an exchange needs on a fresh (or reset) easy handle. Returns a problem
+    /// description when libcurl refuses an option.
+    func configure(_ easy: UnsafeMutableRawPointer, for request: UpstreamRequest, transfer: CurlTransfer) -> String? {
+        let me = Unmanaged.passUnretained(transfer).toOpaque()
+        var failed: String?
+        func check(_ code: CURLcode, _ what: String) {
+            if code != CURLE_OK, failed == nil { failed = "\(what): \(String(cString: curl_easy_strerror(code)))" }
+        }
+
+        check(portico_easy_setopt_pointer(easy, CURLOPT_URL, request.url), "URL")
+        check(portico_easy_setopt_pointer(easy, CURLOPT_PRIVATE, me), "private")
+        check(portico_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "nosignal")
+        check(portico_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1), "http version")
+        check(portico_easy_setopt_long(easy, CURLOPT_PATH_AS_IS, 1), "path as is")
+        // An empty proxy disables the http_proxy/HTTPS_PROXY environment variables: backends are
+        // addressed directly.
+        check(portico_easy_setopt_pointer(easy, CURLOPT_PROXY, ""), "proxy")
+        check(portico_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(request.connectTimeout)), "connect timeout")
+        check(portico_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)), "timeout")
+        check(portico_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 64 * 1024), "buffer size")
+        check(portico_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer), "error buffer")
+        check(portico_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback), "header function")
+        check(portico_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me), "header data")
+        check(portico_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback), "write function")
+        check(portico_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me), "write data")
+
+        let method = request.method
+        let bodyLength = request.body?.readableBytes ?? 0
+        let sendsBody = bodyLength > 0 || ["POST", "PUT", "PATCH"].contains(method)
+        if method == "HEAD" {
+            check(portico_easy_setopt_long(easy, CURLOPT_NOBODY, 1), "nobody")
+        } else if sendsBody {
+            check(portico_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bodyLength)), "body size")
+            if let body = request.body, bodyLength > 0 {
+                body.withUnsafeReadableBytes { bytes in
+                    check(portico_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, bytes.baseAddress), "body")
+                }
+            } else {
+                check(portico_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, ""), "body")
+            }
+            if method != "POST" { check(portico_easy_setopt_pointer(easy, CURLOPT_CUSTOMREQUEST, method), "method") }
+        } else {
+            check(portico_easy_setopt_long(easy, CURLOPT_HTTPGET, 1), "get")
+            if method != "GET" { check(portico_easy_setopt_pointer(easy, CURLOPT_CUSTOMREQUEST, method), "method") }
+        }
+
+        // The caller chose every header. Blank out the ones libcurl would add on its own.
+        var list: UnsafeMutablePointer<curl_slist>?
+        var named: Set<String> = []
+        for (name, value) in request.headers {
+            named.insert(name.lowercased())
+            list = curl_slist_append(list, value.isEmpty ? "\(name);" : "\(name): \(value)")
+        }
+        for suppressed in ["Accept", "Expect", "Content-Type"] where !named.contains(suppressed.lowercased()) {
+            list = curl_slist_append(list, "\(suppressed):")
+        }
+        transfer.headerList = list
+        check(portico_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, list), "headers")
+        return failed
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return max(1, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+    }
+}

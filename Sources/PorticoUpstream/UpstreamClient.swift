@@ -1,0 +1,112 @@
+import NIOCore
+
+/// Sends requests to backends and streams their answers back onto an event loop.
+///
+/// The gateway talks to backends only through this protocol so that a second implementation (an
+/// NIO-native client, a test double for what cannot run locally) can slot in without touching the
+/// proxy. ``CurlUpstreamClient`` is the production implementation.
+public protocol UpstreamClient: Sendable {
+    /// Starts `request`; every call on `handler` happens on `eventLoop`, in order: at most one
+    /// `head`, any number of body parts, then exactly one `finished` — unless the returned task was
+    /// cancelled, after which the handler may receive nothing more.
+    func execute(
+        _ request: UpstreamRequest, eventLoop: any EventLoop, handler: any UpstreamResponseHandler
+    ) -> any UpstreamTask
+
+    /// Stops accepting work, fails what is in flight and releases threads and connections.
+    func shutdown()
+}
+
+/// A request in flight, as seen from the side that started it.
+public protocol UpstreamTask: Sendable {
+    /// Abandons the exchange (for instance when the client went away); the connection is dropped.
+    func cancel()
+    /// Reports that `bytes` of body delivered earlier have left the gateway. The client stops
+    /// reading from the backend while too many delivered bytes are unconsumed: this is how a slow
+    /// client slows the backend down instead of making the gateway buffer its download.
+    func consumed(bytes: Int)
+}
+
+/// Receives one exchange's response on the event loop that started it. Not `Sendable`: it lives on
+/// that event loop (a channel handler, typically).
+public protocol UpstreamResponseHandler: AnyObject {
+    func upstreamReceived(head: UpstreamResponseHead)
+    func upstreamReceived(bodyPart: ByteBuffer)
+    func upstreamFinished(_ result: Result<UpstreamMetrics, UpstreamError>)
+}
+
+/// What to send to a backend. The caller has already decided every header: the client adds none of
+/// its own beyond framing (`Content-Length`).
+public struct UpstreamRequest: Sendable {
+    public var method: String
+    /// Absolute URL, already percent-encoded.
+    public var url: String
+    public var headers: [(name: String, value: String)]
+    public var body: ByteBuffer?
+    public var connectTimeout: Duration
+    /// Whole-exchange limit, including time queued for a connection.
+    public var timeout: Duration
+
+    public init(
+        method: String, url: String, headers: [(name: String, value: String)] = [], body: ByteBuffer? = nil,
+        connectTimeout: Duration = .seconds(2), timeout: Duration = .seconds(30)
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.connectTimeout = connectTimeout
+        self.timeout = timeout
+    }
+}
+
+public struct UpstreamResponseHead: Sendable {
+    public var status: Int
+    /// As the backend sent them, hop-by-hop fields included; the caller filters.
+    public var headers: [(name: String, value: String)]
+
+    public init(status: Int, headers: [(name: String, value: String)]) {
+        self.status = status
+        self.headers = headers
+    }
+}
+
+/// Facts about a finished exchange, for the access log and metrics.
+public struct UpstreamMetrics: Sendable {
+    /// From hand-off to the client until the exchange ended, as the client measured it.
+    public var duration: Duration
+    /// Connections opened for this exchange (0 when a pooled connection was reused).
+    public var newConnections: Int
+
+    public init(duration: Duration, newConnections: Int) {
+        self.duration = duration
+        self.newConnections = newConnections
+    }
+}
+
+/// Why an exchange failed. The gateway maps the kind to a status (502, 504); `detail` is for logs
+/// only, since it may name internal addresses.
+public struct UpstreamError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Hashable {
+        /// The connection could not be made (refused, unreachable, name not resolved).
+        case connectFailed
+        /// The connect timeout or the whole-exchange timeout elapsed.
+        case timedOut
+        /// The backend broke the exchange: closed early, sent something that is not HTTP, reset.
+        case badResponse
+        /// The client is shutting down.
+        case shutdown
+        /// The request could not be started (a malformed URL, say).
+        case invalidRequest
+    }
+
+    public var kind: Kind
+    public var detail: String
+
+    public init(_ kind: Kind, detail: String) {
+        self.kind = kind
+        self.detail = detail
+    }
+
+    public var description: String { "\(kind): \(detail)" }
+}
