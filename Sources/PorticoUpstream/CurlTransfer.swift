@@ -93,12 +93,8 @@ final class CurlTransfer {
         isDirty = false
         guard head != nil || body != nil || result != nil else { return }
         let handler = self.handler
-        eventLoop.execute {
-            let handler = handler.value
-            if let head { handler.upstreamReceived(head: head) }
-            if let body { handler.upstreamReceived(bodyPart: body) }
-            if let result { handler.upstreamFinished(result) }
-        }
+        let events = UpstreamEvents(head: head, body: body, result: result)
+        eventLoop.execute { handler.value.upstreamReceived(events) }
     }
 }
 

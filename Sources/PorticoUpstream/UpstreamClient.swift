@@ -6,9 +6,9 @@ import NIOCore
 /// NIO-native client, a test double for what cannot run locally) can slot in without touching the
 /// proxy. ``CurlUpstreamClient`` is the production implementation.
 public protocol UpstreamClient: Sendable {
-    /// Starts `request`; every call on `handler` happens on `eventLoop`, in order: at most one
-    /// `head`, any number of body parts, then exactly one `finished` — unless the returned task was
-    /// cancelled, after which the handler may receive nothing more.
+    /// Starts `request`; every call on `handler` happens on `eventLoop`. Across the calls the handler
+    /// sees at most one head, then body parts, then exactly one result — unless the returned task was
+    /// cancelled, after which it may receive nothing more.
     func execute(
         _ request: UpstreamRequest, eventLoop: any EventLoop, handler: any UpstreamResponseHandler
     ) -> any UpstreamTask
@@ -30,9 +30,24 @@ public protocol UpstreamTask: Sendable {
 /// Receives one exchange's response on the event loop that started it. Not `Sendable`: it lives on
 /// that event loop (a channel handler, typically).
 public protocol UpstreamResponseHandler: AnyObject {
-    func upstreamReceived(head: UpstreamResponseHead)
-    func upstreamReceived(bodyPart: ByteBuffer)
-    func upstreamFinished(_ result: Result<UpstreamMetrics, UpstreamError>)
+    /// Called with what arrived since the last call, in one event-loop hop; a handler writing to a
+    /// channel flushes once per call.
+    func upstreamReceived(_ events: UpstreamEvents)
+}
+
+/// What arrived from the backend since the last delivery, in order: head, body, end.
+public struct UpstreamEvents: Sendable {
+    public var head: UpstreamResponseHead?
+    /// Body bytes; the receiver returns them with ``UpstreamTask/consumed(bytes:)`` once written,
+    /// unless `result` is set too (the exchange is over and needs no more credit).
+    public var body: ByteBuffer?
+    public var result: Result<UpstreamMetrics, UpstreamError>?
+
+    public init(head: UpstreamResponseHead? = nil, body: ByteBuffer? = nil, result: Result<UpstreamMetrics, UpstreamError>? = nil) {
+        self.head = head
+        self.body = body
+        self.result = result
+    }
 }
 
 /// What to send to a backend. The caller has already decided every header: the client adds none of

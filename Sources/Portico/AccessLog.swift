@@ -1,0 +1,51 @@
+import Logging
+import NIOCore
+
+/// One structured line per request, written when the response ends (or the exchange is abandoned).
+///
+/// The fields are what an operator needs to follow a request: its id, what was asked, which
+/// service/version/backend served it, the outcome, and where the time went. No header values and no
+/// body are logged, so no credential reaches the log.
+struct AccessRecord {
+    let requestID: String
+    let method: String
+    let path: Substring
+    let client: String?
+    let started: NIODeadline
+    var service: String?
+    var version: Int?
+    var backend: String?
+    var status: UInt = 0
+    var bytesSent = 0
+    var upstreamDuration: Duration?
+    /// Why an exchange ended abnormally (for logs only; may name internal addresses).
+    var failure: String?
+
+    func write(to logger: Logger) {
+        let total = NIODeadline.now() - started
+        var metadata: Logger.Metadata = [
+            "request_id": .string(requestID),
+            "method": .string(method),
+            "path": .string(String(path)),
+            "status": .stringConvertible(status),
+            "bytes": .stringConvertible(bytesSent),
+            "total_ms": .string(Self.milliseconds(total.nanoseconds)),
+        ]
+        if let client { metadata["client"] = .string(client) }
+        if let service { metadata["service"] = .string(service) }
+        if let version { metadata["version"] = .stringConvertible(version) }
+        if let backend { metadata["backend"] = .string(backend) }
+        if let upstreamDuration {
+            let (seconds, attoseconds) = upstreamDuration.components
+            metadata["upstream_ms"] = .string(Self.milliseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+        }
+        if let failure { metadata["failure"] = .string(failure) }
+        logger.info("access", metadata: metadata)
+    }
+
+    private static func milliseconds(_ nanoseconds: Int64) -> String {
+        let micros = nanoseconds / 1000
+        let fraction = String(micros % 1000)
+        return "\(micros / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction)"
+    }
+}

@@ -1,0 +1,133 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import PorticoPolicy
+import PorticoUpstream
+
+/// The gateway process's server: listeners, connection pipelines, the upstream client.
+///
+/// Start it with a compiled policy; it binds every listener of the policy (port `0` asks for an
+/// ephemeral one, which ``boundPorts`` then reports), and serves until ``shutdown()``.
+public final class Gateway: Sendable {
+    public let store: PolicyStore
+    private let group: any EventLoopGroup
+    private let upstream: any UpstreamClient
+    private let logger: Logger
+    private let state = NIOLockedValueBox(RunState())
+
+    private struct RunState {
+        var listeners: [(name: String, channel: any Channel)] = []
+        var connections: [ObjectIdentifier: any Channel] = [:]
+        var shutDown = false
+    }
+
+    /// - Parameters:
+    ///   - upstream: the client backends are called through; by default a ``CurlUpstreamClient`` sized
+    ///     by the policy's `upstream` section, shut down with the gateway.
+    public init(
+        snapshot: PolicySnapshot, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        upstream: (any UpstreamClient)? = nil, logger: Logger = Logger(label: "portico")
+    ) {
+        self.store = PolicyStore(snapshot)
+        self.group = group
+        let sizing = snapshot.policy.upstream
+        self.upstream = upstream ?? CurlUpstreamClient(configuration: .init(
+            threads: sizing.threads, maxConnectionsPerHost: sizing.maxConnectionsPerHost,
+            maxIdleConnections: sizing.maxIdleConnections))
+        self.logger = logger
+    }
+
+    /// Listener name → bound port, once ``start()`` has returned.
+    public var boundPorts: [String: Int] {
+        state.withLockedValue { state in
+            Dictionary(uniqueKeysWithValues: state.listeners.compactMap { listener in
+                listener.channel.localAddress?.port.map { (listener.name, $0) }
+            })
+        }
+    }
+
+    /// Binds every listener. Throws if one cannot be bound (those already bound are closed again).
+    public func start() async throws {
+        let snapshot = store.current
+        var accessLogger = logger
+        accessLogger[metadataKey: "log"] = "access"
+        let services = GatewayServices(store: store, upstream: upstream, accessLogger: accessLogger, scheme: "http")
+        let limits = snapshot.limits
+        var bound: [(name: String, channel: any Channel)] = []
+        do {
+            for listener in snapshot.listeners {
+                let channel = try await bootstrap(services: services, limits: limits)
+                    .bind(host: listener.address, port: listener.port).get()
+                bound.append((listener.name, channel))
+                logger.info("listening", metadata: ["listener": .string(listener.name), "address": .string("\(channel.localAddress!)")])
+            }
+        } catch {
+            for listener in bound { try? await listener.channel.close() }
+            throw error
+        }
+        state.withLockedValue { $0.listeners = bound }
+    }
+
+    private func bootstrap(services: GatewayServices, limits: LimitsPolicy) -> ServerBootstrap {
+        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
+        decoderLimits.maxHeaderListSize = limits.maxHeadBytes
+        decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
+        decoderLimits.maxHeaderFieldCount = limits.maxHeaderCount
+        let decoderLimitsValue = decoderLimits
+        let headTimeout = TimeAmount(limits.headTimeout)
+        let idleTimeout = TimeAmount(limits.idleTimeout)
+        return ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelInitializer { [self] channel in
+                self.track(channel)
+                return channel.eventLoop.makeCompletedFuture {
+                    let pipeline = channel.pipeline.syncOperations
+                    try pipeline.addHandler(ConnectionTimeoutHandler(headTimeout: headTimeout, idleTimeout: idleTimeout))
+                    try pipeline.configureHTTPServerPipeline(
+                        withPipeliningAssistance: true, withErrorHandling: false,
+                        withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimitsValue)
+                    try pipeline.addHandler(HTTPParserErrorHandler(maxHeadBytes: limits.maxHeadBytes, maxHeaderCount: limits.maxHeaderCount))
+                    try pipeline.addHandler(GatewayHandler(services: services))
+                }
+            }
+    }
+
+    private func track(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        let accepted = state.withLockedValue { state -> Bool in
+            guard !state.shutDown else { return false }
+            state.connections[id] = channel
+            return true
+        }
+        guard accepted else {
+            channel.close(promise: nil)
+            return
+        }
+        channel.closeFuture.whenComplete { [state] _ in
+            _ = state.withLockedValue { $0.connections.removeValue(forKey: id) }
+        }
+    }
+
+    /// Stops listening, closes open connections and stops the upstream client.
+    public func shutdown() async {
+        let (listeners, connections) = state.withLockedValue { state in
+            state.shutDown = true
+            return (state.listeners, Array(state.connections.values))
+        }
+        for listener in listeners { try? await listener.channel.close() }
+        for connection in connections { try? await connection.close() }
+        upstream.shutdown()
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,291 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import PorticoPolicy
+import PorticoUpstream
+
+/// What every connection's handler shares: the policy, the upstream client, the access log.
+struct GatewayServices: Sendable {
+    let store: PolicyStore
+    let upstream: any UpstreamClient
+    let accessLogger: Logger
+    let scheme: String
+}
+
+/// Carries one request through the stages (route → handler) and its response back to the client.
+///
+/// One per connection; requests arrive one at a time (NIO's pipelining handler holds back the next
+/// one until this response has ended), so the handler is always in exactly one ``Phase``.
+final class GatewayHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    enum Phase {
+        /// Waiting for a request head.
+        case idle
+        /// A proxied request's body is being collected (bodies are forwarded whole).
+        case receivingBody
+        /// Answered before the request ended (an error); the rest of the request is read and dropped.
+        case discardingBody
+        /// Sent upstream; the response is awaited or streaming.
+        case forwarding
+        case closed
+    }
+
+    /// The request in progress.
+    struct Exchange {
+        let serial: Int
+        let head: HTTPRequestHead
+        let requestID: String
+        let snapshot: PolicySnapshot
+        var keepAlive: Bool
+        var record: AccessRecord
+        var routed: RoutedRequest?
+        var proxy: ProxyPolicy?
+        var backend: BackendPolicy?
+        var body: ByteBuffer?
+        var task: (any UpstreamTask)?
+        var responseStarted = false
+    }
+
+    private let services: GatewayServices
+    private var phase = Phase.idle
+    private var exchange: Exchange?
+    private var serial = 0
+    private var clientAddress: String?
+
+    init(services: GatewayServices) {
+        self.services = services
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        clientAddress = context.channel.remoteAddress?.ipAddress
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): receivedHead(head, context: context)
+        case .body(let part): receivedBody(part, context: context)
+        case .end: receivedEnd(context: context)
+        }
+    }
+
+    private func receivedHead(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        guard case .idle = phase else { return }
+        serial += 1
+        let snapshot = services.store.current
+        let limits = snapshot.limits
+        let requestID = head.headers.first(name: "x-request-id").flatMap { RequestID.accept($0) ? $0 : nil } ?? RequestID.generate()
+        let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
+        let record = AccessRecord(requestID: requestID, method: head.method.rawValue, path: path, client: clientAddress, started: .now())
+        exchange = Exchange(serial: serial, head: head, requestID: requestID, snapshot: snapshot, keepAlive: head.isKeepAlive, record: record)
+
+        let contentLength = head.headers.first(name: "content-length").flatMap(Int.init)
+        let expectsBody = (contentLength ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
+        context.triggerUserOutboundEvent(RequestProgressEvent.headReceived(expectsBody: expectsBody), promise: nil)
+
+        if head.uri.utf8.count > limits.maxHeadBytes {
+            return answerEarly(.uriTooLong(limit: limits.maxHeadBytes), context: context)
+        }
+        if let contentLength, contentLength > limits.maxBodyBytes {
+            return answerEarly(.bodyTooLarge(limit: limits.maxBodyBytes), context: context)
+        }
+        let routed: RoutedRequest
+        switch Route.resolve(head, in: snapshot) {
+        case .failure(let problem): return answerEarly(problem, context: context)
+        case .success(let value): routed = value
+        }
+        exchange!.record.service = routed.service.name
+        exchange!.record.version = routed.version
+        exchange!.routed = routed
+        switch routed.handler {
+        case .proxy(let proxy):
+            exchange!.proxy = proxy
+            exchange!.backend = snapshot.backend(named: proxy.backend)
+            exchange!.record.backend = proxy.backend
+        }
+        phase = .receivingBody
+    }
+
+    private func receivedBody(_ part: ByteBuffer, context: ChannelHandlerContext) {
+        guard case .receivingBody = phase else { return }
+        let limit = exchange!.snapshot.limits.maxBodyBytes
+        let received = exchange!.body?.readableBytes ?? 0
+        if received + part.readableBytes > limit {
+            return answerEarly(.bodyTooLarge(limit: limit), context: context)
+        }
+        if exchange!.body == nil {
+            exchange!.body = part
+        } else {
+            var part = part
+            exchange!.body!.writeBuffer(&part)
+        }
+    }
+
+    private func receivedEnd(context: ChannelHandlerContext) {
+        switch phase {
+        case .receivingBody:
+            context.triggerUserOutboundEvent(RequestProgressEvent.endReceived, promise: nil)
+            forward(context: context)
+        case .discardingBody:
+            context.triggerUserOutboundEvent(RequestProgressEvent.endReceived, promise: nil)
+            context.triggerUserOutboundEvent(RequestProgressEvent.responseEndSent, promise: nil)
+            phase = .idle
+            exchange = nil
+        case .idle, .forwarding, .closed:
+            break
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if case .forwarding = phase, var exchange {
+            exchange.task?.cancel()
+            exchange.record.failure = "client closed the connection"
+            exchange.record.status = exchange.responseStarted ? exchange.record.status : 499
+            log(exchange.record, snapshot: exchange.snapshot)
+        }
+        phase = .closed
+        exchange = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Parser errors were answered by HTTPParserErrorHandler; anything else ends the connection.
+        context.close(promise: nil)
+    }
+
+    // MARK: Forwarding
+
+    private func forward(context: ChannelHandlerContext) {
+        guard let exchange, let routed = exchange.routed, let proxy = exchange.proxy, let backend = exchange.backend else { return }
+        let request = ProxyForwarding.upstreamRequest(
+            head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend,
+            clientAddress: clientAddress, scheme: services.scheme, requestID: exchange.requestID)
+        phase = .forwarding
+        self.exchange!.body = nil
+        let callback = UpstreamCallback(handler: self, context: context, serial: exchange.serial)
+        self.exchange!.task = services.upstream.execute(request, eventLoop: context.eventLoop, handler: callback)
+    }
+
+    /// Upstream events for the exchange `serial`; stale ones (a cancelled exchange) are dropped.
+    fileprivate func upstreamReceived(_ events: UpstreamEvents, serial: Int, context: ChannelHandlerContext) {
+        guard case .forwarding = phase, var exchange, exchange.serial == serial else { return }
+        if let head = events.head {
+            var keepAlive = exchange.keepAlive
+            if exchange.head.version == .http1_0 && !head.headers.contains(where: { $0.name.lowercased() == "content-length" }) {
+                keepAlive = false  // an HTTP/1.0 client can only see the end of such a body as a close
+            }
+            exchange.keepAlive = keepAlive
+            let responseHead = ProxyForwarding.responseHead(
+                head, version: exchange.head.version, requestID: exchange.requestID, apiVersion: exchange.routed!.version,
+                keepAlive: keepAlive)
+            exchange.record.status = responseHead.status.code
+            exchange.responseStarted = true
+            context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
+        }
+        if let body = events.body {
+            let count = body.readableBytes
+            exchange.record.bytesSent += count
+            if events.result == nil, let task = exchange.task {
+                let promise = context.eventLoop.makePromise(of: Void.self)
+                promise.futureResult.whenComplete { _ in task.consumed(bytes: count) }
+                context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: promise)
+            } else {
+                context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            }
+        }
+        self.exchange = exchange
+        switch events.result {
+        case nil:
+            context.flush()
+        case .success(let metrics):
+            self.exchange!.record.upstreamDuration = metrics.duration
+            finishResponse(context: context)
+        case .failure(let error):
+            self.exchange!.record.failure = error.description
+            if exchange.responseStarted {
+                // The status is gone; a truncated body can only be signalled by closing.
+                context.flush()
+                log(self.exchange!.record, snapshot: exchange.snapshot)
+                phase = .closed
+                context.close(promise: nil)
+            } else {
+                let backend = exchange.proxy?.backend ?? "unknown"
+                let problem: Problem = error.kind == .timedOut ? .gatewayTimeout(backend: backend) : .badGateway(backend: backend)
+                let written = writeProblem(problem, context: context)
+                afterResponse(requestEnded: true, closing: problem.closesConnection, written: written, context: context)
+            }
+        }
+    }
+
+    private func finishResponse(context: ChannelHandlerContext) {
+        let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        afterResponse(requestEnded: true, closing: false, written: written, context: context)
+    }
+
+    // MARK: Answers
+
+    /// Answers with a problem while the request may still be arriving.
+    private func answerEarly(_ problem: Problem, context: ChannelHandlerContext) {
+        let written = writeProblem(problem, context: context)
+        afterResponse(requestEnded: false, closing: problem.closesConnection, written: written, context: context)
+    }
+
+    /// Writes a whole problem response; the future completes when its last byte is written.
+    private func writeProblem(_ problem: Problem, context: ChannelHandlerContext) -> EventLoopFuture<Void> {
+        let exchange = self.exchange!
+        let body = problem.body(requestID: exchange.requestID)
+        var head = problem.head(requestID: exchange.requestID, contentLength: body.readableBytes, version: exchange.head.version)
+        if !exchange.keepAlive && !problem.closesConnection { head.headers.add(name: "connection", value: "close") }
+        self.exchange!.record.status = problem.status.code
+        self.exchange!.record.bytesSent = body.readableBytes
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        return context.writeAndFlush(wrapOutboundOut(.end(nil)))
+    }
+
+    /// Logs the finished exchange and moves on: close, read the rest of the request, or wait for the next.
+    private func afterResponse(
+        requestEnded: Bool, closing: Bool, written: EventLoopFuture<Void>, context: ChannelHandlerContext
+    ) {
+        guard let exchange else { return }
+        log(exchange.record, snapshot: exchange.snapshot)
+        if closing || !exchange.keepAlive {
+            phase = .closed
+            self.exchange = nil
+            // Close once the answer has left: closing now would discard a response still queued.
+            let channel = context.channel
+            written.whenComplete { _ in channel.close(promise: nil) }
+        } else if requestEnded {
+            phase = .idle
+            self.exchange = nil
+            context.triggerUserOutboundEvent(RequestProgressEvent.responseEndSent, promise: nil)
+        } else {
+            phase = .discardingBody
+        }
+    }
+
+    private func log(_ record: AccessRecord, snapshot: PolicySnapshot) {
+        if snapshot.policy.accessLog.enabled { record.write(to: services.accessLogger) }
+    }
+}
+
+/// Routes one exchange's upstream events back to the connection's handler. A separate object per
+/// exchange, tagged with its serial number, so events of a cancelled exchange cannot reach the next.
+private final class UpstreamCallback: UpstreamResponseHandler {
+    private let handler: GatewayHandler
+    private let context: ChannelHandlerContext
+    private let serial: Int
+
+    init(handler: GatewayHandler, context: ChannelHandlerContext, serial: Int) {
+        self.handler = handler
+        self.context = context
+        self.serial = serial
+    }
+
+    func upstreamReceived(_ events: UpstreamEvents) {
+        handler.upstreamReceived(events, serial: serial, context: context)
+    }
+}

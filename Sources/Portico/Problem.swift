@@ -1,0 +1,146 @@
+import NIOCore
+import NIOHTTP1
+
+/// An error answer in RFC 9457 `application/problem+json` form.
+///
+/// `type` is a stable URI per kind of problem, so clients branch on it rather than on wording;
+/// `detail` helps an honest client fix its request and never carries secrets or internal addresses.
+public struct Problem: Error, Sendable {
+    public var type: String
+    public var title: String
+    public var status: HTTPResponseStatus
+    public var detail: String?
+    /// Extension members (RFC 9457 §3.2), e.g. the backend name for a 502.
+    public var extensions: [(String, String)]
+    /// Whether the connection must close after this answer (the request could not be framed or read).
+    public var closesConnection: Bool
+
+    public init(
+        type: String, title: String, status: HTTPResponseStatus, detail: String? = nil,
+        extensions: [(String, String)] = [], closesConnection: Bool = false
+    ) {
+        self.type = type
+        self.title = title
+        self.status = status
+        self.detail = detail
+        self.extensions = extensions
+        self.closesConnection = closesConnection
+    }
+
+    static let typePrefix = "urn:portico:problem:"
+
+    /// The JSON body, with `instance` set to the request id so a report can be matched to a log line.
+    func body(requestID: String) -> ByteBuffer {
+        var json = "{\"type\":\(Self.quote(type)),\"title\":\(Self.quote(title)),\"status\":\(status.code)"
+        if let detail { json += ",\"detail\":\(Self.quote(detail))" }
+        json += ",\"instance\":\(Self.quote("urn:portico:request:" + requestID))"
+        for (key, value) in extensions { json += ",\(Self.quote(key)):\(Self.quote(value))" }
+        json += "}"
+        return ByteBuffer(string: json)
+    }
+
+    /// The complete response head for this problem.
+    func head(requestID: String, contentLength: Int, version: HTTPVersion = .http1_1) -> HTTPResponseHead {
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: "application/problem+json")
+        headers.add(name: "content-length", value: String(contentLength))
+        headers.add(name: "x-request-id", value: requestID)
+        headers.add(name: "cache-control", value: "no-store")
+        if closesConnection { headers.add(name: "connection", value: "close") }
+        return HTTPResponseHead(version: version, status: status, headers: headers)
+    }
+
+    /// The whole response as raw HTTP/1.1 bytes, for handlers that sit below the HTTP codec.
+    func rawResponse(requestID: String) -> ByteBuffer {
+        let body = body(requestID: requestID)
+        let head = head(requestID: requestID, contentLength: body.readableBytes)
+        var text = "HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)\r\n"
+        for (name, value) in head.headers { text += "\(name): \(value)\r\n" }
+        text += "\r\n"
+        var buffer = ByteBuffer(string: text)
+        buffer.writeImmutableBuffer(body)
+        return buffer
+    }
+
+    static func quote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// The problems the gateway itself answers with. Each `type` is part of the public contract.
+extension Problem {
+    static func malformedRequest(_ detail: String) -> Problem {
+        Problem(type: typePrefix + "malformed-request", title: "Malformed request", status: .badRequest, detail: detail, closesConnection: true)
+    }
+
+    static func badRequest(_ detail: String) -> Problem {
+        Problem(type: typePrefix + "bad-request", title: "Bad request", status: .badRequest, detail: detail)
+    }
+
+    static func headTooLarge(_ detail: String) -> Problem {
+        Problem(
+            type: typePrefix + "request-header-fields-too-large", title: "Request header fields too large",
+            status: .requestHeaderFieldsTooLarge, detail: detail, closesConnection: true)
+    }
+
+    static func uriTooLong(limit: Int) -> Problem {
+        Problem(
+            type: typePrefix + "uri-too-long", title: "URI too long", status: .uriTooLong,
+            detail: "The request target is longer than \(limit) bytes.", closesConnection: true)
+    }
+
+    static func bodyTooLarge(limit: Int) -> Problem {
+        Problem(
+            type: typePrefix + "payload-too-large", title: "Request body too large", status: .payloadTooLarge,
+            detail: "The request body is larger than this gateway accepts (\(limit) bytes).",
+            extensions: [("maxBodyBytes", String(limit))], closesConnection: true)
+    }
+
+    static func requestTimeout() -> Problem {
+        Problem(
+            type: typePrefix + "request-timeout", title: "Request timeout", status: .requestTimeout,
+            detail: "The request was not received in time.", closesConnection: true)
+    }
+
+    static func notFound(path: String) -> Problem {
+        Problem(type: typePrefix + "no-route", title: "No such service", status: .notFound, detail: "No service is published at \(path).")
+    }
+
+    static func unknownVersion(_ version: String, service: String, available: [Int]) -> Problem {
+        Problem(
+            type: typePrefix + "unknown-api-version", title: "Unknown API version", status: .notFound,
+            detail: "Service \(service) has no version \(version); available: \(available.map(String.init).joined(separator: ", ")).",
+            extensions: [("service", service)])
+    }
+
+    static func badGateway(backend: String) -> Problem {
+        Problem(
+            type: typePrefix + "backend-unavailable", title: "Backend unavailable", status: .badGateway,
+            detail: "The backend \(backend) could not be reached or gave no valid answer.", extensions: [("backend", backend)])
+    }
+
+    static func gatewayTimeout(backend: String) -> Problem {
+        Problem(
+            type: typePrefix + "backend-timeout", title: "Backend timeout", status: .gatewayTimeout,
+            detail: "The backend \(backend) did not answer in time.", extensions: [("backend", backend)])
+    }
+
+    static func shuttingDown() -> Problem {
+        Problem(
+            type: typePrefix + "shutting-down", title: "Shutting down", status: .serviceUnavailable,
+            detail: "The gateway is shutting down; retry on another instance.", closesConnection: true)
+    }
+}

@@ -1,0 +1,106 @@
+import NIOCore
+import NIOHTTP1
+import PorticoPolicy
+import PorticoUpstream
+
+/// What the `proxy` handler sends upstream and what it passes back, per RFC 9110 §7.6.
+enum ProxyForwarding {
+    /// Hop-by-hop fields (RFC 9110 §7.6.1 and the historical ones proxies still see).
+    static let hopByHop: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+        "proxy-authenticate", "proxy-authorization",
+    ]
+
+    /// Request fields the gateway sets itself instead of passing on.
+    static let replacedOnRequest: Set<String> = [
+        "host", "content-length", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-request-id",
+    ]
+
+    /// Field names that must not cross this hop: the fixed list plus those named in `Connection`.
+    static func droppedFields(_ headers: HTTPHeaders) -> Set<String> {
+        var dropped = hopByHop
+        for value in headers[canonicalForm: "connection"] {
+            dropped.insert(value.lowercased())
+        }
+        return dropped
+    }
+
+    /// Path and query the backend receives: the backend's base path, then the rewritten prefix
+    /// (or the original path when the policy sets no rewrite), then the request's query unchanged.
+    static func upstreamTarget(_ routed: RoutedRequest, proxy: ProxyPolicy, backend: BackendPolicy) -> String {
+        var path = backend.url.basePath
+        if let rewrite = proxy.rewrite {
+            path += rewrite
+            path += routed.remainder
+        } else {
+            path += routed.path
+        }
+        if path.isEmpty { path = "/" }
+        if let query = routed.query { path += "?" + query }
+        return path
+    }
+
+    static func upstreamRequest(
+        head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: BackendPolicy,
+        clientAddress: String?, scheme: String, requestID: String
+    ) -> UpstreamRequest {
+        let dropped = droppedFields(head.headers)
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(head.headers.count + 5)
+        var forwardedFor: String?
+        for (name, value) in head.headers {
+            let lower = name.lowercased()
+            if lower == "x-forwarded-for" {
+                forwardedFor = forwardedFor.map { "\($0), \(value)" } ?? value
+                continue
+            }
+            if dropped.contains(lower) || replacedOnRequest.contains(lower) { continue }
+            headers.append((name, value))
+        }
+        if let clientAddress {
+            forwardedFor = forwardedFor.map { "\($0), \(clientAddress)" } ?? clientAddress
+        }
+        let url = backend.url
+        let defaultPort = url.scheme == "https" ? 443 : 80
+        headers.append(("Host", url.port == defaultPort ? url.hostForURL : "\(url.hostForURL):\(url.port)"))
+        if let forwardedFor { headers.append(("X-Forwarded-For", forwardedFor)) }
+        headers.append(("X-Forwarded-Proto", scheme))
+        if let host = head.headers.first(name: "host") { headers.append(("X-Forwarded-Host", host)) }
+        headers.append(("X-Request-Id", requestID))
+
+        let target = upstreamTarget(routed, proxy: proxy, backend: backend)
+        return UpstreamRequest(
+            method: head.method.rawValue, url: "\(url.scheme)://\(url.hostForURL):\(url.port)\(target)", headers: headers,
+            body: body, connectTimeout: backend.connectTimeout, timeout: backend.timeout)
+    }
+
+    /// The response head sent to the client: the backend's end-to-end fields plus the gateway's own.
+    static func responseHead(
+        _ upstream: UpstreamResponseHead, version: HTTPVersion, requestID: String, apiVersion: Int, keepAlive: Bool
+    ) -> HTTPResponseHead {
+        var dropped = hopByHop
+        for (name, value) in upstream.headers where name.lowercased() == "connection" {
+            for token in value.split(separator: ",") { dropped.insert(token.trimmingCharacters().lowercased()) }
+        }
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(upstream.headers.count + 3)
+        for (name, value) in upstream.headers {
+            let lower = name.lowercased()
+            if dropped.contains(lower) || lower == "x-request-id" || lower == "x-api-version" { continue }
+            headers.add(name: name, value: value)
+        }
+        headers.add(name: "X-Request-Id", value: requestID)
+        headers.add(name: "X-API-Version", value: String(apiVersion))
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        return HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: upstream.status), headers: headers)
+    }
+}
+
+extension Substring {
+    func trimmingCharacters() -> Substring {
+        var text = self
+        while text.first == " " || text.first == "\t" { text.removeFirst() }
+        while text.last == " " || text.last == "\t" { text.removeLast() }
+        return text
+    }
+}

@@ -1,0 +1,71 @@
+import NIOHTTP1
+import PorticoPolicy
+
+/// The route stage: which service, which version and which handler serve a request.
+///
+/// Versions are passive here: from the service path's `{version}` segment, else from the
+/// `apiVersion` query parameter, else the service's default.
+struct RoutedRequest {
+    let service: CompiledService
+    let version: Int
+    let handler: HandlerPolicy
+    /// Path after the service prefix (empty or starting with `/`).
+    let remainder: Substring
+    let path: Substring
+    let query: Substring?
+}
+
+enum Route {
+    static func resolve(_ head: HTTPRequestHead, in snapshot: PolicySnapshot) -> Result<RoutedRequest, Problem> {
+        let uri = head.uri
+        guard uri.hasPrefix("/") else {
+            return .failure(.badRequest("The request target must be a path (origin-form), such as /api/quotes."))
+        }
+        let path: Substring
+        let query: Substring?
+        if let mark = uri.firstIndex(of: "?") {
+            path = uri[..<mark]
+            query = uri[uri.index(after: mark)...]
+        } else {
+            path = uri[...]
+            query = nil
+        }
+        if path.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == ".." || $0 == "." }) {
+            return .failure(.badRequest("The request path must not contain '.' or '..' segments."))
+        }
+        let host = head.headers.first(name: "host").map(Self.hostWithoutPort)
+        guard let match = snapshot.routes.match(path: path, host: host) else {
+            return .failure(.notFound(path: String(path)))
+        }
+        let service = match.service
+        let requested: Substring? = match.path.version ?? query.flatMap { Self.queryParameter("apiVersion", in: $0) }
+        let version: Int
+        if let requested {
+            let digits = requested.first == "v" ? requested.dropFirst() : requested
+            guard let number = Int(digits), service.policy.versions[number] != nil else {
+                return .failure(.unknownVersion(String(requested), service: service.name, available: service.policy.versions.keys.sorted()))
+            }
+            version = number
+        } else {
+            version = service.defaultVersion
+        }
+        let handler = service.policy.versions[version]!.handler
+        return .success(RoutedRequest(service: service, version: version, handler: handler, remainder: match.path.remainder, path: path, query: query))
+    }
+
+    static func hostWithoutPort(_ host: String) -> Substring {
+        if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
+            return Substring(host[...close].lowercased())
+        }
+        let name = host.firstIndex(of: ":").map { host[..<$0] } ?? host[...]
+        return Substring(name.lowercased())
+    }
+
+    static func queryParameter(_ name: String, in query: Substring) -> Substring? {
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts[0] == name { return parts.count > 1 ? parts[1] : "" }
+        }
+        return nil
+    }
+}

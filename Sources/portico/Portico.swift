@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct PorticoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "portico",
+        abstract: "An API gateway: signed requests, per-backend limits, versioned remote facades.",
+        subcommands: [ServeCommand.self, CheckCommand.self, DemoBackendsCommand.self]
+    )
+}

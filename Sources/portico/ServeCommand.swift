@@ -1,0 +1,96 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import Portico
+import PorticoDemoBackends
+import PorticoPolicy
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `portico serve`: runs the gateway until SIGINT or SIGTERM.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the gateway.")
+
+    @Option(name: .long, help: "The policy directory.")
+    var policies: String = "policies"
+
+    @Flag(name: .long, help: "Also start the demo backends the shipped policy points at (quotes on 18081, echo on 18082).")
+    var demoBackends = false
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "info"
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardOutput(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        signal(SIGPIPE, SIG_IGN)
+        let logger = Logger(label: "portico")
+
+        let snapshot: PolicySnapshot
+        do {
+            snapshot = try PolicyLoader().load(directory: policies)
+        } catch {
+            for diagnostic in error.diagnostics { logger.critical("policy error: \(diagnostic)") }
+            throw ExitCode(1)
+        }
+        for warning in snapshot.warnings { logger.warning("policy warning: \(warning)") }
+
+        var backends: [BackendServer] = []
+        if demoBackends {
+            backends = try await DemoBackends.start()
+            logger.info("demo backends running", metadata: ["ports": "\(backends.map(\.port))"])
+        }
+        let gateway = Gateway(snapshot: snapshot, logger: logger)
+        try await gateway.start()
+        for (name, port) in gateway.boundPorts.sorted(by: { $0.key < $1.key }) {
+            logger.notice("serving", metadata: ["listener": .string(name), "port": .stringConvertible(port)])
+        }
+
+        await waitForTerminationSignal()
+        logger.notice("shutting down")
+        await gateway.shutdown()
+        for backend in backends { try? await backend.shutdown() }
+    }
+
+    private func waitForTerminationSignal() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let queue = DispatchQueue(label: "portico.signals")
+            let once = SignalOnce(continuation)
+            for number in [SIGINT, SIGTERM] {
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+                source.setEventHandler { once.fire() }
+                source.resume()
+                once.keep(source)
+            }
+        }
+    }
+}
+
+/// Resumes the waiting task on the first signal only; keeps the signal sources alive meanwhile.
+private final class SignalOnce: @unchecked Sendable {
+    private var continuation: CheckedContinuation<Void, Never>?
+    private var sources: [any DispatchSourceSignal] = []
+    private let lock = NSLock()
+
+    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
+
+    func keep(_ source: any DispatchSourceSignal) { lock.withLock { sources.append(source) } }
+
+    func fire() {
+        let continuation = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            defer { self.continuation = nil }
+            return self.continuation
+        }
+        continuation?.resume()
+    }
+}
