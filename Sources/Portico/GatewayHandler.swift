@@ -214,27 +214,26 @@ final class GatewayHandler: ChannelInboundHandler {
             } else {
                 let backend = exchange.proxy?.backend ?? "unknown"
                 let problem: Problem = error.kind == .timedOut ? .gatewayTimeout(backend: backend) : .badGateway(backend: backend)
-                let written = writeProblem(problem, context: context)
-                afterResponse(requestEnded: true, closing: problem.closesConnection, written: written, context: context)
+                writeProblem(problem, context: context)
+                endResponse(requestEnded: true, closing: problem.closesConnection, context: context)
             }
         }
     }
 
     private func finishResponse(context: ChannelHandlerContext) {
-        let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        afterResponse(requestEnded: true, closing: false, written: written, context: context)
+        endResponse(requestEnded: true, closing: false, context: context)
     }
 
     // MARK: Answers
 
     /// Answers with a problem while the request may still be arriving.
     private func answerEarly(_ problem: Problem, context: ChannelHandlerContext) {
-        let written = writeProblem(problem, context: context)
-        afterResponse(requestEnded: false, closing: problem.closesConnection, written: written, context: context)
+        writeProblem(problem, context: context)
+        endResponse(requestEnded: false, closing: problem.closesConnection, context: context)
     }
 
-    /// Writes a whole problem response; the future completes when its last byte is written.
-    private func writeProblem(_ problem: Problem, context: ChannelHandlerContext) -> EventLoopFuture<Void> {
+    /// Writes a problem response's head and body; ``endResponse`` writes its end.
+    private func writeProblem(_ problem: Problem, context: ChannelHandlerContext) {
         let exchange = self.exchange!
         let body = problem.body(requestID: exchange.requestID)
         var head = problem.head(requestID: exchange.requestID, contentLength: body.readableBytes, version: exchange.head.version)
@@ -243,27 +242,31 @@ final class GatewayHandler: ChannelInboundHandler {
         self.exchange!.record.bytesSent = body.readableBytes
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
-        return context.writeAndFlush(wrapOutboundOut(.end(nil)))
     }
 
-    /// Logs the finished exchange and moves on: close, read the rest of the request, or wait for the next.
-    private func afterResponse(
-        requestEnded: Bool, closing: Bool, written: EventLoopFuture<Void>, context: ChannelHandlerContext
-    ) {
+    /// Logs the exchange, moves to the next phase, then writes the response's end.
+    ///
+    /// The order matters: writing `.end` lets NIO's pipelining handler hand over the next buffered
+    /// request at once, re-entrantly, so this handler must already be ready for it.
+    private func endResponse(requestEnded: Bool, closing: Bool, context: ChannelHandlerContext) {
         guard let exchange else { return }
         log(exchange.record, snapshot: exchange.snapshot)
-        if closing || !exchange.keepAlive {
+        let closes = closing || !exchange.keepAlive
+        if closes {
             phase = .closed
             self.exchange = nil
-            // Close once the answer has left: closing now would discard a response still queued.
-            let channel = context.channel
-            written.whenComplete { _ in channel.close(promise: nil) }
         } else if requestEnded {
             phase = .idle
             self.exchange = nil
             context.triggerUserOutboundEvent(RequestProgressEvent.responseEndSent, promise: nil)
         } else {
             phase = .discardingBody
+        }
+        let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if closes {
+            // Close once the answer has left: closing now would discard a response still queued.
+            let channel = context.channel
+            written.whenComplete { _ in channel.close(promise: nil) }
         }
     }
 

@@ -1,0 +1,153 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import PorticoDemoBackends
+import Testing
+
+@testable import Portico
+
+@Suite("Proxying to a backend")
+struct ProxyTests {
+    static func echoPolicy(_ ports: [Int]) -> String {
+        """
+        backends:
+          echo: { url: "http://127.0.0.1:\(ports[0])/base", connectTimeout: 1s, timeout: 5s }
+        services:
+          echo:
+            path: /api/{version}/things
+            versions:
+              1: { proxy: { backend: echo, rewrite: /v1/items } }
+              2: { proxy: { backend: echo } }
+        """
+    }
+
+    @Test("methods, bodies and query strings arrive intact at the rewritten path", arguments: ["GET", "POST", "PUT", "DELETE"])
+    func methodsBodiesAndQueries(method: String) async throws {
+        try await withGateway(policy: Self.echoPolicy) { gateway, _ in
+            let client = try gateway.connect()
+            let body = method == "GET" ? nil : "{\"name\": \"caf\u{e9}\", \"n\": [1,2,3]}"
+            let response = try client.request(
+                method, "/api/1/things/a%20b/c?x=1&y=%C3%A9&empty=", headers: [("Content-Type", "application/json")], body: body)
+            #expect(response.status == 200)
+            let echoed = try #require(response.json)
+            #expect(echoed["method"] as? String == method)
+            #expect(echoed["path"] as? String == "/base/v1/items/a%20b/c")
+            #expect(echoed["query"] as? String == "x=1&y=%C3%A9&empty=")
+            #expect(echoed["body"] as? String == (body ?? ""))
+            #expect(response.header("X-API-Version") == "1")
+        }
+    }
+
+    @Test("without a rewrite the original path is forwarded under the backend's base path")
+    func noRewrite() async throws {
+        try await withGateway(policy: Self.echoPolicy) { gateway, _ in
+            let response = try gateway.connect().request("GET", "/api/2/things/z")
+            #expect(response.json?["path"] as? String == "/base/api/2/things/z")
+            #expect(response.header("X-API-Version") == "2")
+        }
+    }
+
+    @Test("hop-by-hop headers are dropped and forwarding headers are added")
+    func hopByHopAndForwarded() async throws {
+        try await withGateway(policy: Self.echoPolicy) { gateway, _ in
+            let response = try gateway.connect().request(
+                "GET", "/api/1/things",
+                headers: [
+                    ("Connection", "keep-alive, X-Private-Hop"), ("X-Private-Hop", "secret"), ("Keep-Alive", "timeout=5"),
+                    ("TE", "trailers"), ("Upgrade", "websocket"), ("Proxy-Authorization", "Basic abc"),
+                    ("X-Forwarded-For", "203.0.113.7"), ("X-End-To-End", "kept"), ("X-Request-Id", "client-id-42"),
+                ])
+            let headers = try #require(response.json?["headers"] as? [String: String])
+            for dropped in ["connection", "x-private-hop", "keep-alive", "te", "upgrade", "proxy-authorization", "transfer-encoding"] {
+                #expect(headers[dropped] == nil, "\(dropped) must not be forwarded")
+            }
+            #expect(headers["x-end-to-end"] == "kept")
+            #expect(headers["x-forwarded-for"] == "203.0.113.7, 127.0.0.1")
+            #expect(headers["x-forwarded-proto"] == "http")
+            #expect(headers["x-forwarded-host"] == "gateway.test")
+            #expect(headers["x-request-id"] == "client-id-42")
+            #expect(headers["host"]?.hasPrefix("127.0.0.1:") == true)
+            #expect(response.header("X-Request-Id") == "client-id-42")
+        }
+    }
+
+    @Test("hop-by-hop headers of the backend's response are dropped")
+    func responseHopByHop() async throws {
+        let backend: BackendServer.Handler = { _ in
+            var headers = HTTPHeaders()
+            headers.add(name: "Connection", value: "X-Backend-Hop")
+            headers.add(name: "X-Backend-Hop", value: "internal")
+            headers.add(name: "Keep-Alive", value: "timeout=5")
+            headers.add(name: "X-Kept", value: "yes")
+            return .full(status: .created, headers: headers, body: ByteBuffer(string: "made"))
+        }
+        try await withGateway(backends: [backend], policy: Self.echoPolicy) { gateway, _ in
+            let response = try gateway.connect().request("POST", "/api/1/things", body: "x")
+            #expect(response.status == 201)
+            #expect(response.bodyText == "made")
+            #expect(response.header("X-Backend-Hop") == nil)
+            #expect(response.header("Keep-Alive") == nil)
+            #expect(response.header("X-Kept") == "yes")
+        }
+    }
+
+    @Test("an ill-formed X-Request-Id is replaced by a generated one")
+    func generatedRequestID() async throws {
+        try await withGateway(policy: Self.echoPolicy) { gateway, _ in
+            let response = try gateway.connect().request("GET", "/api/1/things", headers: [("X-Request-Id", "bad id with spaces")])
+            let id = try #require(response.header("X-Request-Id"))
+            #expect(id.count == 32 && id.allSatisfy(\.isHexDigit))
+            #expect((response.json?["headers"] as? [String: String])?["x-request-id"] == id)
+        }
+    }
+
+    @Test("a 5 MB response streams through intact")
+    func largeResponse() async throws {
+        let size = 5 * 1024 * 1024
+        let backend: BackendServer.Handler = { _ in .stream(status: .ok, headers: HTTPHeaders(), totalBytes: size) }
+        try await withGateway(backends: [backend], policy: Self.echoPolicy) { gateway, _ in
+            let client = try gateway.connect()
+            try client.send("GET /api/1/things/big HTTP/1.1\r\nHost: t\r\n\r\n")
+            var received = 0
+            var allX = true
+            let response = try client.readResponse { chunk in
+                received += chunk.count
+                allX = allX && chunk.allSatisfy { $0 == UInt8(ascii: "x") }
+            }
+            #expect(response.status == 200)
+            #expect(received == size)
+            #expect(allX)
+            // The connection is still usable afterwards.
+            try client.send("HEAD /api/1/things/big HTTP/1.1\r\nHost: t\r\n\r\n")
+            let again = try client.readResponse(headRequest: true)
+            #expect(again.status == 200)
+            #expect(again.header("content-length") == String(size))
+        }
+    }
+
+    @Test("HEAD is forwarded and answered without a body")
+    func head() async throws {
+        try await withGateway(backends: [DemoBackends.echo], policy: Self.echoPolicy) { gateway, _ in
+            let client = try gateway.connect()
+            let response = try client.request("HEAD", "/api/1/things")
+            #expect(response.status == 200)
+            #expect(response.body.isEmpty)
+            #expect(try client.request("GET", "/api/1/things").json?["method"] as? String == "GET")
+        }
+    }
+
+    @Test("keep-alive and pipelined requests are answered in order on one connection")
+    func pipelining() async throws {
+        try await withGateway(policy: Self.echoPolicy) { gateway, servers in
+            let client = try gateway.connect()
+            var text = ""
+            for index in 0..<10 { text += "GET /api/1/things/\(index) HTTP/1.1\r\nHost: t\r\n\r\n" }
+            try client.send(text)
+            for index in 0..<10 {
+                let response = try client.readResponse()
+                #expect(response.json?["path"] as? String == "/base/v1/items/\(index)")
+            }
+            #expect(servers[0].requestsReceived == 10)
+        }
+    }
+}

@@ -1,0 +1,165 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A deliberately simple blocking HTTP/1.1 client over a plain socket, so tests control every byte
+/// they send (malformed requests, half heads, pipelining) and see every byte the gateway answers.
+final class RawHTTPClient {
+    struct Response {
+        var status: Int
+        var headers: [(String, String)]
+        var body: [UInt8]
+
+        func header(_ name: String) -> String? {
+            headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        }
+        var bodyText: String { String(decoding: body, as: UTF8.self) }
+        var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] }
+    }
+
+    struct ClosedError: Error {}
+    struct TimeoutError: Error {}
+
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(port: Int, receiveTimeout: Double = 10) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw ClosedError()
+        }
+        var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - receiveTimeout.rounded(.down)) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    func send(_ text: String) throws { try send(Array(text.utf8)) }
+
+    func send(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent <= 0 { throw ClosedError() }
+            offset += sent
+        }
+    }
+
+    /// Reads more bytes; false at EOF.
+    private func fill() throws -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if count < 0 {
+            if errno == EAGAIN || errno == EWOULDBLOCK { throw TimeoutError() }
+            if errno == ECONNRESET { return false }
+            throw ClosedError()
+        }
+        if count == 0 { return false }
+        buffer.append(contentsOf: chunk[0..<count])
+        return true
+    }
+
+    /// True when the peer closed the connection (reads EOF) before `timeout`.
+    func waitForClose() -> Bool {
+        while true {
+            do {
+                if try !fill() { return true }
+            } catch is TimeoutError {
+                return false
+            } catch {
+                return true
+            }
+        }
+    }
+
+    private func readLine() throws -> String {
+        while true {
+            if let index = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                var line = Array(buffer[..<index])
+                buffer.removeFirst(index + 1)
+                if line.last == UInt8(ascii: "\r") { line.removeLast() }
+                return String(decoding: line, as: UTF8.self)
+            }
+            if try !fill() { throw ClosedError() }
+        }
+    }
+
+    private func readBytes(_ count: Int) throws -> [UInt8] {
+        while buffer.count < count {
+            if try !fill() { throw ClosedError() }
+        }
+        let bytes = Array(buffer[..<count])
+        buffer.removeFirst(count)
+        return bytes
+    }
+
+    /// Reads one response. `headRequest` for answers to HEAD (no body whatever the headers say).
+    /// `bodySink`, if given, receives the body in pieces instead of collecting it (for big bodies).
+    func readResponse(headRequest: Bool = false, bodySink: (([UInt8]) -> Void)? = nil) throws -> Response {
+        let statusLine = try readLine()
+        let parts = statusLine.split(separator: " ")
+        guard parts.count >= 2, let status = Int(parts[1]) else { throw ClosedError() }
+        var headers: [(String, String)] = []
+        while true {
+            let line = try readLine()
+            if line.isEmpty { break }
+            if let colon = line.firstIndex(of: ":") {
+                headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            }
+        }
+        var response = Response(status: status, headers: headers, body: [])
+        let deliver: ([UInt8]) -> Void = { bytes in
+            if let bodySink { bodySink(bytes) } else { response.body.append(contentsOf: bytes) }
+        }
+        if headRequest || status == 204 || status == 304 || status < 200 { return response }
+        if let length = response.header("content-length").flatMap(Int.init) {
+            var remaining = length
+            while remaining > 0 {
+                if buffer.isEmpty, try !fill() { throw ClosedError() }
+                let take = min(remaining, buffer.count)
+                deliver(Array(buffer[..<take]))
+                buffer.removeFirst(take)
+                remaining -= take
+            }
+        } else if response.header("transfer-encoding")?.lowercased() == "chunked" {
+            while true {
+                let sizeLine = try readLine()
+                guard let size = Int(sizeLine.split(separator: ";")[0], radix: 16) else { throw ClosedError() }
+                if size == 0 {
+                    while try !readLine().isEmpty {}
+                    break
+                }
+                deliver(try readBytes(size))
+                _ = try readLine()
+            }
+        } else {
+            while try fill() {}
+            deliver(buffer)
+            buffer.removeAll()
+        }
+        return response
+    }
+
+    /// Sends a request and reads its response.
+    func request(
+        _ method: String, _ target: String, headers: [(String, String)] = [], body: String? = nil
+    ) throws -> Response {
+        var text = "\(method) \(target) HTTP/1.1\r\nHost: gateway.test\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        if let body { text += "Content-Length: \(body.utf8.count)\r\n" }
+        text += "\r\n"
+        if let body { text += body }
+        try send(text)
+        return try readResponse(headRequest: method == "HEAD")
+    }
+}

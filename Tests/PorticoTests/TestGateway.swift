@@ -1,0 +1,61 @@
+import Logging
+import NIOCore
+import NIOPosix
+import Portico
+import PorticoDemoBackends
+import PorticoPolicy
+
+/// A real gateway on an ephemeral loopback port, with a policy the test writes.
+struct TestGateway {
+    let gateway: Gateway
+    let port: Int
+
+    /// Starts the gateway. `policy` is YAML with everything but the listener, which is added here.
+    static func start(policy: String) async throws -> TestGateway {
+        let text = """
+            listeners:
+              - { name: test, address: 127.0.0.1, port: 0 }
+            accessLog: { enabled: false }
+            \(policy)
+            """
+        let snapshot = try PolicyLoader().load(sources: [(file: "test.yaml", text: text)])
+        var logger = Logger(label: "portico.test")
+        logger.logLevel = .warning
+        let gateway = Gateway(snapshot: snapshot, logger: logger)
+        try await gateway.start()
+        return TestGateway(gateway: gateway, port: gateway.boundPorts["test"]!)
+    }
+
+    func shutdown() async { await gateway.shutdown() }
+
+    /// A fresh raw connection to the gateway.
+    func connect(receiveTimeout: Double = 10) throws -> RawHTTPClient {
+        try RawHTTPClient(port: port, receiveTimeout: receiveTimeout)
+    }
+}
+
+/// Runs `body` with backends and a gateway, and always stops them.
+func withGateway(
+    backends: [BackendServer.Handler] = [DemoBackends.echo],
+    policy: ([Int]) -> String,
+    _ body: (TestGateway, [BackendServer]) async throws -> Void
+) async throws {
+    var servers: [BackendServer] = []
+    for handler in backends { servers.append(try await BackendServer.start(handler: handler)) }
+    let gateway: TestGateway
+    do {
+        gateway = try await TestGateway.start(policy: policy(servers.map(\.port)))
+    } catch {
+        for server in servers { try? await server.shutdown() }
+        throw error
+    }
+    do {
+        try await body(gateway, servers)
+    } catch {
+        await gateway.shutdown()
+        for server in servers { try? await server.shutdown() }
+        throw error
+    }
+    await gateway.shutdown()
+    for server in servers { try? await server.shutdown() }
+}
