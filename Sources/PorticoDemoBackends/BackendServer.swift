@@ -44,10 +44,13 @@ public final class BackendServer: Sendable {
     final class Counters: Sendable {
         let connections = Atomic<Int>(0)
         let requests = Atomic<Int>(0)
+        let streamedBytes = Atomic<Int>(0)
     }
 
     /// Connections accepted so far.
     public var connectionsAccepted: Int { counters.connections.load(ordering: .relaxed) }
+    /// Bytes of `.stream` bodies handed to the socket so far.
+    public var streamedBytes: Int { counters.streamedBytes.load(ordering: .relaxed) }
     /// Requests answered (or left hanging) so far.
     public var requestsReceived: Int { counters.requests.load(ordering: .relaxed) }
 
@@ -148,6 +151,7 @@ final class BackendHandler: ChannelInboundHandler {
             streamRemaining -= size
             var chunk = context.channel.allocator.buffer(capacity: size)
             chunk.writeRepeatingByte(UInt8(ascii: "x"), count: size)
+            counters.streamedBytes.wrappingAdd(size, ordering: .relaxed)
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk))), promise: nil)
         }
         if streamRemaining == 0 && head != nil {

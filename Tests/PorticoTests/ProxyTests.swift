@@ -125,6 +125,25 @@ struct ProxyTests {
         }
     }
 
+    @Test("a client that stops reading slows the backend down instead of filling the gateway's memory")
+    func slowClientBackPressure() async throws {
+        let size = 96 * 1024 * 1024
+        let backend: BackendServer.Handler = { _ in .stream(status: .ok, headers: HTTPHeaders(), totalBytes: size) }
+        try await withGateway(backends: [backend], policy: Self.echoPolicy) { gateway, servers in
+            let client = try gateway.connect()
+            try client.send("GET /api/1/things/huge HTTP/1.1\r\nHost: t\r\n\r\n")
+            try await Task.sleep(for: .seconds(1))
+            // Without back-pressure the gateway would have pulled the whole body by now. With it,
+            // the backend gets ahead only by the socket buffers on both sides and the gateway's credit.
+            let sentWhileStalled = servers[0].streamedBytes
+            #expect(sentWhileStalled < size / 3, "backend sent \(sentWhileStalled) bytes to a stalled client")
+            var received = 0
+            let response = try client.readResponse { received += $0.count }
+            #expect(response.status == 200)
+            #expect(received == size)
+        }
+    }
+
     @Test("HEAD is forwarded and answered without a body")
     func head() async throws {
         try await withGateway(backends: [DemoBackends.echo], policy: Self.echoPolicy) { gateway, _ in
