@@ -3,11 +3,14 @@ import Foundation
 /// Reads the merged top-level sections into a ``Policy``, reporting every mistake to the sink.
 struct PolicyDocumentReader {
     let sink: DiagnosticSink
+    /// False when a file could not be parsed: then a section missing from the rest is not reported,
+    /// since it may well be in the broken file.
+    let complete: Bool
 
     /// Returns the policy when nothing was reported; the caller checks the sink either way.
     func read(sections: [String: [PolicyValue]]) -> Policy? {
         let listeners = single("listeners", in: sections).map(readListeners) ?? []
-        if sections["listeners"] == nil {
+        if sections["listeners"] == nil && complete {
             sink.error(PolicyDiagnostic(file: "(policy)", line: nil, keyPath: "listeners", message: "missing: at least one listener is required"))
         }
         let limits = single("limits", in: sections).flatMap(readLimits) ?? LimitsPolicy()

@@ -54,12 +54,14 @@ public struct PolicyLoader: Sendable {
     public func load(sources: [(file: String, text: String)]) throws(PolicyError) -> PolicySnapshot {
         let sink = DiagnosticSink()
         var sections: [String: [PolicyValue]] = [:]
+        var unparsed = false
         for source in sources {
             let root: Node?
             do {
                 root = try Yams.compose(yaml: source.text)
             } catch {
-                sink.error(PolicyDiagnostic(file: source.file, line: nil, keyPath: "", message: "not valid YAML: \(error)"))
+                sink.error(Self.diagnostic(for: error, file: source.file))
+                unparsed = true
                 continue
             }
             guard let root else { continue }  // an empty file contributes nothing
@@ -69,11 +71,30 @@ public struct PolicyLoader: Sendable {
                 if let value = fields[key] { sections[key, default: []].append(value) }
             }
         }
-        let reader = PolicyDocumentReader(sink: sink)
+        let reader = PolicyDocumentReader(sink: sink, complete: !unparsed)
         let policy = reader.read(sections: sections)
         if !sink.diagnostics.isEmpty {
             throw PolicyError(diagnostics: sink.diagnostics)
         }
         return PolicySnapshot(policy: policy!, warnings: sink.warnings)
+    }
+
+    /// A YAML syntax error as a diagnostic with the line libyaml reported.
+    static func diagnostic(for error: any Error, file: String) -> PolicyDiagnostic {
+        guard let yamlError = error as? YamlError else {
+            return PolicyDiagnostic(file: file, line: nil, keyPath: "", message: "not valid YAML: \(error)")
+        }
+        switch yamlError {
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+            .composer(let context, let problem, let mark, _):
+            let message = [context?.text, problem].compactMap { $0 }.joined(separator: " ")
+            return PolicyDiagnostic(file: file, line: mark.line, keyPath: "", message: "not valid YAML: \(message)")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            let keys = duplicates.map { "\"\($0)\"" }.joined(separator: ", ")
+            return PolicyDiagnostic(
+                file: file, line: context.mark.line, keyPath: "", message: "not valid YAML: key \(keys) appears more than once in one mapping")
+        default:
+            return PolicyDiagnostic(file: file, line: nil, keyPath: "", message: "not valid YAML: \(yamlError)")
+        }
     }
 }

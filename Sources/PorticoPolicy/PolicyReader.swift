@@ -62,7 +62,7 @@ struct PolicyValue {
             error("expected a mapping, found \(kindName)")
             return nil
         }
-        var seen: Set<String> = []
+        // Yams already refuses a mapping with a repeated key, so keys are unique here.
         var result: [(key: String, value: PolicyValue)] = []
         for (keyNode, valueNode) in mapping {
             guard case .scalar(let scalar) = keyNode else {
@@ -70,12 +70,7 @@ struct PolicyValue {
                 continue
             }
             let key = scalar.string
-            let value = child(key, valueNode)
-            if !seen.insert(key).inserted {
-                value.error("key \"\(key)\" appears more than once")
-                continue
-            }
-            result.append((key, value))
+            result.append((key, child(key, valueNode)))
         }
         return result
     }
