@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Portico against nginx as reverse proxies in front of one fast backend, in the same run.
+#
+#   bench/run.sh [duration-seconds] [connections]
+#
+# The backend is nginx answering a small JSON body from memory (so the backend costs the same for
+# both proxies). Each proxy forwards over keep-alive connections. wrk drives keep-alive load at
+# the backend directly, at nginx-as-proxy and at Portico; the CPU time each proxy's processes
+# spent is read from /proc before and after its run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${1:-10}
+CONNECTIONS=${2:-32}
+BACKEND_PORT=18190
+NGINX_PORT=18191
+PORTICO_PORT=18192
+WORK=$(mktemp -d /tmp/portico-bench.XXXXXX)
+PIDS=()
+
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  sleep 0.3
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+need() { command -v "$1" >/dev/null 2>&1 || MISSING+=("$2"); }
+MISSING=()
+need wrk wrk
+need nginx nginx-light
+if [ ${#MISSING[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq "${MISSING[@]}" >/dev/null
+  else
+    echo "bench needs: sudo apt-get install -y ${MISSING[*]}" >&2; exit 1
+  fi
+fi
+
+echo "== building Portico (release)"
+swift build -c release --product portico >/dev/null
+
+mkdir -p "$WORK/backend" "$WORK/proxy" "$WORK/policies"
+BODY='{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84}'
+
+cat >"$WORK/backend/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/backend/nginx.pid;
+error_log $WORK/backend/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/backend; proxy_temp_path $WORK/backend; fastcgi_temp_path $WORK/backend;
+  uwsgi_temp_path $WORK/backend; scgi_temp_path $WORK/backend;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$BACKEND_PORT;
+    location / { default_type application/json; return 200 '$BODY'; }
+  }
+}
+CONF
+
+# The peer: nginx as a keep-alive reverse proxy, one worker per core, no access log (Portico's is off too).
+cat >"$WORK/proxy/nginx.conf" <<CONF
+worker_processes auto;
+daemon off;
+pid $WORK/proxy/nginx.pid;
+error_log $WORK/proxy/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/proxy; proxy_temp_path $WORK/proxy; fastcgi_temp_path $WORK/proxy;
+  uwsgi_temp_path $WORK/proxy; scgi_temp_path $WORK/proxy;
+  keepalive_requests 1000000;
+  upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    location /api/1/stockquote/ {
+      proxy_pass http://backend/v1/quotes/;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+      proxy_set_header X-Forwarded-Host \$host;
+    }
+  }
+}
+CONF
+
+cat >"$WORK/policies/bench.yaml" <<YAML
+listeners:
+  - { name: bench, address: 127.0.0.1, port: $PORTICO_PORT }
+accessLog: { enabled: false }
+upstream: { threads: 1, maxConnectionsPerHost: 64 }
+backends:
+  quotes: { url: "http://127.0.0.1:$BACKEND_PORT", timeout: 5s }
+services:
+  stockQuote:
+    path: /api/{version}/stockquote
+    versions:
+      1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+YAML
+
+nginx -p "$WORK/backend" -c "$WORK/backend/nginx.conf" & PIDS+=($!)
+nginx -p "$WORK/proxy" -c "$WORK/proxy/nginx.conf" & PIDS+=($!)
+NGINX_PROXY_MASTER=$!
+.build/release/portico serve --policies "$WORK/policies" --log-level warning & PIDS+=($!)
+PORTICO_PID=$!
+sleep 1.5
+
+PATH_UNDER_TEST=/api/1/stockquote/AAPL
+for port in $BACKEND_PORT $NGINX_PORT $PORTICO_PORT; do
+  url="http://127.0.0.1:$port$PATH_UNDER_TEST"
+  [ $port = $BACKEND_PORT ] && url="http://127.0.0.1:$port/v1/quotes/AAPL"
+  curl -fsS "$url" >/dev/null || { echo "no answer from $url" >&2; exit 1; }
+done
+
+# CPU ticks (utime + stime) of a process and its threads; with a second argument, of its children too.
+ticks() {
+  local total=0 pid
+  for pid in "$@"; do
+    [ -r "/proc/$pid/stat" ] || continue
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+  done
+  echo $total
+}
+nginx_proxy_pids() { echo "$NGINX_PROXY_MASTER $(pgrep -P "$NGINX_PROXY_MASTER" | tr '\n' ' ')"; }
+HZ=$(getconf CLK_TCK)
+
+run_wrk() { # name url pids...
+  local name=$1 url=$2; shift 2
+  wrk -t1 -c"$CONNECTIONS" -d2s "$url" >/dev/null  # warm-up
+  local before after
+  before=$(ticks "$@")
+  wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "$url" >"$WORK/$name.wrk"
+  after=$(ticks "$@")
+  echo "$name $((after - before))" >>"$WORK/cpu"
+}
+
+echo "== wrk: ${DURATION}s, $CONNECTIONS keep-alive connections, 1 thread, on $(nproc) cores"
+run_wrk backend "http://127.0.0.1:$BACKEND_PORT/v1/quotes/AAPL"
+run_wrk nginx "http://127.0.0.1:$NGINX_PORT$PATH_UNDER_TEST" $(nginx_proxy_pids)
+run_wrk portico "http://127.0.0.1:$PORTICO_PORT$PATH_UNDER_TEST" $PORTICO_PID
+
+python3 - "$WORK" "$HZ" <<'PY'
+import re, sys
+work, hz = sys.argv[1], int(sys.argv[2])
+cpu = dict(line.split() for line in open(f"{work}/cpu"))
+rows = {}
+for name in ("backend", "nginx", "portico"):
+    text = open(f"{work}/{name}.wrk").read()
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    total = int(re.search(r"(\d+) requests in", text).group(1))
+    lat = dict(re.findall(r"^\s+(50|90|99)%\s+(\S+)", text, re.M))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    cpu_us = int(cpu[name]) / hz * 1e6 / total if name != "backend" else None
+    rows[name] = (rps, lat, cpu_us, errors.group(1) if errors else "0")
+print(f"{'target':<10}{'req/s':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'proxy CPU/req':>16}{'non-2xx':>9}")
+for name, (rps, lat, cpu_us, errors) in rows.items():
+    cpu_text = f"{cpu_us:.1f} µs" if cpu_us is not None else "-"
+    print(f"{name:<10}{rps:>10.0f}{lat.get('50','-'):>10}{lat.get('90','-'):>10}{lat.get('99','-'):>10}{cpu_text:>16}{errors:>9}")
+p, n = rows["portico"], rows["nginx"]
+print(f"\nPortico/nginx: throughput {p[0]/n[0]:.2f}x, CPU per request {p[2]/n[2]:.2f}x")
+PY

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Makes sure the system libraries Portico links against are installed.
+# As root on Debian/Ubuntu it installs what is missing; otherwise it says exactly what to install.
+set -euo pipefail
+
+packages=(libcurl4-openssl-dev libssl-dev pkg-config)
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+  for package in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$package")
+    fi
+  done
+else
+  # Not a Debian system: check for the headers themselves.
+  for header in curl/curl.h openssl/ssl.h; do
+    if ! printf '#include <%s>\n' "$header" | cc -E -x c - >/dev/null 2>&1; then
+      echo "Portico needs the development headers of libcurl (with OpenSSL) and OpenSSL 3: <$header> was not found." >&2
+      exit 1
+    fi
+  done
+  exit 0
+fi
+
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "Installing ${missing[*]} ..."
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  echo "Portico needs these packages: ${missing[*]}" >&2
+  echo "Install them with:  sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
