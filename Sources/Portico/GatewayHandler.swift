@@ -174,7 +174,7 @@ final class GatewayHandler: ChannelInboundHandler {
         guard case .forwarding = phase, var exchange, exchange.serial == serial else { return }
         if let head = events.head {
             var keepAlive = exchange.keepAlive
-            if exchange.head.version == .http1_0 && !head.headers.contains(where: { $0.name.lowercased() == "content-length" }) {
+            if exchange.head.version == .http1_0 && !head.headers.contains(where: { HeaderName.matches($0.name, "content-length") }) {
                 keepAlive = false  // an HTTP/1.0 client can only see the end of such a body as a close
             }
             exchange.keepAlive = keepAlive

@@ -6,23 +6,31 @@ import PorticoUpstream
 /// What the `proxy` handler sends upstream and what it passes back, per RFC 9110 §7.6.
 enum ProxyForwarding {
     /// Hop-by-hop fields (RFC 9110 §7.6.1 and the historical ones proxies still see).
-    static let hopByHop: Set<String> = [
+    static let hopByHop = [
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
         "proxy-authenticate", "proxy-authorization",
     ]
 
     /// Request fields the gateway sets itself instead of passing on.
-    static let replacedOnRequest: Set<String> = [
-        "host", "content-length", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-request-id",
+    static let replacedOnRequest = [
+        "host", "content-length", "x-forwarded-proto", "x-forwarded-host", "x-request-id",
     ]
 
-    /// Field names that must not cross this hop: the fixed list plus those named in `Connection`.
-    static func droppedFields(_ headers: HTTPHeaders) -> Set<String> {
-        var dropped = hopByHop
-        for value in headers[canonicalForm: "connection"] {
-            dropped.insert(value.lowercased())
+    /// Response fields the gateway sets itself.
+    static let replacedOnResponse = ["x-request-id", "x-api-version"]
+
+    /// Field names listed in `Connection` values (RFC 9110 §7.6.1), lowercased; `close` and
+    /// `keep-alive` are left out since they are dropped anyway.
+    static func connectionListed(_ values: [String]) -> [String] {
+        var listed: [String] = []
+        for value in values {
+            for token in value.split(separator: ",") {
+                let name = token.trimmingCharacters()
+                if name.isEmpty || HeaderName.matches(String(name), "close") || HeaderName.matches(String(name), "keep-alive") { continue }
+                listed.append(name.lowercased())
+            }
         }
-        return dropped
+        return listed
     }
 
     /// Path and query the backend receives: the backend's base path, then the rewritten prefix
@@ -44,17 +52,17 @@ enum ProxyForwarding {
         head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: BackendPolicy,
         clientAddress: String?, scheme: String, requestID: String
     ) -> UpstreamRequest {
-        let dropped = droppedFields(head.headers)
+        let listed = connectionListed(head.headers.filter { HeaderName.matches($0.name, "connection") }.map(\.value))
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(head.headers.count + 5)
         var forwardedFor: String?
         for (name, value) in head.headers {
-            let lower = name.lowercased()
-            if lower == "x-forwarded-for" {
+            if HeaderName.matches(name, "x-forwarded-for") {
                 forwardedFor = forwardedFor.map { "\($0), \(value)" } ?? value
                 continue
             }
-            if dropped.contains(lower) || replacedOnRequest.contains(lower) { continue }
+            if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnRequest) { continue }
+            if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
             headers.append((name, value))
         }
         if let clientAddress {
@@ -78,15 +86,12 @@ enum ProxyForwarding {
     static func responseHead(
         _ upstream: UpstreamResponseHead, version: HTTPVersion, requestID: String, apiVersion: Int, keepAlive: Bool
     ) -> HTTPResponseHead {
-        var dropped = hopByHop
-        for (name, value) in upstream.headers where name.lowercased() == "connection" {
-            for token in value.split(separator: ",") { dropped.insert(token.trimmingCharacters().lowercased()) }
-        }
+        let listed = connectionListed(upstream.headers.filter { HeaderName.matches($0.name, "connection") }.map(\.value))
         var headers = HTTPHeaders()
         headers.reserveCapacity(upstream.headers.count + 3)
         for (name, value) in upstream.headers {
-            let lower = name.lowercased()
-            if dropped.contains(lower) || lower == "x-request-id" || lower == "x-api-version" { continue }
+            if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnResponse) { continue }
+            if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
             headers.add(name: name, value: value)
         }
         headers.add(name: "X-Request-Id", value: requestID)

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Request ids: taken from the client when well-formed, generated otherwise.
 ///
 /// A client-supplied id lets one trace a request across client logs and ours; it is only accepted
@@ -11,16 +13,37 @@ enum RequestID {
         }
     }
 
-    /// 128 random bits as 32 lowercase hex digits (the W3C trace-id shape).
-    static func generate() -> String {
+    /// A random 64-bit prefix per process, drawn once from the system generator.
+    private static let processPrefix: UInt64 = {
         var generator = SystemRandomNumberGenerator()
-        let high = generator.next() as UInt64
-        let low = generator.next() as UInt64
-        return hex(high) + hex(low)
+        return generator.next()
+    }()
+    private static let counter = Atomic<UInt64>(0)
+
+    /// 32 lowercase hex digits (the W3C trace-id shape), unique within the process and, with
+    /// overwhelming probability, across processes. Ids are for correlation, not secrets, so they come
+    /// from a counter scrambled by a bijection (SplitMix64's finaliser) rather than from a system call
+    /// per request.
+    static func generate() -> String {
+        let sequence = counter.wrappingAdd(1, ordering: .relaxed).newValue
+        return hex(processPrefix) + hex(scramble(sequence &+ processPrefix))
+    }
+
+    private static func scramble(_ value: UInt64) -> UInt64 {
+        var z = value &+ 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 
     private static func hex(_ value: UInt64) -> String {
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
+        String(unsafeUninitializedCapacity: 16) { buffer in
+            let digits: StaticString = "0123456789abcdef"
+            for index in 0..<16 {
+                let nibble = Int((value >> UInt64(60 - index * 4)) & 0xF)
+                buffer[index] = digits.utf8Start[nibble]
+            }
+            return 16
+        }
     }
 }

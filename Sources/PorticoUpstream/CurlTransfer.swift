@@ -50,26 +50,44 @@ final class CurlTransfer {
     func receivedHeaderLine(_ line: UnsafeRawBufferPointer) {
         var end = line.count
         while end > 0, line[end - 1] == UInt8(ascii: "\n") || line[end - 1] == UInt8(ascii: "\r") { end -= 1 }
-        let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
-            // A new status line (after a 1xx, or the first one): start the head again.
-            let parts = text.split(separator: " ", maxSplits: 2)
-            status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
-            headers.removeAll(keepingCapacity: true)
-        } else if text.isEmpty {
+        let bytes = UnsafeRawBufferPointer(rebasing: line[0..<end])
+        if bytes.isEmpty {
             if status >= 200 && !headDelivered {
                 headDelivered = true
                 pendingHead = UpstreamResponseHead(status: status, headers: headers)
                 isDirty = true
             }
-        } else if let first = text.first, first == " " || first == "\t", !headers.isEmpty {
+        } else if bytes.starts(with: "HTTP/".utf8) {
+            // A new status line (after a 1xx, or the first one): start the head again.
+            status = Self.statusCode(in: bytes)
+            headers.removeAll(keepingCapacity: true)
+        } else if bytes[0] == UInt8(ascii: " ") || bytes[0] == UInt8(ascii: "\t") {
             // obs-fold: a continuation of the previous field value (RFC 9112 §5.2).
-            headers[headers.count - 1].value += " " + text.trimmingASCIIWhitespace()
-        } else if let colon = text.firstIndex(of: ":") {
-            let name = String(text[..<colon])
-            let value = text[text.index(after: colon)...].trimmingASCIIWhitespace()
-            headers.append((name, value))
+            if !headers.isEmpty { headers[headers.count - 1].value += " " + Self.trimmed(bytes[...]) }
+        } else if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
+            let name = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[..<colon]), as: UTF8.self)
+            headers.append((name, Self.trimmed(bytes[(colon + 1)...])))
         }
+    }
+
+    /// The three digits after the first space of a status line; 0 if there are none.
+    private static func statusCode(in line: UnsafeRawBufferPointer) -> Int {
+        guard let space = line.firstIndex(of: UInt8(ascii: " ")), space + 4 <= line.count else { return 0 }
+        var code = 0
+        for index in (space + 1)...(space + 3) {
+            let digit = line[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { return 0 }
+            code = code * 10 + Int(digit)
+        }
+        return code
+    }
+
+    private static func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> String {
+        var start = bytes.startIndex
+        var end = bytes.endIndex
+        while start < end, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { start += 1 }
+        while end > start, bytes[end - 1] == UInt8(ascii: " ") || bytes[end - 1] == UInt8(ascii: "\t") { end -= 1 }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes.base[start..<end]), as: UTF8.self)
     }
 
     /// Write callback: appends to the pending body unless the consumer has too much outstanding.
@@ -95,13 +113,5 @@ final class CurlTransfer {
         let handler = self.handler
         let events = UpstreamEvents(head: head, body: body, result: result)
         eventLoop.execute { handler.value.upstreamReceived(events) }
-    }
-}
-
-extension StringProtocol {
-    func trimmingASCIIWhitespace() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let start = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(self[start...last])
     }
 }

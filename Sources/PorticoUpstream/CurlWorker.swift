@@ -38,8 +38,10 @@ final class CurlWorker: @unchecked Sendable {
         _ = portico_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
         _ = portico_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxIdleConnections)
         _ = portico_multi_setopt_long(multi, CURLMOPT_PIPELINING, 0)  // HTTP/1.1, no multiplexing
-        let thread = Thread { [self] in self.run() }
-        thread.name = name
+        let thread = Thread { [self] in
+            Thread.current.name = name  // set from the thread itself so the OS (top, perf) sees it
+            self.run()
+        }
         thread.start()
     }
 
