@@ -86,9 +86,6 @@ final class GatewayHandler: ChannelInboundHandler {
         let expectsBody = (contentLength ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
         context.triggerUserOutboundEvent(RequestProgressEvent.headReceived(expectsBody: expectsBody), promise: nil)
 
-        if head.uri.utf8.count > limits.maxHeadBytes {
-            return answerEarly(.uriTooLong(limit: limits.maxHeadBytes), context: context)
-        }
         if let contentLength, contentLength > limits.maxBodyBytes {
             return answerEarly(.bodyTooLarge(limit: limits.maxBodyBytes), context: context)
         }

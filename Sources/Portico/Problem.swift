@@ -96,12 +96,6 @@ extension Problem {
             status: .requestHeaderFieldsTooLarge, detail: detail, closesConnection: true)
     }
 
-    static func uriTooLong(limit: Int) -> Problem {
-        Problem(
-            type: typePrefix + "uri-too-long", title: "URI too long", status: .uriTooLong,
-            detail: "The request target is longer than \(limit) bytes.", closesConnection: true)
-    }
-
     static func bodyTooLarge(limit: Int) -> Problem {
         Problem(
             type: typePrefix + "payload-too-large", title: "Request body too large", status: .payloadTooLarge,

@@ -61,6 +61,15 @@ struct RequestLimitTests {
         }
     }
 
+    @Test("an oversized request target counts toward the head limit")
+    func oversizedTarget() async throws {
+        try await withGateway(policy: Self.policy) { gateway, servers in
+            let response = try gateway.connect().request("GET", "/echo/" + String(repeating: "p", count: 3000))
+            #expect(response.status == 431)
+            #expect(servers[0].requestsReceived == 0)
+        }
+    }
+
     @Test("too many header fields get 431")
     func tooManyHeaders() async throws {
         try await withGateway(policy: Self.policy) { gateway, _ in
