@@ -103,6 +103,13 @@ final class GatewayHandler: ChannelInboundHandler {
             exchange!.backend = snapshot.backend(named: proxy.backend)
             exchange!.record.backend = proxy.backend
         }
+        // RFC 9110 §10.1.1: a client waiting on `Expect: 100-continue` sends its body only when told.
+        if let expectation = head.headers.first(name: "expect") {
+            guard HeaderName.matches(expectation, "100-continue") else {
+                return answerEarly(.expectationFailed(expectation), context: context)
+            }
+            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
+        }
         phase = .receivingBody
     }
 
@@ -156,7 +163,11 @@ final class GatewayHandler: ChannelInboundHandler {
     // MARK: Forwarding
 
     private func forward(context: ChannelHandlerContext) {
-        guard let exchange, let routed = exchange.routed, let proxy = exchange.proxy, let backend = exchange.backend else { return }
+        guard let exchange, let routed = exchange.routed, let proxy = exchange.proxy, let backend = exchange.backend else {
+            // A validated snapshot always has the backend its routes name; answer rather than hang.
+            writeProblem(.badGateway(backend: self.exchange?.proxy?.backend ?? "unknown"), context: context)
+            return endResponse(requestEnded: true, closing: false, context: context)
+        }
         let request = ProxyForwarding.upstreamRequest(
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend,
             clientAddress: clientAddress, scheme: services.scheme, requestID: exchange.requestID)

@@ -103,6 +103,12 @@ extension Problem {
             extensions: [("maxBodyBytes", String(limit))], closesConnection: true)
     }
 
+    static func expectationFailed(_ expectation: String) -> Problem {
+        Problem(
+            type: typePrefix + "expectation-failed", title: "Expectation failed", status: .expectationFailed,
+            detail: "Only the expectation 100-continue is supported.", closesConnection: true)
+    }
+
     static func requestTimeout() -> Problem {
         Problem(
             type: typePrefix + "request-timeout", title: "Request timeout", status: .requestTimeout,

@@ -12,8 +12,10 @@ enum ProxyForwarding {
     ]
 
     /// Request fields the gateway sets itself instead of passing on.
+    /// Request fields the gateway sets itself (or, for `expect`, has already answered) instead of
+    /// passing on.
     static let replacedOnRequest = [
-        "host", "content-length", "x-forwarded-proto", "x-forwarded-host", "x-request-id",
+        "host", "content-length", "x-forwarded-proto", "x-forwarded-host", "x-request-id", "expect",
     ]
 
     /// Response fields the gateway sets itself.

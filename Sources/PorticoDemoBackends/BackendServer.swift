@@ -25,6 +25,8 @@ public enum BackendResponse: Sendable {
     /// `totalBytes` of generated data, written only while the connection is writable, so a slow
     /// reader makes this backend wait (as a real file server would).
     case stream(status: HTTPResponseStatus, headers: HTTPHeaders, totalBytes: Int)
+    /// A body sent with chunked transfer coding (no `Content-Length`), one chunk per part.
+    case chunked(status: HTTPResponseStatus, headers: HTTPHeaders, parts: [String])
     /// Never answers (a hung backend).
     case hang
     /// Closes the connection without answering (a crashed backend).
@@ -129,6 +131,10 @@ final class BackendHandler: ChannelInboundHandler {
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
             streamRemaining = totalBytes
             pump(context: context)
+        case .chunked(let status, let headers, let parts):
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+            for part in parts { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: part)))), promise: nil) }
+            finish(context: context)
         case .hang:
             break
         case .close:

@@ -144,6 +144,44 @@ struct ProxyTests {
         }
     }
 
+    @Test("a chunked backend response reaches the client whole, re-framed by the gateway")
+    func chunkedResponse() async throws {
+        let backend: BackendServer.Handler = { _ in .chunked(status: .ok, headers: HTTPHeaders(), parts: ["alpha-", "beta-", "gamma"]) }
+        try await withGateway(backends: [backend], policy: Self.echoPolicy) { gateway, _ in
+            let client = try gateway.connect()
+            let response = try client.request("GET", "/api/1/things")
+            #expect(response.bodyText == "alpha-beta-gamma")
+            #expect(response.header("transfer-encoding") == "chunked")
+            #expect(try client.request("GET", "/api/1/things").bodyText == "alpha-beta-gamma")
+        }
+    }
+
+    @Test("Expect: 100-continue is answered by the gateway, which then forwards the body without it")
+    func expectContinue() async throws {
+        try await withGateway(policy: Self.echoPolicy) { gateway, _ in
+            let client = try gateway.connect()
+            try client.send("POST /api/1/things HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+            let interim = try client.readResponse()
+            #expect(interim.status == 100)
+            try client.send("hello")
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.json?["body"] as? String == "hello")
+            #expect((response.json?["headers"] as? [String: String])?["expect"] == nil)
+        }
+    }
+
+    @Test("Connection: close is honoured after the response")
+    func connectionClose() async throws {
+        try await withGateway(policy: Self.echoPolicy) { gateway, _ in
+            let client = try gateway.connect()
+            let response = try client.request("GET", "/api/1/things", headers: [("Connection", "close")])
+            #expect(response.status == 200)
+            #expect(response.header("connection") == "close")
+            #expect(client.waitForClose())
+        }
+    }
+
     @Test("HEAD is forwarded and answered without a body")
     func head() async throws {
         try await withGateway(backends: [DemoBackends.echo], policy: Self.echoPolicy) { gateway, _ in
