@@ -113,14 +113,27 @@ public final class Gateway: Sendable {
         }
     }
 
-    /// Stops listening, closes open connections and stops the upstream client.
-    public func shutdown() async {
+    /// Stops listening, lets requests in flight finish (up to `gracePeriod`), then closes what is
+    /// left and stops the upstream client.
+    ///
+    /// Idle keep-alive connections close at once; a connection with a request in flight closes as
+    /// soon as its response has ended (NIO's pipelining handler does this on
+    /// `ChannelShouldQuiesceEvent`), so a rolling restart loses no request that was already accepted.
+    public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         let (listeners, connections) = state.withLockedValue { state in
             state.shutDown = true
             return (state.listeners, Array(state.connections.values))
         }
         for listener in listeners { try? await listener.channel.close() }
-        for connection in connections { try? await connection.close() }
+        for connection in connections {
+            connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        }
+        let deadline = ContinuousClock.now + gracePeriod
+        while ContinuousClock.now < deadline, state.withLockedValue({ !$0.connections.isEmpty }) {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        let remaining = state.withLockedValue { Array($0.connections.values) }
+        for connection in remaining { try? await connection.close() }
         upstream.shutdown()
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import PorticoDemoBackends
 import Testing
 
@@ -180,6 +181,31 @@ struct ProxyTests {
             #expect(response.header("connection") == "close")
             #expect(client.waitForClose())
         }
+    }
+
+    @Test("shutting down lets a request in flight finish, and closes idle connections at once")
+    func gracefulShutdown() async throws {
+        let slow: BackendServer.Handler = { request in
+            Thread.sleep(forTimeInterval: 0.5)  // blocks only this backend connection's event loop
+            return DemoBackends.echo(request)
+        }
+        let backendGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let backend = try await BackendServer.start(group: backendGroup, handler: slow)
+        let gateway = try await TestGateway.start(policy: Self.echoPolicy([backend.port]))
+        let idle = try gateway.connect(receiveTimeout: 5)
+        let busy = try gateway.connect(receiveTimeout: 5)
+        try busy.send("GET /api/1/things/slow HTTP/1.1\r\nHost: t\r\n\r\n")
+        try await Task.sleep(for: .milliseconds(100))
+        async let stopped: Void = gateway.gateway.shutdown(gracePeriod: .seconds(5))
+        let response = try busy.readResponse()
+        #expect(response.status == 200)
+        #expect(response.json?["path"] as? String == "/base/v1/items/slow")
+        #expect(busy.waitForClose())
+        #expect(idle.waitForClose())
+        await stopped
+        #expect(throws: (any Error).self) { try gateway.connect().request("GET", "/api/1/things") }
+        try await backend.shutdown()
+        try await backendGroup.shutdownGracefully()
     }
 
     @Test("HEAD is forwarded and answered without a body")
