@@ -106,7 +106,7 @@ extension Problem {
     static func expectationFailed(_ expectation: String) -> Problem {
         Problem(
             type: typePrefix + "expectation-failed", title: "Expectation failed", status: .expectationFailed,
-            detail: "Only the expectation 100-continue is supported.", closesConnection: true)
+            detail: "The expectation \"\(expectation)\" is not supported; only 100-continue is.", closesConnection: true)
     }
 
     static func requestTimeout() -> Problem {

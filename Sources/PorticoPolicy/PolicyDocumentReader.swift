@@ -97,8 +97,13 @@ struct PolicyDocumentReader {
         }
         var limits = LimitsPolicy()
         limits.maxBodyBytes = fields.optional("maxBodyBytes", default: limits.maxBodyBytes) { $0.byteCount() }
-        limits.maxHeadBytes = fields.optional("maxHeadBytes", default: limits.maxHeadBytes) { v in
-            v.byteCount().flatMap { $0 >= 1024 ? $0 : { v.error("expected at least 1024 bytes, found \($0)"); return nil }($0) }
+        limits.maxHeadBytes = fields.optional("maxHeadBytes", default: limits.maxHeadBytes) { value in
+            guard let bytes = value.byteCount() else { return nil }
+            guard bytes >= 1024 else {
+                value.error("expected at least 1024 bytes (a request line and a few fields), found \(bytes)")
+                return nil
+            }
+            return bytes
         }
         limits.maxHeaderCount = fields.optional("maxHeaderCount", default: limits.maxHeaderCount) { $0.int(in: 1...10_000) }
         limits.headTimeout = fields.optional("headTimeout", default: limits.headTimeout) { $0.duration() }
@@ -244,7 +249,7 @@ struct PolicyDocumentReader {
             guard let template = PathTemplate(service.policy.path) else { continue }
             let key = (service.policy.host ?? "*") + " " + template.canonical
             if let other = seen[key] {
-                let pathValue = service.value.child("path", service.value.node)
+                let pathValue = service.value.value(forKey: "path") ?? service.value
                 pathValue.error("path \"\(service.policy.path)\" is already routed to service \"\(other)\"")
             } else {
                 seen[key] = name

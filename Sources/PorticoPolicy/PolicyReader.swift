@@ -66,13 +66,24 @@ struct PolicyValue {
         var result: [(key: String, value: PolicyValue)] = []
         for (keyNode, valueNode) in mapping {
             guard case .scalar(let scalar) = keyNode else {
-                PolicyValue(node: keyNode, file: file, path: path, sink: sink).error("expected a plain key, found \(kindName)")
+                let key = PolicyValue(node: keyNode, file: file, path: path, sink: sink)
+                key.error("expected a plain key, found \(key.kindName)")
                 continue
             }
             let key = scalar.string
             result.append((key, child(key, valueNode)))
         }
         return result
+    }
+
+    /// The value under `key` of this mapping, without reporting anything (for locating a
+    /// diagnostic found later, such as a duplicate route).
+    func value(forKey key: String) -> PolicyValue? {
+        guard case .mapping(let mapping) = node else { return nil }
+        for (keyNode, valueNode) in mapping where keyNode.scalar?.string == key {
+            return child(key, valueNode)
+        }
+        return nil
     }
 
     func sequence() -> [PolicyValue]? {

@@ -41,10 +41,8 @@ final class CurlTransfer {
         if let headerList { curl_slist_free_all(headerList) }
     }
 
-    var errorMessage: String {
-        let text = String(cString: errorBuffer)
-        return text.isEmpty ? "" : text
-    }
+    /// libcurl's detailed message for a failed transfer (empty if it gave none).
+    var errorMessage: String { String(cString: errorBuffer) }
 
     /// Header callback: one raw line per call, status line and final empty line included.
     func receivedHeaderLine(_ line: UnsafeRawBufferPointer) {

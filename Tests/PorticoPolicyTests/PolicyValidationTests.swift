@@ -58,6 +58,9 @@ struct PolicyValidationTests {
             name: "bad duration", yaml: listener + "limits: { headTimeout: soon }\n",
             expected: ["limits.headTimeout: expected a positive duration such as 500ms, 10s or 5m, found soon"]),
         BrokenCase(
+            name: "head limit too small to hold a request", yaml: listener + "limits: { maxHeadBytes: 100 }\n",
+            expected: ["limits.maxHeadBytes: expected at least 1024 bytes (a request line and a few fields), found 100"]),
+        BrokenCase(
             name: "bad size", yaml: listener + "limits: { maxBodyBytes: -5 }\n",
             expected: ["limits.maxBodyBytes: expected a positive size such as 16384, 16KiB or 1MiB, found -5"]),
         BrokenCase(
@@ -77,7 +80,7 @@ struct PolicyValidationTests {
             name: "duplicate paths",
             yaml: listener + backends
                 + "services:\n  a:\n    path: /api/x\n    versions: { 1: { proxy: { backend: quotes } } }\n  b:\n    path: /api/x\n    versions: { 1: { proxy: { backend: quotes } } }\n",
-            expected: ["services.b.path: path \"/api/x\" is already routed to service \"a\""]),
+            expected: ["p.yaml:10: services.b.path: path \"/api/x\" is already routed to service \"a\""]),
         BrokenCase(
             name: "duplicate paths differing only in the version placeholder's position are distinct",
             yaml: listener + backends

@@ -172,6 +172,18 @@ struct ProxyTests {
         }
     }
 
+    @Test("an expectation other than 100-continue gets 417 and the body is not read")
+    func unsupportedExpectation() async throws {
+        try await withGateway(policy: Self.echoPolicy) { gateway, servers in
+            let client = try gateway.connect()
+            try client.send("POST /api/1/things HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: teapot\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == 417)
+            #expect(response.json?["type"] as? String == "urn:portico:problem:expectation-failed")
+            #expect(servers[0].requestsReceived == 0)
+        }
+    }
+
     @Test("Connection: close is honoured after the response")
     func connectionClose() async throws {
         try await withGateway(policy: Self.echoPolicy) { gateway, _ in
