@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import NIOPosix
@@ -11,17 +12,18 @@ struct TestGateway {
     let port: Int
 
     /// Starts the gateway. `policy` is YAML with everything but the listener, which is added here.
-    static func start(policy: String) async throws -> TestGateway {
+    /// With a `logger`, the access log is on and goes to it; without, it is off.
+    static func start(policy: String, logger: Logger? = nil) async throws -> TestGateway {
         let text = """
             listeners:
               - { name: test, address: 127.0.0.1, port: 0 }
-            accessLog: { enabled: false }
+            accessLog: { enabled: \(logger != nil) }
             \(policy)
             """
         let snapshot = try PolicyLoader().load(sources: [(file: "test.yaml", text: text)])
-        var logger = Logger(label: "portico.test")
-        logger.logLevel = .warning
-        let gateway = Gateway(snapshot: snapshot, logger: logger)
+        var quiet = Logger(label: "portico.test")
+        quiet.logLevel = .warning
+        let gateway = Gateway(snapshot: snapshot, logger: logger ?? quiet)
         try await gateway.start()
         return TestGateway(gateway: gateway, port: gateway.boundPorts["test"]!)
     }
@@ -58,4 +60,32 @@ func withGateway(
     }
     await gateway.shutdown()
     for server in servers { try? await server.shutdown() }
+}
+
+/// Keeps every log record, for tests that read the access log.
+final class RecordingLogHandler: LogHandler, @unchecked Sendable {
+    struct Record {
+        let level: Logger.Level
+        let message: String
+        let metadata: Logger.Metadata
+    }
+
+    private let lock = NSLock()
+    private var storage: [Record] = []
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    var records: [Record] { lock.withLock { storage } }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var merged = self.metadata
+        if let extra = event.metadata { merged.merge(extra) { $1 } }
+        let record = Record(level: event.level, message: event.message.description, metadata: merged)
+        lock.withLock { storage.append(record) }
+    }
 }
