@@ -38,7 +38,6 @@ extension CurlWorker {
         check(portico_easy_setopt_pointer(easy, CURLOPT_PROXY, ""), "proxy")
         check(portico_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(request.connectTimeout)), "connect timeout")
         check(portico_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)), "timeout")
-        check(portico_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 64 * 1024), "buffer size")
         check(portico_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer), "error buffer")
         check(portico_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback), "header function")
         check(portico_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me), "header data")
