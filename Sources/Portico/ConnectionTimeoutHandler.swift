@@ -1,18 +1,13 @@
 import NIOCore
 
-/// Events the request handler sends down the pipeline so the timeout handler (which sits below the
-/// HTTP codec and sees only bytes) knows where a request stands.
-enum RequestProgressEvent: Sendable {
-    case headReceived(expectsBody: Bool)
-    case endReceived
-    case responseEndSent
-}
-
 /// Enforces the head/body read timeout and the keep-alive idle timeout on one connection.
 ///
 /// It sits directly above the socket (and, once TLS lands, above the TLS handler) so it sees every
 /// inbound byte; its 408 answer is written as raw bytes because the HTTP codec may hold a
-/// half-parsed request at that moment.
+/// half-parsed request at that moment. The request handler of the same connection tells it where a
+/// request stands by calling ``requestHeadReceived(expectsBody:)``, ``requestEndReceived()`` and
+/// ``responseEndSent()`` directly (both live on the connection's event loop), rather than sending
+/// events through the whole pipeline three times per request.
 final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -21,6 +16,7 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
 
     private var machine = ConnectionTimeoutStateMachine()
     private var timer: Scheduled<Void>?
+    private var context: ChannelHandlerContext?
     private let headTimeout: TimeAmount
     private let idleTimeout: TimeAmount
 
@@ -30,7 +26,14 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         if context.channel.isActive { perform(machine.connectionOpened(), context: context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        self.context = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -48,17 +51,21 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
         context.fireChannelRead(data)
     }
 
-    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
-        guard let progress = event as? RequestProgressEvent else {
-            context.triggerUserOutboundEvent(event, promise: promise)
-            return
-        }
-        switch progress {
-        case .headReceived(let expectsBody): perform(machine.requestHeadReceived(expectsBody: expectsBody), context: context)
-        case .endReceived: perform(machine.requestEndReceived(), context: context)
-        case .responseEndSent: perform(machine.responseEndSent(), context: context)
-        }
-        promise?.succeed()
+    // MARK: Progress reported by the request handler
+
+    func requestHeadReceived(expectsBody: Bool) {
+        guard let context else { return }
+        perform(machine.requestHeadReceived(expectsBody: expectsBody), context: context)
+    }
+
+    func requestEndReceived() {
+        guard let context else { return }
+        perform(machine.requestEndReceived(), context: context)
+    }
+
+    func responseEndSent() {
+        guard let context else { return }
+        perform(machine.responseEndSent(), context: context)
     }
 
     private func perform(_ action: ConnectionTimeoutStateMachine.Action, context: ChannelHandlerContext) {

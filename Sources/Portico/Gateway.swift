@@ -87,12 +87,13 @@ public final class Gateway: Sendable {
                 self.track(channel)
                 return channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
-                    try pipeline.addHandler(ConnectionTimeoutHandler(headTimeout: headTimeout, idleTimeout: idleTimeout))
+                    let timeouts = ConnectionTimeoutHandler(headTimeout: headTimeout, idleTimeout: idleTimeout)
+                    try pipeline.addHandler(timeouts)
                     try pipeline.configureHTTPServerPipeline(
                         withPipeliningAssistance: true, withErrorHandling: false,
                         withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimitsValue)
                     try pipeline.addHandler(HTTPParserErrorHandler(maxHeadBytes: limits.maxHeadBytes, maxHeaderCount: limits.maxHeaderCount))
-                    try pipeline.addHandler(GatewayHandler(services: services))
+                    try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts))
                 }
             }
     }

@@ -49,13 +49,16 @@ final class GatewayHandler: ChannelInboundHandler {
     }
 
     private let services: GatewayServices
+    /// The same connection's timeout handler, told where each request stands.
+    private let timeouts: ConnectionTimeoutHandler
     private var phase = Phase.idle
     private var exchange: Exchange?
     private var serial = 0
     private var clientAddress: String?
 
-    init(services: GatewayServices) {
+    init(services: GatewayServices, timeouts: ConnectionTimeoutHandler) {
         self.services = services
+        self.timeouts = timeouts
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -84,7 +87,7 @@ final class GatewayHandler: ChannelInboundHandler {
 
         let contentLength = head.headers.first(name: "content-length").flatMap(Int.init)
         let expectsBody = (contentLength ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
-        context.triggerUserOutboundEvent(RequestProgressEvent.headReceived(expectsBody: expectsBody), promise: nil)
+        timeouts.requestHeadReceived(expectsBody: expectsBody)
 
         if let contentLength, contentLength > limits.maxBodyBytes {
             return answerEarly(.bodyTooLarge(limit: limits.maxBodyBytes), context: context)
@@ -131,11 +134,11 @@ final class GatewayHandler: ChannelInboundHandler {
     private func receivedEnd(context: ChannelHandlerContext) {
         switch phase {
         case .receivingBody:
-            context.triggerUserOutboundEvent(RequestProgressEvent.endReceived, promise: nil)
+            timeouts.requestEndReceived()
             forward(context: context)
         case .discardingBody:
-            context.triggerUserOutboundEvent(RequestProgressEvent.endReceived, promise: nil)
-            context.triggerUserOutboundEvent(RequestProgressEvent.responseEndSent, promise: nil)
+            timeouts.requestEndReceived()
+            timeouts.responseEndSent()
             phase = .idle
             exchange = nil
         case .idle, .forwarding, .closed:
@@ -266,7 +269,7 @@ final class GatewayHandler: ChannelInboundHandler {
         } else if requestEnded {
             phase = .idle
             self.exchange = nil
-            context.triggerUserOutboundEvent(RequestProgressEvent.responseEndSent, promise: nil)
+            timeouts.responseEndSent()
         } else {
             phase = .discardingBody
         }
