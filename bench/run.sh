@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Portico against nginx as reverse proxies in front of one fast backend, in the same run.
 #
-#   bench/run.sh [duration-seconds] [connections]
+#   bench/run.sh [duration-seconds] [connections] [rounds]
 #
 # The backend is nginx answering a small JSON body from memory (so the backend costs the same for
 # both proxies). Each proxy forwards over keep-alive connections. wrk drives keep-alive load at
-# the backend directly, at nginx-as-proxy and at Portico; the CPU time each proxy's processes
-# spent is read from /proc before and after its run.
+# the backend directly, at nginx-as-proxy and at Portico, in alternating rounds; the CPU time each
+# proxy's processes spent is read from /proc before and after its run. The median round is reported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${1:-10}
 CONNECTIONS=${2:-32}
+ROUNDS=${3:-3}
 BACKEND_PORT=18190
 NGINX_PORT=18191
 PORTICO_PORT=18192
@@ -128,38 +129,51 @@ ticks() {
 nginx_proxy_pids() { echo "$NGINX_PROXY_MASTER $(pgrep -P "$NGINX_PROXY_MASTER" | tr '\n' ' ')"; }
 HZ=$(getconf CLK_TCK)
 
-run_wrk() { # name url pids...
-  local name=$1 url=$2; shift 2
+run_wrk() { # name round url pids...
+  local name=$1 round=$2 url=$3; shift 3
   wrk -t1 -c"$CONNECTIONS" -d2s "$url" >/dev/null  # warm-up
   local before after
   before=$(ticks "$@")
-  wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "$url" >"$WORK/$name.wrk"
+  wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "$url" >"$WORK/$name.$round.wrk"
   after=$(ticks "$@")
-  echo "$name $((after - before))" >>"$WORK/cpu"
+  echo "$name $round $((after - before))" >>"$WORK/cpu"
 }
 
-echo "== wrk: ${DURATION}s, $CONNECTIONS keep-alive connections, 1 thread, on $(nproc) cores"
-run_wrk backend "http://127.0.0.1:$BACKEND_PORT/v1/quotes/AAPL"
-run_wrk nginx "http://127.0.0.1:$NGINX_PORT$PATH_UNDER_TEST" $(nginx_proxy_pids)
-run_wrk portico "http://127.0.0.1:$PORTICO_PORT$PATH_UNDER_TEST" $PORTICO_PID
+echo "== wrk: ${DURATION}s × $ROUNDS rounds, $CONNECTIONS keep-alive connections, 1 thread, on $(nproc) cores"
+for round in $(seq 1 "$ROUNDS"); do
+  run_wrk backend "$round" "http://127.0.0.1:$BACKEND_PORT/v1/quotes/AAPL"
+  run_wrk nginx "$round" "http://127.0.0.1:$NGINX_PORT$PATH_UNDER_TEST" $(nginx_proxy_pids)
+  run_wrk portico "$round" "http://127.0.0.1:$PORTICO_PORT$PATH_UNDER_TEST" $PORTICO_PID
+done
 
-python3 - "$WORK" "$HZ" <<'PY'
-import re, sys
-work, hz = sys.argv[1], int(sys.argv[2])
-cpu = dict(line.split() for line in open(f"{work}/cpu"))
+python3 - "$WORK" "$HZ" "$ROUNDS" <<'PY'
+import re, statistics, sys
+work, hz, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+cpu = {(name, int(r)): int(t) for name, r, t in (line.split() for line in open(f"{work}/cpu"))}
+def parse(name, r):
+    text = open(f"{work}/{name}.{r}.wrk").read()
+    total = int(re.search(r"(\d+) requests in", text).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1)),
+        "lat": dict(re.findall(r"^\s+(50|90|99)%\s+(\S+)", text, re.M)),
+        "cpu": cpu[(name, r)] / hz * 1e6 / total if name != "backend" else None,
+        "errors": int(errors.group(1)) if errors else 0,
+    }
 rows = {}
 for name in ("backend", "nginx", "portico"):
-    text = open(f"{work}/{name}.wrk").read()
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
-    total = int(re.search(r"(\d+) requests in", text).group(1))
-    lat = dict(re.findall(r"^\s+(50|90|99)%\s+(\S+)", text, re.M))
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-    cpu_us = int(cpu[name]) / hz * 1e6 / total if name != "backend" else None
-    rows[name] = (rps, lat, cpu_us, errors.group(1) if errors else "0")
-print(f"{'target':<10}{'req/s':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'proxy CPU/req':>16}{'non-2xx':>9}")
-for name, (rps, lat, cpu_us, errors) in rows.items():
-    cpu_text = f"{cpu_us:.1f} µs" if cpu_us is not None else "-"
-    print(f"{name:<10}{rps:>10.0f}{lat.get('50','-'):>10}{lat.get('90','-'):>10}{lat.get('99','-'):>10}{cpu_text:>16}{errors:>9}")
+    runs = sorted((parse(name, r) for r in range(1, rounds + 1)), key=lambda run: run["rps"])
+    median = runs[len(runs) // 2]
+    median["errors"] = sum(run["errors"] for run in runs)
+    median["all_rps"] = [round(run["rps"]) for run in runs]
+    if name != "backend":
+        median["cpu"] = statistics.median(run["cpu"] for run in runs)
+    rows[name] = median
+print(f"{'target':<10}{'req/s':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'proxy CPU/req':>16}{'non-2xx':>9}   rounds (req/s)")
+for name, row in rows.items():
+    cpu_text = f"{row['cpu']:.1f} µs" if row["cpu"] is not None else "-"
+    lat = row["lat"]
+    print(f"{name:<10}{row['rps']:>10.0f}{lat.get('50','-'):>10}{lat.get('90','-'):>10}{lat.get('99','-'):>10}{cpu_text:>16}{row['errors']:>9}   {row['all_rps']}")
 p, n = rows["portico"], rows["nginx"]
-print(f"\nPortico/nginx: throughput {p[0]/n[0]:.2f}x, CPU per request {p[2]/n[2]:.2f}x")
+print(f"\nPortico/nginx (medians): throughput {p['rps']/n['rps']:.2f}x, CPU per request {p['cpu']/n['cpu']:.2f}x")
 PY
