@@ -74,7 +74,14 @@ public struct PolicyLoader: Sendable {
         let reader = PolicyDocumentReader(sink: sink, complete: !unparsed)
         let policy = reader.read(sections: sections)
         if !sink.diagnostics.isEmpty {
-            throw PolicyError(diagnostics: sink.diagnostics)
+            // In file and line order, as an editor would walk them; the sort is stable, so mistakes
+            // without a line keep the order they were found in.
+            let ordered = sink.diagnostics.enumerated().sorted { lhs, rhs in
+                let left = (lhs.element.file, lhs.element.line ?? 0, lhs.offset)
+                let right = (rhs.element.file, rhs.element.line ?? 0, rhs.offset)
+                return left < right
+            }
+            throw PolicyError(diagnostics: ordered.map(\.element))
         }
         return PolicySnapshot(policy: policy!, warnings: sink.warnings)
     }

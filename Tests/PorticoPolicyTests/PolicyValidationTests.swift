@@ -135,10 +135,10 @@ struct PolicyValidationTests {
             ("b.yaml", "backends:\n  b1: { url: \"gopher://x\" }\nservices:\n  s: { path: /s, versions: { 1: { proxy: { backend: nope } } } }\n"),
         ])
         #expect(found.count == 4, "\(found)")
-        #expect(found.contains { $0.hasPrefix("a.yaml:2: listeners.0.port") })
-        #expect(found.contains { $0.hasPrefix("a.yaml:3: limits.idleTimeout") })
-        #expect(found.contains { $0.hasPrefix("b.yaml:2: backends.b1.url") })
-        #expect(found.contains { $0.hasPrefix("b.yaml:4: services.s.versions.1.proxy.backend") })
+        // Reported in file and line order.
+        let prefixes = ["a.yaml:2: listeners.0.port", "a.yaml:3: limits.idleTimeout", "b.yaml:2: backends.b1.url",
+                        "b.yaml:4: services.s.versions.1.proxy.backend"]
+        for (line, prefix) in zip(found, prefixes) { #expect(line.hasPrefix(prefix), "\(line)") }
     }
 
     @Test("a section defined in two files, or a name defined twice, is an error")
