@@ -2,7 +2,7 @@
 SWIFT ?= swift
 POLICIES ?= policies
 
-.PHONY: run test deps build check bench clean
+.PHONY: run test deps build check bench clean format lint
 
 deps:
 	@./scripts/install-deps.sh
@@ -14,9 +14,18 @@ build: deps
 run: build
 	.build/release/portico serve --policies $(POLICIES) --demo-backends
 
-## Run every test (unit and end-to-end, on loopback).
-test: deps
+## Check formatting, then run every test (unit and end-to-end, on loopback).
+test: deps lint
 	$(SWIFT) test
+
+## Formatting is swift-format's job (configuration in .swift-format).
+format:
+	$(SWIFT) format -i -r Sources Tests Package.swift
+
+lint:
+	@if $(SWIFT) format --version >/dev/null 2>&1; then \
+		$(SWIFT) format lint --strict -r Sources Tests Package.swift; \
+	else echo "swift-format not found: skipping the formatting check"; fi
 
 ## Validate a policy directory: make check POLICIES=path
 check: build

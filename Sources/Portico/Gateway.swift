@@ -33,18 +33,22 @@ public final class Gateway: Sendable {
         self.store = PolicyStore(snapshot)
         self.group = group
         let sizing = snapshot.policy.upstream
-        self.upstream = upstream ?? CurlUpstreamClient(configuration: .init(
-            threads: sizing.threads, maxConnectionsPerHost: sizing.maxConnectionsPerHost,
-            maxIdleConnections: sizing.maxIdleConnections))
+        self.upstream =
+            upstream
+            ?? CurlUpstreamClient(
+                configuration: .init(
+                    threads: sizing.threads, maxConnectionsPerHost: sizing.maxConnectionsPerHost,
+                    maxIdleConnections: sizing.maxIdleConnections))
         self.logger = logger
     }
 
     /// Listener name → bound port, once ``start()`` has returned.
     public var boundPorts: [String: Int] {
         state.withLockedValue { state in
-            Dictionary(uniqueKeysWithValues: state.listeners.compactMap { listener in
-                listener.channel.localAddress?.port.map { (listener.name, $0) }
-            })
+            Dictionary(
+                uniqueKeysWithValues: state.listeners.compactMap { listener in
+                    listener.channel.localAddress?.port.map { (listener.name, $0) }
+                })
         }
     }
 
@@ -92,7 +96,8 @@ public final class Gateway: Sendable {
                     try pipeline.configureHTTPServerPipeline(
                         withPipeliningAssistance: true, withErrorHandling: false,
                         withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimitsValue)
-                    try pipeline.addHandler(HTTPParserErrorHandler(maxHeadBytes: limits.maxHeadBytes, maxHeaderCount: limits.maxHeaderCount))
+                    try pipeline.addHandler(
+                        HTTPParserErrorHandler(maxHeadBytes: limits.maxHeadBytes, maxHeaderCount: limits.maxHeaderCount))
                     try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts))
                 }
             }

@@ -83,7 +83,8 @@ final class GatewayHandler: ChannelInboundHandler {
         let requestID = head.headers.first(name: "x-request-id").flatMap { RequestID.accept($0) ? $0 : nil } ?? RequestID.generate()
         let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
         let record = AccessRecord(requestID: requestID, method: head.method.rawValue, path: path, client: clientAddress, started: .now())
-        exchange = Exchange(serial: serial, head: head, requestID: requestID, snapshot: snapshot, keepAlive: head.isKeepAlive, record: record)
+        exchange = Exchange(
+            serial: serial, head: head, requestID: requestID, snapshot: snapshot, keepAlive: head.isKeepAlive, record: record)
 
         let contentLength = head.headers.first(name: "content-length").flatMap(Int.init)
         let expectsBody = (contentLength ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")

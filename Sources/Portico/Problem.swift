@@ -83,7 +83,8 @@ public struct Problem: Error, Sendable {
 /// The problems the gateway itself answers with. Each `type` is part of the public contract.
 extension Problem {
     static func malformedRequest(_ detail: String) -> Problem {
-        Problem(type: typePrefix + "malformed-request", title: "Malformed request", status: .badRequest, detail: detail, closesConnection: true)
+        Problem(
+            type: typePrefix + "malformed-request", title: "Malformed request", status: .badRequest, detail: detail, closesConnection: true)
     }
 
     static func badRequest(_ detail: String) -> Problem {

@@ -50,7 +50,8 @@ enum Route {
             version = service.defaultVersion
         }
         let handler = service.policy.versions[version]!.handler
-        return .success(RoutedRequest(service: service, version: version, handler: handler, remainder: match.path.remainder, path: path, query: query))
+        return .success(
+            RoutedRequest(service: service, version: version, handler: handler, remainder: match.path.remainder, path: path, query: query))
     }
 
     static func hostWithoutPort(_ host: String) -> Substring {

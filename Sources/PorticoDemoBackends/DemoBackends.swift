@@ -42,13 +42,15 @@ public enum DemoBackends {
             let key = name.lowercased()
             headers[key] = headers[key].map { "\($0), \(value)" } ?? value
         }
-        return json(.ok, [
-            "method": request.method.rawValue,
-            "path": String(request.path),
-            "query": request.query.map(String.init) ?? "",
-            "headers": headers,
-            "body": String(buffer: request.body),
-        ])
+        return json(
+            .ok,
+            [
+                "method": request.method.rawValue,
+                "path": String(request.path),
+                "query": request.query.map(String.init) ?? "",
+                "headers": headers,
+                "body": String(buffer: request.body),
+            ])
     }
 
     static func json(_ status: HTTPResponseStatus, _ object: [String: Any]) -> BackendResponse {

@@ -11,7 +11,8 @@ struct PolicyDocumentReader {
     func read(sections: [String: [PolicyValue]]) -> Policy? {
         let listeners = single("listeners", in: sections).map(readListeners) ?? []
         if sections["listeners"] == nil && complete {
-            sink.error(PolicyDiagnostic(file: "(policy)", line: nil, keyPath: "listeners", message: "missing: at least one listener is required"))
+            sink.error(
+                PolicyDiagnostic(file: "(policy)", line: nil, keyPath: "listeners", message: "missing: at least one listener is required"))
         }
         let limits = single("limits", in: sections).flatMap(readLimits) ?? LimitsPolicy()
         let upstream = single("upstream", in: sections).flatMap(readUpstream) ?? UpstreamPolicy()
@@ -55,7 +56,8 @@ struct PolicyDocumentReader {
     }
 
     static func isValidName(_ name: String) -> Bool {
-        !name.isEmpty && name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || "-_.".unicodeScalars.contains($0) }
+        !name.isEmpty
+            && name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || "-_.".unicodeScalars.contains($0) }
     }
 
     // MARK: Sections

@@ -99,7 +99,8 @@ public struct PolicyLoader: Sendable {
         case .duplicatedKeysInMapping(let duplicates, let context):
             let keys = duplicates.map { "\"\($0)\"" }.joined(separator: ", ")
             return PolicyDiagnostic(
-                file: file, line: context.mark.line, keyPath: "", message: "not valid YAML: key \(keys) appears more than once in one mapping")
+                file: file, line: context.mark.line, keyPath: "",
+                message: "not valid YAML: key \(keys) appears more than once in one mapping")
         default:
             return PolicyDiagnostic(file: file, line: nil, keyPath: "", message: "not valid YAML: \(yamlError)")
         }

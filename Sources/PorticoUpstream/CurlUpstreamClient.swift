@@ -48,7 +48,8 @@ public final class CurlUpstreamClient: UpstreamClient {
         let bound = NIOLoopBound(handler, eventLoop: eventLoop)
         if isShutDown.load(ordering: .acquiring) {
             eventLoop.execute {
-                bound.value.upstreamReceived(UpstreamEvents(result: .failure(UpstreamError(.shutdown, detail: "upstream client shut down"))))
+                bound.value.upstreamReceived(
+                    UpstreamEvents(result: .failure(UpstreamError(.shutdown, detail: "upstream client shut down"))))
             }
             return task
         }

@@ -12,7 +12,8 @@ import NIOCore
 /// burst of requests costs one wake-up. Every libcurl call and callback happens on this thread.
 final class CurlWorker: @unchecked Sendable {
     enum Command {
-        case start(UpstreamRequest, id: Int, eventLoop: any EventLoop, handler: NIOLoopBound<any UpstreamResponseHandler>, flow: FlowControl)
+        case start(
+            UpstreamRequest, id: Int, eventLoop: any EventLoop, handler: NIOLoopBound<any UpstreamResponseHandler>, flow: FlowControl)
         case cancel(id: Int)
         case resume(id: Int)
     }
@@ -130,7 +131,8 @@ final class CurlWorker: @unchecked Sendable {
         }
     }
 
-    private func result(of transfer: CurlTransfer, code: CURLcode, easy: UnsafeMutableRawPointer) -> Result<UpstreamMetrics, UpstreamError> {
+    private func result(of transfer: CurlTransfer, code: CURLcode, easy: UnsafeMutableRawPointer) -> Result<UpstreamMetrics, UpstreamError>
+    {
         let detail = transfer.errorMessage.isEmpty ? String(cString: curl_easy_strerror(code)) : transfer.errorMessage
         switch code {
         case CURLE_OK:

@@ -15,7 +15,9 @@ struct CheckCommand: ParsableCommand {
             let snapshot = try PolicyLoader().load(directory: directory)
             for warning in snapshot.warnings { print("warning: \(warning)") }
             let policy = snapshot.policy
-            print("\(directory): OK — \(policy.listeners.count) listener(s), \(policy.backends.count) backend(s), \(policy.services.count) service(s)")
+            print(
+                "\(directory): OK — \(policy.listeners.count) listener(s), \(policy.backends.count) backend(s), \(policy.services.count) service(s)"
+            )
         } catch {
             for diagnostic in error.diagnostics { printError("error: \(diagnostic)") }
             printError("\(directory): \(error.diagnostics.count) error(s)")

@@ -38,7 +38,9 @@ struct PolicyValidationTests {
     static let brokenCases: [BrokenCase] = [
         BrokenCase(
             name: "unknown top-level key", yaml: listener + "servics: {}\n",
-            expected: ["p.yaml:3: servics: unknown key \"servics\"; expected one of: listeners, limits, upstream, accessLog, backends, services"]),
+            expected: [
+                "p.yaml:3: servics: unknown key \"servics\"; expected one of: listeners, limits, upstream, accessLog, backends, services"
+            ]),
         BrokenCase(
             name: "unknown key in a backend", yaml: listener + "backends:\n  quotes: { url: \"http://127.0.0.1:1\", tiemout: 5s }\n",
             expected: ["p.yaml:4: backends.quotes.tiemout: unknown key \"tiemout\"; expected one of: url, connectTimeout, timeout"]),
@@ -65,7 +67,9 @@ struct PolicyValidationTests {
             expected: ["limits.maxBodyBytes: expected a positive size such as 16384, 16KiB or 1MiB, found -5"]),
         BrokenCase(
             name: "bad backend URL scheme", yaml: listener + "backends:\n  quotes: { url: \"ftp://127.0.0.1/x\" }\n",
-            expected: ["backends.quotes.url: expected an absolute http:// or https:// URL with a host and no query, fragment or credentials, found \"ftp://127.0.0.1/x\""]),
+            expected: [
+                "backends.quotes.url: expected an absolute http:// or https:// URL with a host and no query, fragment or credentials, found \"ftp://127.0.0.1/x\""
+            ]),
         BrokenCase(
             name: "backend URL with a query", yaml: listener + "backends:\n  quotes: { url: \"http://h/x?y=1\" }\n",
             expected: ["backends.quotes.url: expected an absolute http:// or https:// URL"]),
@@ -89,10 +93,13 @@ struct PolicyValidationTests {
         BrokenCase(
             name: "path without leading slash",
             yaml: listener + backends + "services:\n  a:\n    path: api\n    versions: { 1: { proxy: { backend: quotes } } }\n",
-            expected: ["services.a.path: expected a path such as /api/quotes or /api/{version}/quotes (starting with '/', no trailing '/', no query), found \"api\""]),
+            expected: [
+                "services.a.path: expected a path such as /api/quotes or /api/{version}/quotes (starting with '/', no trailing '/', no query), found \"api\""
+            ]),
         BrokenCase(
             name: "two version placeholders",
-            yaml: listener + backends + "services:\n  a:\n    path: /{version}/{version}\n    versions: { 1: { proxy: { backend: quotes } } }\n",
+            yaml: listener + backends
+                + "services:\n  a:\n    path: /{version}/{version}\n    versions: { 1: { proxy: { backend: quotes } } }\n",
             expected: ["services.a.path: expected a path such as /api/quotes or /api/{version}/quotes: segments must be non-empty"]),
         BrokenCase(
             name: "version that is not a number",
@@ -104,7 +111,8 @@ struct PolicyValidationTests {
             expected: ["services.a.versions.1: expected a handler: proxy"]),
         BrokenCase(
             name: "default naming a version that does not exist",
-            yaml: listener + backends + "services:\n  a:\n    path: /a\n    default: 3\n    versions: { 1: { proxy: { backend: quotes } } }\n",
+            yaml: listener + backends
+                + "services:\n  a:\n    path: /a\n    default: 3\n    versions: { 1: { proxy: { backend: quotes } } }\n",
             expected: ["services.a.default: expected \"latest\" or one of this service's versions (1), found 3"]),
         BrokenCase(
             name: "a list where a mapping belongs", yaml: listener + "backends:\n  - quotes\n",
@@ -113,7 +121,8 @@ struct PolicyValidationTests {
             name: "invalid YAML", yaml: "listeners: [\n",
             expected: ["p.yaml:2: not valid YAML"]),
         BrokenCase(
-            name: "duplicate key in one mapping", yaml: listener + "backends:\n  quotes: { url: \"http://a\" }\n  quotes: { url: \"http://b\" }\n",
+            name: "duplicate key in one mapping",
+            yaml: listener + "backends:\n  quotes: { url: \"http://a\" }\n  quotes: { url: \"http://b\" }\n",
             expected: ["p.yaml:4: not valid YAML: key \"quotes\" appears more than once in one mapping"]),
     ]
 
@@ -132,12 +141,17 @@ struct PolicyValidationTests {
     func allAtOnce() {
         let found = Self.diagnostics([
             ("a.yaml", "listeners:\n  - { name: a, port: x }\nlimits: { idleTimeout: never }\n"),
-            ("b.yaml", "backends:\n  b1: { url: \"gopher://x\" }\nservices:\n  s: { path: /s, versions: { 1: { proxy: { backend: nope } } } }\n"),
+            (
+                "b.yaml",
+                "backends:\n  b1: { url: \"gopher://x\" }\nservices:\n  s: { path: /s, versions: { 1: { proxy: { backend: nope } } } }\n"
+            ),
         ])
         #expect(found.count == 4, "\(found)")
         // Reported in file and line order.
-        let prefixes = ["a.yaml:2: listeners.0.port", "a.yaml:3: limits.idleTimeout", "b.yaml:2: backends.b1.url",
-                        "b.yaml:4: services.s.versions.1.proxy.backend"]
+        let prefixes = [
+            "a.yaml:2: listeners.0.port", "a.yaml:3: limits.idleTimeout", "b.yaml:2: backends.b1.url",
+            "b.yaml:4: services.s.versions.1.proxy.backend",
+        ]
         for (line, prefix) in zip(found, prefixes) { #expect(line.hasPrefix(prefix), "\(line)") }
     }
 
@@ -154,15 +168,18 @@ struct PolicyValidationTests {
     @Test("a valid policy compiles with its defaults")
     func validPolicy() throws {
         let snapshot = try PolicyLoader().load(sources: [
-            (file: "p.yaml", text: Self.listener + Self.backends + """
-                limits: { maxBodyBytes: 2MiB, headTimeout: 1500ms }
-                services:
-                  quotes:
-                    path: /api/{version}/quotes
-                    versions:
-                      1: { proxy: { backend: quotes, rewrite: /v1/ } }
-                      2: { proxy: { backend: quotes } }
-                """)
+            (
+                file: "p.yaml",
+                text: Self.listener + Self.backends + """
+                    limits: { maxBodyBytes: 2MiB, headTimeout: 1500ms }
+                    services:
+                      quotes:
+                        path: /api/{version}/quotes
+                        versions:
+                          1: { proxy: { backend: quotes, rewrite: /v1/ } }
+                          2: { proxy: { backend: quotes } }
+                    """
+            )
         ])
         #expect(snapshot.limits.maxBodyBytes == 2 * 1024 * 1024)
         #expect(snapshot.limits.headTimeout == .milliseconds(1500))
@@ -181,7 +198,8 @@ struct PolicyValidationTests {
 
     @Test("the shipped default policy is valid")
     func shippedPolicy() throws {
-        let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../policies").standardized.path
+        let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../policies").standardized
+            .path
         let snapshot = try PolicyLoader().load(directory: directory)
         #expect(!snapshot.listeners.isEmpty)
         #expect(snapshot.routes.match(path: "/api/1/stockquote/AAPL", host: nil) != nil)
@@ -190,13 +208,16 @@ struct PolicyValidationTests {
     @Test("the most specific route wins and host-bound routes only match their host")
     func routeOrder() throws {
         let snapshot = try PolicyLoader().load(sources: [
-            (file: "p.yaml", text: Self.listener + Self.backends + """
-                services:
-                  root: { path: /, versions: { 1: { proxy: { backend: quotes } } } }
-                  api: { path: /api, versions: { 1: { proxy: { backend: quotes } } } }
-                  deep: { path: /api/deep, versions: { 1: { proxy: { backend: quotes } } } }
-                  hosted: { path: /api, host: Partner.Example, versions: { 1: { proxy: { backend: quotes } } } }
-                """)
+            (
+                file: "p.yaml",
+                text: Self.listener + Self.backends + """
+                    services:
+                      root: { path: /, versions: { 1: { proxy: { backend: quotes } } } }
+                      api: { path: /api, versions: { 1: { proxy: { backend: quotes } } } }
+                      deep: { path: /api/deep, versions: { 1: { proxy: { backend: quotes } } } }
+                      hosted: { path: /api, host: Partner.Example, versions: { 1: { proxy: { backend: quotes } } } }
+                    """
+            )
         ])
         #expect(snapshot.routes.match(path: "/api/deep/x", host: nil)?.service.name == "deep")
         #expect(snapshot.routes.match(path: "/api/deeper", host: nil)?.service.name == "api")
@@ -216,7 +237,8 @@ struct PolicyValidationTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         try (Self.listener).write(to: directory.appendingPathComponent("a.yaml"), atomically: true, encoding: .utf8)
         try "not: [yaml".write(to: directory.appendingPathComponent("README.md"), atomically: true, encoding: .utf8)
-        try "backends: { x: { url: \"http://h:1\" } }".write(to: directory.appendingPathComponent("b.yml"), atomically: true, encoding: .utf8)
+        try "backends: { x: { url: \"http://h:1\" } }".write(
+            to: directory.appendingPathComponent("b.yml"), atomically: true, encoding: .utf8)
         let snapshot = try PolicyLoader().load(directory: directory.path)
         #expect(snapshot.policy.backends["x"] != nil)
     }

@@ -21,7 +21,8 @@ struct AccessLogTests {
                 """, logger: logger)
         let client = try gateway.connect()
         let ok = try client.request(
-            "POST", "/echo/a?token=query-secret", headers: [("X-Request-Id", "trace-1"), ("Authorization", "Bearer header-secret")], body: "hi")
+            "POST", "/echo/a?token=query-secret", headers: [("X-Request-Id", "trace-1"), ("Authorization", "Bearer header-secret")],
+            body: "hi")
         #expect(ok.status == 200)
         #expect(try client.request("GET", "/missing").status == 404)
         await gateway.shutdown()

@@ -22,10 +22,12 @@ struct RequestLimitTests {
         #expect(try gateway.connect().request("GET", "/echo").status == 200)
     }
 
-    @Test("a malformed request line gets 400 problem+json and the connection closes", arguments: [
-        "GARBAGE\r\n\r\n", "GET /echo HTTP/9.9\r\n\r\n", "GET /echo HTTP/1.1\r\nBad Header\r\n\r\n",
-        "G@T /echo HTTP/1.1\r\nHost: x\r\n\r\n",
-    ])
+    @Test(
+        "a malformed request line gets 400 problem+json and the connection closes",
+        arguments: [
+            "GARBAGE\r\n\r\n", "GET /echo HTTP/9.9\r\n\r\n", "GET /echo HTTP/1.1\r\nBad Header\r\n\r\n",
+            "G@T /echo HTTP/1.1\r\nHost: x\r\n\r\n",
+        ])
     func malformed(request: String) async throws {
         try await withGateway(policy: Self.policy) { gateway, _ in
             let client = try gateway.connect()
@@ -98,7 +100,8 @@ struct RequestLimitTests {
         try await withGateway(policy: Self.policy) { gateway, servers in
             let client = try gateway.connect()
             let chunk = String(repeating: "z", count: 600)
-            try client.send("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n\(chunk)\r\n258\r\n\(chunk)\r\n0\r\n\r\n")
+            try client.send(
+                "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n\(chunk)\r\n258\r\n\(chunk)\r\n0\r\n\r\n")
             let response = try client.readResponse()
             #expect(response.status == 413)
             #expect(servers[0].requestsReceived == 0)

@@ -97,7 +97,8 @@ struct CurlUpstreamClientTests {
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<1000 {
                 group.addTask {
-                    let request = UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/item/\(index)", timeout: .seconds(30))
+                    let request = UpstreamRequest(
+                        method: "GET", url: "http://127.0.0.1:\(server.port)/item/\(index)", timeout: .seconds(30))
                     let collector = try await run(client, request)
                     return collector.head?.status ?? -1
                 }
@@ -162,7 +163,8 @@ struct CurlUpstreamClientTests {
         guard case .failure(let refusedError) = refused.result else { Issue.record("expected failure"); return }
         #expect(refusedError.kind == .connectFailed)
 
-        let timedOut = try await run(client, UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(hanging.port)/", timeout: .milliseconds(200)))
+        let timedOut = try await run(
+            client, UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(hanging.port)/", timeout: .milliseconds(200)))
         guard case .failure(let timeoutError) = timedOut.result else { Issue.record("expected failure"); return }
         #expect(timeoutError.kind == .timedOut)
         try await hanging.shutdown()
@@ -176,7 +178,8 @@ struct CurlUpstreamClientTests {
         let loop = group.next()
         let bound = try await loop.submit {
             let collector = Collector(eventLoop: loop)
-            collector.task = client.execute(UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/"), eventLoop: loop, handler: collector)
+            collector.task = client.execute(
+                UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/"), eventLoop: loop, handler: collector)
             return NIOLoopBound(collector, eventLoop: loop)
         }.get()
         try await Task.sleep(for: .milliseconds(100))
