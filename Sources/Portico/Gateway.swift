@@ -62,8 +62,13 @@ public final class Gateway: Sendable {
         var bound: [(name: String, channel: any Channel)] = []
         do {
             for listener in snapshot.listeners {
-                let channel = try await bootstrap(services: services, limits: limits)
-                    .bind(host: listener.address, port: listener.port).get()
+                let channel: any Channel
+                do {
+                    channel = try await bootstrap(services: services, limits: limits)
+                        .bind(host: listener.address, port: listener.port).get()
+                } catch {
+                    throw ListenerBindError(listener: listener, underlying: error)
+                }
                 bound.append((listener.name, channel))
                 logger.info("listening", metadata: ["listener": .string(listener.name), "address": .string("\(channel.localAddress!)")])
             }
@@ -141,6 +146,17 @@ public final class Gateway: Sendable {
         let remaining = state.withLockedValue { Array($0.connections.values) }
         for connection in remaining { try? await connection.close() }
         upstream.shutdown()
+    }
+}
+
+/// A listener of the policy could not be bound (the port is taken, the address is not local...).
+public struct ListenerBindError: Error, CustomStringConvertible {
+    public let listener: ListenerPolicy
+    public let underlying: any Error
+
+    public var description: String {
+        let reason = (underlying as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(underlying)"
+        return "cannot listen on \(listener.address):\(listener.port) (listener \"\(listener.name)\"): \(reason)"
     }
 }
 
