@@ -16,6 +16,10 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
 
     private var machine = ConnectionTimeoutStateMachine()
     private var timer: Scheduled<Void>?
+    /// When the scheduled timer task runs; `nil` when none is scheduled.
+    private var wakeUp: NIODeadline?
+    /// When the state machine's current timer expires; `nil` when it wants none.
+    private var deadline: NIODeadline?
     private var context: ChannelHandlerContext?
     private let headTimeout: TimeAmount
     private let idleTimeout: TimeAmount
@@ -31,8 +35,7 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
+        stopTimer()
         self.context = nil
     }
 
@@ -73,23 +76,61 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
         case .none:
             break
         case .cancelTimer:
-            timer?.cancel()
-            timer = nil
+            deadline = nil
         case .startTimer(let kind):
-            timer?.cancel()
-            let delay = kind == .idle ? idleTimeout : headTimeout
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            timer = context.eventLoop.scheduleTask(in: delay) {
-                let (handler, context) = bound.value
-                handler.timer = nil
-                handler.perform(handler.machine.timerFired(), context: context)
-            }
+            let now = NIODeadline.now()
+            let newDeadline = now + (kind == .idle ? idleTimeout : headTimeout)
+            deadline = newDeadline
+            if let wakeUp, wakeUp <= newDeadline { return }  // the pending wake-up comes first; it re-arms
+            scheduleWakeUp(at: min(newDeadline, now + granularity), context: context)
         case .close:
+            stopTimer()
             context.close(promise: nil)
         case .respondTimeoutAndClose:
+            stopTimer()
             let response = Problem.requestTimeout().rawResponse(requestID: RequestID.generate())
             let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(response)).whenComplete { _ in channel.close(promise: nil) }
         }
+    }
+
+    // MARK: The timer
+    //
+    // Deadlines move on every request (first byte, head, response end), but the timer task does not:
+    // it wakes at most every `granularity` (the shorter of the two timeouts), compares the clock with
+    // the current deadline and either fires the state machine or sleeps again. Moving a deadline is
+    // then an assignment, not a cancel and a schedule on the event loop's timer heap, and since a
+    // wake-up is never further away than the shortest timeout, no deadline is ever missed.
+
+    private var granularity: TimeAmount { min(headTimeout, idleTimeout) }
+
+    private func scheduleWakeUp(at time: NIODeadline, context: ChannelHandlerContext) {
+        timer?.cancel()
+        wakeUp = time
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(deadline: time) {
+            let (handler, context) = bound.value
+            handler.wokeUp(context: context)
+        }
+    }
+
+    private func wokeUp(context: ChannelHandlerContext) {
+        timer = nil
+        wakeUp = nil
+        guard let deadline else { return }  // no timer wanted now; the next deadline schedules anew
+        let now = NIODeadline.now()
+        if now >= deadline {
+            self.deadline = nil
+            perform(machine.timerFired(), context: context)
+        } else {
+            scheduleWakeUp(at: min(deadline, now + granularity), context: context)
+        }
+    }
+
+    private func stopTimer() {
+        timer?.cancel()
+        timer = nil
+        wakeUp = nil
+        deadline = nil
     }
 }

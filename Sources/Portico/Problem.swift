@@ -31,12 +31,29 @@ public struct Problem: Error, Sendable {
 
     /// The JSON body, with `instance` set to the request id so a report can be matched to a log line.
     func body(requestID: String) -> ByteBuffer {
-        var json = "{\"type\":\(Self.quote(type)),\"title\":\(Self.quote(title)),\"status\":\(status.code)"
-        if let detail { json += ",\"detail\":\(Self.quote(detail))" }
-        json += ",\"instance\":\(Self.quote("urn:portico:request:" + requestID))"
-        for (key, value) in extensions { json += ",\(Self.quote(key)):\(Self.quote(value))" }
-        json += "}"
-        return ByteBuffer(string: json)
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(192 + (detail?.utf8.count ?? 0))
+        buffer.writeStaticString("{\"type\":")
+        Self.writeJSONString(type, to: &buffer)
+        buffer.writeStaticString(",\"title\":")
+        Self.writeJSONString(title, to: &buffer)
+        buffer.writeStaticString(",\"status\":")
+        buffer.writeString(String(status.code))
+        if let detail {
+            buffer.writeStaticString(",\"detail\":")
+            Self.writeJSONString(detail, to: &buffer)
+        }
+        buffer.writeStaticString(",\"instance\":\"urn:portico:request:")
+        Self.writeJSONStringContent(requestID, to: &buffer)
+        buffer.writeStaticString("\"")
+        for (key, value) in extensions {
+            buffer.writeStaticString(",")
+            Self.writeJSONString(key, to: &buffer)
+            buffer.writeStaticString(":")
+            Self.writeJSONString(value, to: &buffer)
+        }
+        buffer.writeStaticString("}")
+        return buffer
     }
 
     /// The complete response head for this problem.
@@ -62,21 +79,37 @@ public struct Problem: Error, Sendable {
         return buffer
     }
 
-    static func quote(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
+    /// Writes `text` as a JSON string literal (RFC 8259 §7).
+    static func writeJSONString(_ text: String, to buffer: inout ByteBuffer) {
+        buffer.writeStaticString("\"")
+        writeJSONStringContent(text, to: &buffer)
+        buffer.writeStaticString("\"")
+    }
+
+    /// Writes `text` escaped for the inside of a JSON string: quote, backslash and control
+    /// characters are escaped; everything else, UTF-8 included, is copied as is.
+    static func writeJSONStringContent(_ text: String, to buffer: inout ByteBuffer) {
+        let needsEscaping = text.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        guard needsEscaping else {
+            buffer.writeString(text)
+            return
+        }
+        let hex: StaticString = "0123456789abcdef"
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): buffer.writeStaticString("\\\"")
+            case UInt8(ascii: "\\"): buffer.writeStaticString("\\\\")
+            case UInt8(ascii: "\n"): buffer.writeStaticString("\\n")
+            case UInt8(ascii: "\r"): buffer.writeStaticString("\\r")
+            case UInt8(ascii: "\t"): buffer.writeStaticString("\\t")
+            case 0..<0x20:
+                buffer.writeStaticString("\\u00")
+                buffer.writeInteger(hex.utf8Start[Int(byte >> 4)])
+                buffer.writeInteger(hex.utf8Start[Int(byte & 0xF)])
+            default:
+                buffer.writeInteger(byte)
             }
         }
-        return out + "\""
     }
 }
 
