@@ -93,7 +93,9 @@ final class CurlTransfer {
     func receivedBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard flow.reserve(bytes.count) else { return false }
         if pendingBody == nil {
-            pendingBody = ByteBufferAllocator().buffer(capacity: max(bytes.count, 16 * 1024))
+            // Exactly the chunk: most responses are one chunk, and a 16 KiB buffer per small
+            // response showed up as malloc trimming in profiles. Later chunks of the same turn grow it.
+            pendingBody = ByteBufferAllocator().buffer(capacity: bytes.count)
         }
         pendingBody!.writeBytes(bytes)
         isDirty = true
