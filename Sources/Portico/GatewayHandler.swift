@@ -32,8 +32,9 @@ final class GatewayHandler: ChannelInboundHandler {
         case closed
     }
 
-    /// The request in progress.
-    struct Exchange {
+    /// The request in progress. A class, so that the handler updates it in place rather than
+    /// copying a dozen fields (and their reference counts) at every event.
+    final class Exchange {
         let serial: Int
         let head: HTTPRequestHead
         let requestID: String
@@ -46,6 +47,15 @@ final class GatewayHandler: ChannelInboundHandler {
         var body: ByteBuffer?
         var task: (any UpstreamTask)?
         var responseStarted = false
+
+        init(serial: Int, head: HTTPRequestHead, requestID: String, snapshot: PolicySnapshot, keepAlive: Bool, record: AccessRecord) {
+            self.serial = serial
+            self.head = head
+            self.requestID = requestID
+            self.snapshot = snapshot
+            self.keepAlive = keepAlive
+            self.record = record
+        }
     }
 
     private let services: GatewayServices
@@ -148,7 +158,7 @@ final class GatewayHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if case .forwarding = phase, var exchange {
+        if case .forwarding = phase, let exchange {
             exchange.task?.cancel()
             exchange.record.failure = "client closed the connection"
             exchange.record.status = exchange.responseStarted ? exchange.record.status : 499
@@ -176,14 +186,14 @@ final class GatewayHandler: ChannelInboundHandler {
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend,
             clientAddress: clientAddress, scheme: services.scheme, requestID: exchange.requestID)
         phase = .forwarding
-        self.exchange!.body = nil
+        exchange.body = nil
         let callback = UpstreamCallback(handler: self, context: context, serial: exchange.serial)
-        self.exchange!.task = services.upstream.execute(request, eventLoop: context.eventLoop, handler: callback)
+        exchange.task = services.upstream.execute(request, eventLoop: context.eventLoop, handler: callback)
     }
 
     /// Upstream events for the exchange `serial`; stale ones (a cancelled exchange) are dropped.
     fileprivate func upstreamReceived(_ events: UpstreamEvents, serial: Int, context: ChannelHandlerContext) {
-        guard case .forwarding = phase, var exchange, exchange.serial == serial else { return }
+        guard case .forwarding = phase, let exchange, exchange.serial == serial else { return }
         if let head = events.head {
             var keepAlive = exchange.keepAlive
             if exchange.head.version == .http1_0 && !head.headers.contains(where: { HeaderName.matches($0.name, "content-length") }) {
@@ -208,19 +218,18 @@ final class GatewayHandler: ChannelInboundHandler {
                 context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
             }
         }
-        self.exchange = exchange
         switch events.result {
         case nil:
             context.flush()
         case .success(let metrics):
-            self.exchange!.record.upstreamDuration = metrics.duration
+            exchange.record.upstreamDuration = metrics.duration
             finishResponse(context: context)
         case .failure(let error):
-            self.exchange!.record.failure = error.description
+            exchange.record.failure = error.description
             if exchange.responseStarted {
                 // The status is gone; a truncated body can only be signalled by closing.
                 context.flush()
-                log(self.exchange!.record, snapshot: exchange.snapshot)
+                log(exchange.record, snapshot: exchange.snapshot)
                 phase = .closed
                 context.close(promise: nil)
             } else {
@@ -250,8 +259,8 @@ final class GatewayHandler: ChannelInboundHandler {
         let body = problem.body(requestID: exchange.requestID)
         var head = problem.head(requestID: exchange.requestID, contentLength: body.readableBytes, version: exchange.head.version)
         if !exchange.keepAlive && !problem.closesConnection { head.headers.add(name: "connection", value: "close") }
-        self.exchange!.record.status = problem.status.code
-        self.exchange!.record.bytesSent = body.readableBytes
+        exchange.record.status = problem.status.code
+        exchange.record.bytesSent = body.readableBytes
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
     }
