@@ -18,6 +18,8 @@ struct AccessRecord {
     var status: UInt = 0
     var bytesSent = 0
     var upstreamDuration: Duration?
+    /// Connections the upstream client opened for this exchange (0 when it reused a pooled one).
+    var upstreamConnects: Int?
     /// Why an exchange ended abnormally (for logs only; may name internal addresses).
     var failure: String?
 
@@ -39,6 +41,7 @@ struct AccessRecord {
             let (seconds, attoseconds) = upstreamDuration.components
             metadata["upstream_ms"] = .string(Self.milliseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
         }
+        if let upstreamConnects { metadata["upstream_connects"] = .stringConvertible(upstreamConnects) }
         if let failure { metadata["failure"] = .string(failure) }
         logger.info("access", metadata: metadata)
     }

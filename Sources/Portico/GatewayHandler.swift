@@ -223,6 +223,7 @@ final class GatewayHandler: ChannelInboundHandler {
             context.flush()
         case .success(let metrics):
             exchange.record.upstreamDuration = metrics.duration
+            exchange.record.upstreamConnects = metrics.newConnections
             finishResponse(context: context)
         case .failure(let error):
             exchange.record.failure = error.description

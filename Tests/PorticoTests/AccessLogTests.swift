@@ -24,12 +24,13 @@ struct AccessLogTests {
             "POST", "/echo/a?token=query-secret", headers: [("X-Request-Id", "trace-1"), ("Authorization", "Bearer header-secret")],
             body: "hi")
         #expect(ok.status == 200)
+        #expect(try client.request("GET", "/echo/again").status == 200)
         #expect(try client.request("GET", "/missing").status == 404)
         await gateway.shutdown()
         try await backend.shutdown()
 
         let lines = recorder.records.filter { $0.message == "access" }
-        #expect(lines.count == 2)
+        #expect(lines.count == 3)
         let first = try #require(lines.first).metadata
         #expect(first["request_id"]?.description == "trace-1")
         #expect(first["method"]?.description == "POST")
@@ -41,10 +42,12 @@ struct AccessLogTests {
         #expect(first["bytes"]?.description == String(ok.body.count))
         #expect(first["client"]?.description == "127.0.0.1")
         #expect(first["upstream_ms"] != nil)
+        #expect(first["upstream_connects"]?.description == "1")  // the first request opens the connection
         #expect(first["total_ms"] != nil)
-        let second = try #require(lines.last).metadata
-        #expect(second["status"]?.description == "404")
-        #expect(second["service"] == nil)
+        #expect(lines[1].metadata["upstream_connects"]?.description == "0")  // the pooled connection is reused
+        let last = try #require(lines.last).metadata
+        #expect(last["status"]?.description == "404")
+        #expect(last["service"] == nil)
         let everything = recorder.records.map { "\($0.message) \($0.metadata)" }.joined()
         #expect(!everything.contains("query-secret"))
         #expect(!everything.contains("header-secret"))

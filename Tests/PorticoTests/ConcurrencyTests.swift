@@ -6,21 +6,10 @@ import Testing
 
 @Suite("Many clients at once")
 struct ConcurrencyTests {
-    static func policy(_ ports: [Int]) -> String {
-        """
-        backends:
-          echo: { url: "http://127.0.0.1:\(ports[0])" }
-        services:
-          echo:
-            path: /echo
-            versions:
-              1: { proxy: { backend: echo } }
-        """
-    }
 
     @Test("200 concurrent keep-alive clients each get the answers to their own requests")
     func concurrentClients() async throws {
-        try await withGateway(policy: Self.policy) { gateway, servers in
+        try await withGateway(policy: echoServicePolicy) { gateway, servers in
             let clients = 200
             let requestsEach = 5
             let failures = NIOLockedValueBox<[String]>([])
@@ -49,7 +38,7 @@ struct ConcurrencyTests {
 
     @Test("garbage on many connections does not stop the gateway from serving")
     func garbage() async throws {
-        try await withGateway(policy: Self.policy) { gateway, _ in
+        try await withGateway(policy: echoServicePolicy) { gateway, _ in
             var generator = SystemRandomNumberGenerator()
             for round in 0..<100 {
                 let client = try gateway.connect(receiveTimeout: 5)

@@ -5,16 +5,8 @@ import Testing
 @Suite("Bad and oversized requests")
 struct RequestLimitTests {
     static func policy(_ ports: [Int]) -> String {
-        """
-        limits: { maxBodyBytes: 1000, maxHeadBytes: 2048, maxHeaderCount: 20, headTimeout: 400ms, idleTimeout: 600ms }
-        backends:
-          echo: { url: "http://127.0.0.1:\(ports[0])" }
-        services:
-          echo:
-            path: /echo
-            versions:
-              1: { proxy: { backend: echo } }
-        """
+        "limits: { maxBodyBytes: 1000, maxHeadBytes: 2048, maxHeaderCount: 20, headTimeout: 400ms, idleTimeout: 600ms }\n"
+            + echoServicePolicy(ports)
     }
 
     /// The gateway still serves a fresh connection after whatever the test did to another one.

@@ -36,6 +36,20 @@ struct TestGateway {
     }
 }
 
+/// Policy text for the common case: a backend `echo` on loopback at the first port and a service
+/// `echo` at `/echo` that forwards to it unchanged.
+func echoServicePolicy(_ ports: [Int]) -> String {
+    """
+    backends:
+      echo: { url: "http://127.0.0.1:\(ports[0])" }
+    services:
+      echo:
+        path: /echo
+        versions:
+          1: { proxy: { backend: echo } }
+    """
+}
+
 /// Runs `body` with backends and a gateway, and always stops them.
 func withGateway(
     backends: [BackendServer.Handler] = [DemoBackends.echo],
