@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+
+/// The `portico` executable, built beside the test bundle by `swift test`.
+private func porticoExecutable() throws -> URL {
+    var directory = Bundle.main.bundleURL
+    for _ in 0..<3 {
+        let candidate = directory.appendingPathComponent("portico")
+        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        directory = directory.deletingLastPathComponent()
+    }
+    throw CocoaError(.fileNoSuchFile)
+}
+
+private func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    let process = Process()
+    process.executableURL = try porticoExecutable()
+    process.arguments = arguments
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    let outData = output.fileHandleForReading.readDataToEndOfFile()
+    let errData = errors.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+@Suite("The portico command")
+struct CommandLineTests {
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test("portico check accepts the shipped policy")
+    func checkShippedPolicy() throws {
+        let result = try run(["check", Self.repositoryRoot.appendingPathComponent("policies").path])
+        #expect(result.status == 0, "\(result.errors)")
+        #expect(result.output.contains("OK — 1 listener(s), 2 backend(s), 2 service(s)"))
+    }
+
+    @Test("portico check lists every mistake of a broken policy and exits non-zero")
+    func checkBrokenPolicy() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-check-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try """
+        listeners:
+          - { name: public, port: 8080 }
+        limits: { idleTimeout: never }
+        services:
+          s: { path: /s, versions: { 1: { proxy: { backend: missing } } } }
+        """.write(to: directory.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        let result = try run(["check", directory.path])
+        #expect(result.status == 1)
+        let lines = result.errors.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(lines)")
+        #expect(
+            lines[0].hasSuffix("gateway.yaml:3: limits.idleTimeout: expected a positive duration such as 500ms, 10s or 5m, found never"))
+        #expect(
+            lines[1].hasSuffix(
+                "gateway.yaml:5: services.s.versions.1.proxy.backend: unknown backend \"missing\"; expected one of: (no backends defined)"))
+        #expect(lines[2].hasSuffix(": 2 error(s)"))
+    }
+}
