@@ -220,6 +220,60 @@ struct ProxyTests {
         try await backendGroup.shutdownGracefully()
     }
 
+    @Test("a chunked request body is forwarded whole, with a Content-Length")
+    func chunkedRequestBody() async throws {
+        try await withGateway(policy: Self.echoPolicy) { gateway, _ in
+            let client = try gateway.connect()
+            try client.send(
+                "POST /api/1/things HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.json?["body"] as? String == "hello world")
+            let headers = response.json?["headers"] as? [String: String]
+            #expect(headers?["content-length"] == "11")
+            #expect(headers?["transfer-encoding"] == nil)
+        }
+    }
+
+    @Test("an HTTP/1.0 client gets a body of unknown length delimited by the connection's close")
+    func http10UnknownLength() async throws {
+        let backend: BackendServer.Handler = { _ in .chunked(status: .ok, headers: HTTPHeaders(), parts: ["one-", "two"]) }
+        try await withGateway(backends: [backend], policy: Self.echoPolicy) { gateway, _ in
+            let client = try gateway.connect()
+            try client.send("GET /api/1/things HTTP/1.0\r\nHost: t\r\nConnection: keep-alive\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.header("transfer-encoding") == nil)
+            #expect(response.bodyText == "one-two")
+            #expect(client.waitForClose())
+        }
+    }
+
+    @Test("a service bound to a host only answers requests for that host")
+    func hostRouting() async throws {
+        let policy: ([Int]) -> String = { ports in
+            """
+            backends:
+              echo: { url: "http://127.0.0.1:\(ports[0])" }
+            services:
+              partner:
+                path: /api
+                host: partner.example
+                versions: { 1: { proxy: { backend: echo, rewrite: /partner } } }
+              public:
+                path: /api
+                versions: { 1: { proxy: { backend: echo, rewrite: /public } } }
+            """
+        }
+        try await withGateway(policy: policy) { gateway, _ in
+            let client = try gateway.connect()
+            try client.send("GET /api/x HTTP/1.1\r\nHost: Partner.Example:8443\r\n\r\n")
+            #expect(try client.readResponse().json?["path"] as? String == "/partner/x")
+            try client.send("GET /api/x HTTP/1.1\r\nHost: other.example\r\n\r\n")
+            #expect(try client.readResponse().json?["path"] as? String == "/public/x")
+        }
+    }
+
     @Test("HEAD is forwarded and answered without a body")
     func head() async throws {
         try await withGateway(backends: [DemoBackends.echo], policy: Self.echoPolicy) { gateway, _ in
