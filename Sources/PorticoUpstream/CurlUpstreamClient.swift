@@ -46,14 +46,12 @@ public final class CurlUpstreamClient: UpstreamClient {
         let flow = FlowControl()
         let task = CurlTask(worker: worker, id: id, flow: flow)
         let bound = NIOLoopBound(handler, eventLoop: eventLoop)
-        if isShutDown.load(ordering: .acquiring) {
+        if !worker.submit(.start(request, id: id, eventLoop: eventLoop, handler: bound, flow: flow)) {
             eventLoop.execute {
                 bound.value.upstreamReceived(
                     UpstreamEvents(result: .failure(UpstreamError(.shutdown, detail: "upstream client shut down"))))
             }
-            return task
         }
-        worker.submit(.start(request, id: id, eventLoop: eventLoop, handler: bound, flow: flow))
         return task
     }
 

@@ -46,20 +46,27 @@ final class CurlWorker: @unchecked Sendable {
         thread.start()
     }
 
-    /// Any thread: queue a command and wake the worker if it may be sleeping.
-    func submit(_ command: Command) {
-        let wasEmpty = inbox.withLockedValue { inbox in
-            let wasEmpty = inbox.commands.isEmpty
+    /// Any thread: queue a command and wake the worker if it may be sleeping. Returns false, and
+    /// queues nothing, once the worker is stopping: the caller answers for the command itself.
+    @discardableResult
+    func submit(_ command: Command) -> Bool {
+        // The wake-up happens under the lock: the worker frees the multi handle only after a last
+        // drain under this lock, so a wake-up outside it could touch a freed handle at shutdown.
+        inbox.withLockedValue { inbox in
+            guard !inbox.stopping else { return false }
+            if inbox.commands.isEmpty { curl_multi_wakeup(multi) }
             inbox.commands.append(command)
-            return wasEmpty
+            return true
         }
-        if wasEmpty { curl_multi_wakeup(multi) }
     }
 
     /// Any thread: ends the loop, failing what is in flight, and waits for the thread to finish.
     func stop() {
-        inbox.withLockedValue { $0.stopping = true }
-        curl_multi_wakeup(multi)
+        inbox.withLockedValue { inbox in
+            guard !inbox.stopping else { return }
+            inbox.stopping = true
+            curl_multi_wakeup(multi)
+        }
         stopped.lock(whenValue: true)
         stopped.unlock()
     }
@@ -73,7 +80,14 @@ final class CurlWorker: @unchecked Sendable {
                 defer { inbox.commands.removeAll(keepingCapacity: true) }
                 return (inbox.commands, inbox.stopping)
             }
-            if stopping { break }
+            if stopping {
+                // No command can be queued after `stopping` was set, so these are the last ones.
+                for case .start(_, _, let eventLoop, let handler, _) in commands {
+                    let events = UpstreamEvents(result: .failure(UpstreamError(.shutdown, detail: "upstream client shut down")))
+                    eventLoop.execute { handler.value.upstreamReceived(events) }
+                }
+                break
+            }
             for command in commands { perform(command) }
 
             curl_multi_perform(multi, &running)

@@ -190,6 +190,29 @@ struct CurlUpstreamClientTests {
         try await server.shutdown()
     }
 
+    @Test("shutting down answers every exchange in flight or submitted later with a shutdown error")
+    func shutdownAnswersEveryone() async throws {
+        let server = try await BackendServer.start { _ in .hang }
+        let client = CurlUpstreamClient(configuration: .init(threads: 2))
+        let request = UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/", timeout: .seconds(30))
+        let kinds = try await withThrowingTaskGroup(of: UpstreamError.Kind?.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    if index == 100 { client.shutdown() }  // some exchanges start before, some after
+                    let outcome = try await run(client, request)
+                    guard case .failure(let error) = outcome.result else { return nil }
+                    return error.kind
+                }
+            }
+            var kinds: [UpstreamError.Kind?] = []
+            for try await kind in group { kinds.append(kind) }
+            return kinds
+        }
+        #expect(kinds.count == 200)
+        #expect(kinds.allSatisfy { $0 == .shutdown })
+        try await server.shutdown()
+    }
+
     @Test("flow control resumes only below the low watermark and never loses a resume")
     func flowControl() {
         let flow = FlowControl(highWatermark: 100, lowWatermark: 40)
