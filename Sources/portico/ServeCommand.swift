@@ -34,6 +34,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         signal(SIGPIPE, SIG_IGN)
         let logger = Logger(label: "portico")
+        raiseOpenFileLimit(logger: logger)
 
         let snapshot: PolicySnapshot
         do {
@@ -73,6 +74,21 @@ struct ServeCommand: AsyncParsableCommand {
                 once.keep(source)
             }
         }
+    }
+}
+
+/// Every client connection and every pooled backend connection is a file descriptor; a gateway
+/// that keeps the common default soft limit (1024) refuses connections long before it runs out of
+/// anything else. The soft limit is raised to the hard limit the operator allows.
+private func raiseOpenFileLimit(logger: Logger) {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+    let previous = limit.rlim_cur
+    limit.rlim_cur = limit.rlim_max
+    if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+        logger.debug("raised the open-file limit", metadata: ["from": "\(previous)", "to": "\(limit.rlim_max)"])
+    } else {
+        logger.warning("could not raise the open-file limit", metadata: ["limit": "\(previous)"])
     }
 }
 
