@@ -8,10 +8,9 @@ import NIOCore
 /// request stands by calling ``requestHeadReceived(expectsBody:)``, ``requestEndReceived()`` and
 /// ``responseEndSent()`` directly (both live on the connection's event loop), rather than sending
 /// events through the whole pipeline three times per request.
-final class ConnectionTimeoutHandler: ChannelDuplexHandler {
+final class ConnectionTimeoutHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
-    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     private var machine = ConnectionTimeoutStateMachine()

@@ -224,7 +224,7 @@ final class GatewayHandler: ChannelInboundHandler {
         case .success(let metrics):
             exchange.record.upstreamDuration = metrics.duration
             exchange.record.upstreamConnects = metrics.newConnections
-            finishResponse(context: context)
+            endResponse(requestEnded: true, closing: false, context: context)
         case .failure(let error):
             exchange.record.failure = error.description
             if exchange.responseStarted {
@@ -240,10 +240,6 @@ final class GatewayHandler: ChannelInboundHandler {
                 endResponse(requestEnded: true, closing: problem.closesConnection, context: context)
             }
         }
-    }
-
-    private func finishResponse(context: ChannelHandlerContext) {
-        endResponse(requestEnded: true, closing: false, context: context)
     }
 
     // MARK: Answers

@@ -11,7 +11,6 @@ enum ProxyForwarding {
         "proxy-authenticate", "proxy-authorization",
     ]
 
-    /// Request fields the gateway sets itself instead of passing on.
     /// Request fields the gateway sets itself (or, for `expect`, has already answered) instead of
     /// passing on.
     static let replacedOnRequest = [

@@ -71,9 +71,9 @@ extension CurlWorker {
         var sendsContentType = false
         for (name, value) in request.headers {
             switch name.utf8.count {
-            case 6 where Self.isField(name, "accept"): sendsAccept = true
-            case 6 where Self.isField(name, "expect"): sendsExpect = true
-            case 12 where Self.isField(name, "content-type"): sendsContentType = true
+            case 6 where HeaderName.matches(name, "accept"): sendsAccept = true
+            case 6 where HeaderName.matches(name, "expect"): sendsExpect = true
+            case 12 where HeaderName.matches(name, "content-type"): sendsContentType = true
             default: break
             }
             list = curl_slist_append(list, value.isEmpty ? "\(name);" : "\(name): \(value)")
@@ -84,18 +84,6 @@ extension CurlWorker {
         transfer.headerList = list
         check(portico_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, list), "headers")
         return failed
-    }
-
-    /// ASCII case-insensitive comparison with a lowercase field name, without allocating.
-    static func isField(_ name: String, _ lowercase: StaticString) -> Bool {
-        guard name.utf8.count == lowercase.utf8CodeUnitCount else { return false }
-        var index = 0
-        for byte in name.utf8 {
-            let folded = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
-            if folded != lowercase.utf8Start[index] { return false }
-            index += 1
-        }
-        return true
     }
 
     static func milliseconds(_ duration: Duration) -> Int {

@@ -1,9 +1,10 @@
 /// Case-insensitive comparison of header field names without allocating lowercased copies; the
-/// proxy compares every forwarded field against its drop lists, so this sits on the hot path.
-enum HeaderName {
+/// proxy compares every forwarded field against its drop lists and the curl driver checks the
+/// fields libcurl would add, so this sits on the hot path of both.
+public enum HeaderName {
     /// Whether `name` equals `lowercase` (which must be lowercase ASCII), ignoring ASCII case.
     @inline(__always)
-    static func matches(_ name: String, _ lowercase: String) -> Bool {
+    public static func matches(_ name: String, _ lowercase: String) -> Bool {
         var name = name
         var lowercase = lowercase
         return name.withUTF8 { nameBytes in
@@ -20,7 +21,7 @@ enum HeaderName {
     }
 
     /// Whether `name` equals any of `lowercaseNames`, ignoring ASCII case.
-    static func matchesAny(_ name: String, _ lowercaseNames: [String]) -> Bool {
+    public static func matchesAny(_ name: String, _ lowercaseNames: [String]) -> Bool {
         let count = name.utf8.count
         for candidate in lowercaseNames where candidate.utf8.count == count {
             if matches(name, candidate) { return true }
