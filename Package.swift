@@ -5,6 +5,8 @@ import PackageDescription
 let nio: Package.Dependency = .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2")
 let yams: Package.Dependency = .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2")
 let log: Package.Dependency = .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2")
+let structuredHeaders: Package.Dependency = .package(
+    url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0")
 let argumentParser: Package.Dependency = .package(
     url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2")
 
@@ -21,13 +23,26 @@ let package = Package(
         .library(name: "Portico", targets: ["Portico"]),
         .library(name: "PorticoPolicy", targets: ["PorticoPolicy"]),
         .library(name: "PorticoUpstream", targets: ["PorticoUpstream"]),
+        .library(name: "PorticoSigning", targets: ["PorticoSigning"]),
     ],
-    dependencies: [nio, yams, log, argumentParser],
+    dependencies: [nio, yams, log, argumentParser, structuredHeaders],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
         .target(
             name: "CPorticoCurl",
             linkerSettings: [.linkedLibrary("curl")]
+        ),
+        // System OpenSSL 3 (Debian: libssl-dev) plus small shims for what Swift cannot call directly.
+        .target(
+            name: "CPorticoOpenSSL",
+            linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]
+        ),
+        // RFC 9421 signatures and RFC 9530 digests, shared by the gateway and the client library:
+        // no NIO, no OpenSSL, so it builds wherever an app does.
+        .target(
+            name: "PorticoSigning",
+            dependencies: [.product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers")],
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "PorticoUpstream",
@@ -48,6 +63,8 @@ let package = Package(
             dependencies: [
                 "PorticoPolicy",
                 "PorticoUpstream",
+                "PorticoSigning",
+                "CPorticoOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -86,6 +103,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "PorticoSigningTests",
+            dependencies: [
+                "PorticoSigning",
+                "Portico",
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "PorticoUpstreamTests",
             dependencies: [
                 "PorticoUpstream",
@@ -101,6 +127,7 @@ let package = Package(
                 "Portico",
                 "PorticoPolicy",
                 "PorticoUpstream",
+                "PorticoSigning",
                 "PorticoDemoBackends",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

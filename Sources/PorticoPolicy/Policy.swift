@@ -9,6 +9,9 @@ public struct Policy: Sendable {
     public var accessLog: AccessLogPolicy
     public var backends: [String: BackendPolicy]
     public var services: [String: ServicePolicy]
+    public var signatures: SignaturePolicy
+    public var apiKeys: APIKeyPolicy
+    public var keys: [String: ClientKeyPolicy]
 }
 
 /// A socket the gateway accepts connections on.
@@ -85,6 +88,7 @@ public struct ServicePolicy: Sendable, Hashable {
     public var versions: [Int: VersionPolicy]
     /// The version served when a request names none.
     public var defaultVersion: DefaultVersion
+    public var auth: AuthMode = .none
 }
 
 public enum DefaultVersion: Sendable, Hashable {

@@ -20,10 +20,14 @@ struct PolicyDocumentReader {
         let backends = merged("backends", in: sections, read: readBackend)
         let services = merged("services", in: sections) { readService($0, name: $1, backends: backends) }
         checkDuplicatePaths(services)
+        let signatures = single("signatures", in: sections).flatMap(readSignatures) ?? SignaturePolicy()
+        let apiKeys = single("apiKeys", in: sections).flatMap(readAPIKeys) ?? APIKeyPolicy()
+        let keys = merged("keys", in: sections) { KeyReader(value: $0).read(id: $1, services: Set(services.keys)) }
         guard sink.diagnostics.isEmpty else { return nil }
         return Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
-            backends: backends.mapValues(\.policy), services: services.mapValues(\.policy))
+            backends: backends.mapValues(\.policy), services: services.mapValues(\.policy),
+            signatures: signatures, apiKeys: apiKeys, keys: keys.mapValues(\.policy))
     }
 
     /// A section that may appear in one file only.
@@ -133,6 +137,49 @@ struct PolicyDocumentReader {
         return accessLog
     }
 
+    private func readSignatures(_ value: PolicyValue) -> SignaturePolicy? {
+        let known = ["maxClockSkew", "requireNonce", "label", "requiredComponents", "nonceCacheSize"]
+        guard let fields = value.fields(known: known) else { return nil }
+        var policy = SignaturePolicy()
+        policy.maxClockSkew = fields.optional("maxClockSkew", default: policy.maxClockSkew) { $0.duration() }
+        policy.requireNonce = fields.optional("requireNonce", default: policy.requireNonce) { $0.bool() }
+        policy.label = fields.optional("label") { value -> String? in
+            guard let label = value.nonEmptyString() else { return nil }
+            guard SignatureLabel.isValid(label) else {
+                value.error("expected a structured-field key (lowercase letter or '*', then lowercase letters, digits, '_-.*'), found \"\(label)\"")
+                return nil
+            }
+            return label
+        }
+        policy.requiredComponents = fields.optional("requiredComponents", default: policy.requiredComponents) { value in
+            guard let items = value.sequence() else { return nil }
+            return items.compactMap { item -> String? in
+                guard let name = item.nonEmptyString() else { return nil }
+                guard name == name.lowercased(), !name.contains(" "), !name.contains("\"") else {
+                    item.error("expected a lowercase component name such as @method or content-type, found \"\(name)\"")
+                    return nil
+                }
+                return name
+            }
+        }
+        policy.nonceCacheSize = fields.optional("nonceCacheSize", default: policy.nonceCacheSize) { $0.int(in: 16...100_000_000) }
+        return policy
+    }
+
+    private func readAPIKeys(_ value: PolicyValue) -> APIKeyPolicy? {
+        guard let fields = value.fields(known: ["header"]) else { return nil }
+        var policy = APIKeyPolicy()
+        policy.header = fields.optional("header", default: policy.header) { value -> String? in
+            guard let header = value.nonEmptyString() else { return nil }
+            guard header.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }) else {
+                value.error("expected a header field name such as X-API-Key, found \"\(header)\"")
+                return nil
+            }
+            return header
+        }
+        return policy
+    }
+
     private func readBackend(_ value: PolicyValue, name: String) -> BackendPolicy? {
         guard let fields = value.fields(known: ["url", "connectTimeout", "timeout"]) else { return nil }
         let url = fields.required("url", readBackendURL)
@@ -168,9 +215,10 @@ struct PolicyDocumentReader {
     private func readService(
         _ value: PolicyValue, name: String, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> (ServicePolicy)? {
-        guard let fields = value.fields(known: ["path", "host", "versions", "default"]) else { return nil }
+        guard let fields = value.fields(known: ["path", "host", "auth", "versions", "default"]) else { return nil }
         let path = fields.required("path", readServicePath)
         let host = fields.optional("host") { $0.nonEmptyString()?.lowercased() }
+        let auth = fields.optional("auth", default: AuthMode.none) { $0.oneOf(AuthMode.allCases) }
         var versions: [Int: VersionPolicy] = [:]
         if let versionsValue = fields.required("versions", { $0.mappingEntries() }) {
             if versionsValue.isEmpty { fields["versions"]?.error("expected at least one version") }
@@ -199,7 +247,7 @@ struct PolicyDocumentReader {
             }
         }
         guard let path else { return nil }
-        return ServicePolicy(name: name, path: path, host: host, versions: versions, defaultVersion: defaultVersion)
+        return ServicePolicy(name: name, path: path, host: host, versions: versions, defaultVersion: defaultVersion, auth: auth)
     }
 
     private func readServicePath(_ value: PolicyValue) -> String? {

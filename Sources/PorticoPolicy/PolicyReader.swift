@@ -128,6 +128,16 @@ struct PolicyValue {
         return value
     }
 
+    /// A string that must be one of `cases` (by raw value).
+    func oneOf<T: RawRepresentable>(_ cases: [T]) -> T? where T.RawValue == String {
+        guard let text = string() else { return nil }
+        guard let match = cases.first(where: { $0.rawValue == text }) else {
+            error("expected one of \(cases.map(\.rawValue).joined(separator: ", ")), found \(describe())")
+            return nil
+        }
+        return match
+    }
+
     func bool() -> Bool? {
         guard let scalar, scalar.style == .plain, let value = Bool(scalar.string) else {
             error("expected true or false, found \(describe())")

@@ -1,0 +1,71 @@
+import Foundation
+
+/// How a service authenticates its callers.
+public enum AuthMode: String, Sendable, Hashable, CaseIterable {
+    /// Anyone may call it.
+    case none
+    /// `X-API-Key: <key id>.<secret>`: simple, but the secret travels with every request.
+    case apiKey
+    /// An RFC 9421 HMAC signature: the secret never travels, and the request cannot be altered.
+    case signature
+}
+
+/// How signatures are checked, for every service with `auth: signature`.
+public struct SignaturePolicy: Sendable, Hashable {
+    /// How far `created` may be from the gateway's clock, either way.
+    public var maxClockSkew: Duration = .seconds(300)
+    /// Whether every signature must carry a `nonce` (replay protection within the skew window).
+    public var requireNonce: Bool = true
+    /// The `Signature-Input` label to verify; `nil` takes the first one.
+    public var label: String?
+    /// Components every signature must cover. The request-dependent ones are added on top: `@query`
+    /// when there is a query, `content-digest` when there is a body, `x-client-version` when sent.
+    public var requiredComponents: [String] = ["@method", "@authority", "@path"]
+    /// Most (key, nonce) pairs remembered at once. When full, new signed requests get 503 rather
+    /// than an old nonce being forgotten while its signature could still be replayed.
+    public var nonceCacheSize: Int = 100_000
+}
+
+/// Settings of key-only authentication.
+public struct APIKeyPolicy: Sendable, Hashable {
+    /// The request header carrying `<key id>.<secret>`.
+    public var header: String = "X-API-Key"
+}
+
+/// A secret shared with one client app. Its text is the HMAC key (its UTF-8 bytes).
+///
+/// `description` never shows the bytes, so a secret printed by mistake (a log line, a test
+/// failure, `portico check`) reveals nothing.
+public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    public let bytes: [UInt8]
+
+    public init(_ text: String) { bytes = Array(text.utf8) }
+    public init(bytes: [UInt8]) { self.bytes = bytes }
+
+    public var description: String { "<secret: \(bytes.count) bytes>" }
+    public var debugDescription: String { description }
+}
+
+/// A client app's API key.
+public struct ClientKeyPolicy: Sendable, Hashable {
+    public enum Status: String, Sendable, Hashable {
+        case active, revoked
+    }
+
+    public var id: String
+    public var secret: Secret
+    /// The secret being rotated out, accepted until `previousSecretExpires` (seconds since 1970).
+    public var previousSecret: Secret?
+    public var previousSecretExpires: Int64?
+    public var status: Status
+    /// Service names this key may call; `["*"]` allows every service.
+    public var services: [String]
+    /// Rate-limit tier name.
+    public var tier: String?
+    /// A demo key: its secret is published with the policy, so it must never guard real traffic.
+    public var demo: Bool
+
+    public func mayCall(service: String) -> Bool {
+        services.contains("*") || services.contains(service)
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+
+/// Structured-field dictionary keys (RFC 8941 §3.2), which signature labels must be.
+enum SignatureLabel {
+    static func isValid(_ label: String) -> Bool {
+        guard let first = label.utf8.first, first == UInt8(ascii: "*") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first) else {
+            return false
+        }
+        return label.utf8.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || "_-.*".utf8.contains(byte)
+        }
+    }
+}
+
+/// Reads one entry of `keys`, including its secrets from files or the environment.
+///
+/// Diagnostics name the file, key path and what is wrong with a secret (unreadable, too short),
+/// never its content.
+struct KeyReader {
+    let value: PolicyValue
+
+    /// Shorter secrets are refused: 32 characters of base64url is 192 bits, the least `keygen` makes.
+    static let minimumSecretLength = 32
+
+    func read(id: String, services: Set<String>) -> ClientKeyPolicy? {
+        let known = ["secret", "secretFile", "secretEnv", "previousSecret", "status", "services", "tier", "demo"]
+        guard let fields = value.fields(known: known) else { return nil }
+        if id.contains(".") {
+            value.error("key id \"\(id)\" must not contain '.', which separates id and secret in X-API-Key")
+        }
+        let demo = fields.optional("demo", default: false) { $0.bool() }
+        let secret = readSecret(fields, owner: value, demo: demo)
+        var previous: (secret: Secret, expires: Int64)?
+        if let previousValue = fields["previousSecret"], let previousFields = previousValue.fields(known: ["secret", "secretFile", "secretEnv", "expires"]) {
+            let previousSecret = readSecret(previousFields, owner: previousValue, demo: demo)
+            let expires = previousFields.required("expires", Self.readTimestamp)
+            if let previousSecret, let expires { previous = (previousSecret, expires) }
+        }
+        let status = fields.optional("status", default: ClientKeyPolicy.Status.active) { $0.oneOf([.active, .revoked]) }
+        let allowed = fields.required("services") { value -> [String]? in
+            guard let items = value.sequence() else { return nil }
+            if items.isEmpty { value.error("expected at least one service name, or \"*\" for every service") }
+            return items.compactMap { item in
+                guard let name = item.nonEmptyString() else { return nil }
+                if name != "*", !services.contains(name) {
+                    let known = services.sorted().joined(separator: ", ")
+                    item.error("unknown service \"\(name)\"; expected \"*\" or one of: \(known.isEmpty ? "(no services defined)" : known)")
+                }
+                return name
+            }
+        }
+        let tier = fields.optional("tier") { $0.nonEmptyString() }
+        if demo {
+            value.warning("demo key: its secret is published with this policy; never let it guard real traffic")
+        }
+        guard let secret, let allowed else { return nil }
+        return ClientKeyPolicy(
+            id: id, secret: secret, previousSecret: previous?.secret, previousSecretExpires: previous?.expires, status: status,
+            services: allowed, tier: tier, demo: demo)
+    }
+
+    /// Exactly one of `secret` (demo keys only), `secretFile` and `secretEnv`.
+    private func readSecret(_ fields: PolicyFields, owner: PolicyValue, demo: Bool) -> Secret? {
+        let sources = ["secret", "secretFile", "secretEnv"].filter { fields[$0] != nil }
+        guard sources.count == 1, let source = sources.first, let sourceValue = fields[source] else {
+            owner.error(
+                sources.isEmpty
+                    ? "missing the secret: give secretFile (a path) or secretEnv (an environment variable)"
+                    : "give only one of secret, secretFile and secretEnv (found \(sources.joined(separator: ", ")))")
+            return nil
+        }
+        let text: String?
+        switch source {
+        case "secret":
+            guard demo else {
+                sourceValue.error("an inline secret is allowed on demo keys only (demo: true); use secretFile or secretEnv")
+                return nil
+            }
+            text = sourceValue.nonEmptyString()
+        case "secretFile":
+            guard let path = sourceValue.nonEmptyString() else { return nil }
+            let resolved =
+                path.hasPrefix("/") ? path : ((value.file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
+            guard let contents = try? String(contentsOfFile: resolved, encoding: .utf8) else {
+                sourceValue.error("cannot read the secret file \(resolved)")
+                return nil
+            }
+            var trimmed = Substring(contents)
+            while let last = trimmed.last, last == "\n" || last == "\r\n" || last == "\r" { trimmed.removeLast() }
+            text = String(trimmed)
+        default:
+            guard let name = sourceValue.nonEmptyString() else { return nil }
+            guard let environment = ProcessInfo.processInfo.environment[name] else {
+                sourceValue.error("the environment variable \(name) is not set")
+                return nil
+            }
+            text = environment
+        }
+        guard let text else { return nil }
+        guard text.count >= Self.minimumSecretLength else {
+            sourceValue.error(
+                "the secret is \(text.count) characters; at least \(Self.minimumSecretLength) are required (make one with `portico keygen`)")
+            return nil
+        }
+        return Secret(text)
+    }
+
+    /// An RFC 3339 timestamp such as 2026-12-01T00:00:00Z, as seconds since 1970.
+    static func readTimestamp(_ value: PolicyValue) -> Int64? {
+        guard let text = value.string() else { return nil }
+        let formatter = ISO8601DateFormatter()
+        guard let date = formatter.date(from: text) else {
+            value.error("expected a timestamp such as 2026-12-01T00:00:00Z, found \(value.describe())")
+            return nil
+        }
+        return Int64(date.timeIntervalSince1970)
+    }
+}

@@ -1,0 +1,75 @@
+import RawStructuredFieldValues
+
+/// One covered component of a signature (RFC 9421 §2): a lowercase name, derived (`@method`) or a
+/// header field (`content-digest`), with its parameters (`;name="q"`, `;key="sha-256"`, `;bs`).
+public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
+    public var name: String
+    /// In the order they were written; the order is part of the identifier's serialisation.
+    public var parameters: [(key: String, value: RFC9651BareItem)]
+
+    public init(_ name: String, parameters: [(key: String, value: RFC9651BareItem)] = []) {
+        self.name = name
+        self.parameters = parameters
+    }
+
+    public static let method = ComponentIdentifier("@method")
+    public static let targetURI = ComponentIdentifier("@target-uri")
+    public static let authority = ComponentIdentifier("@authority")
+    public static let scheme = ComponentIdentifier("@scheme")
+    public static let requestTarget = ComponentIdentifier("@request-target")
+    public static let path = ComponentIdentifier("@path")
+    public static let query = ComponentIdentifier("@query")
+
+    /// `@query-param;name="…"`; `name` is given as it appears in the signature (encoded form).
+    public static func queryParameter(_ name: String) -> ComponentIdentifier {
+        ComponentIdentifier("@query-param", parameters: [("name", .string(name))])
+    }
+
+    /// A header field, by name (lowercased here).
+    public static func field(_ name: String) -> ComponentIdentifier {
+        ComponentIdentifier(name.lowercased())
+    }
+
+    public var isDerived: Bool { name.hasPrefix("@") }
+
+    public func parameter(_ key: String) -> RFC9651BareItem? {
+        parameters.first { $0.key == key }?.value
+    }
+
+    /// The identifier as it appears in a signature base line and in `Signature-Input`:
+    /// `"@query-param";name="Pet"`.
+    public var description: String { serialized }
+
+    var serialized: String {
+        var serializer = StructuredFieldValueSerializer()
+        // Only a parameter value the serializer refuses (an out-of-range integer, a string with
+        // control characters) can fail; those never come out of the parser or the static helpers.
+        guard let bytes = try? serializer.writeItemFieldValue(item) else { return "\"" + name + "\"" }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    var item: Item {
+        var map = OrderedMap<String, RFC9651BareItem>()
+        for (key, value) in parameters { map[key] = value }
+        return Item(bareItem: .string(name), parameters: map)
+    }
+
+    init(item: Item) throws(SigningError) {
+        guard case .string(let name) = item.rfc9651BareItem else {
+            throw .invalidComponent("component identifiers must be quoted strings")
+        }
+        guard !name.isEmpty, name == name.lowercased() else {
+            throw .invalidComponent("\"\(name)\" must be lowercase")
+        }
+        self.name = name
+        self.parameters = item.rfc9651Parameters.map { ($0.0, $0.1) }
+    }
+
+    public static func == (lhs: ComponentIdentifier, rhs: ComponentIdentifier) -> Bool {
+        lhs.serialized == rhs.serialized
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(serialized)
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import RawStructuredFieldValues
+
+/// The hash algorithms of `Content-Digest` (RFC 9530) this gateway computes; others are ignored,
+/// as §2 allows, provided at least one known one is present.
+public enum DigestAlgorithm: String, Sendable, CaseIterable {
+    case sha256 = "sha-256"
+    case sha512 = "sha-512"
+}
+
+/// Computes message digests. The server backs it with OpenSSL, the client library with
+/// swift-crypto; this module stays free of both.
+public protocol DigestFunction: Sendable {
+    func digest(_ algorithm: DigestAlgorithm, of bytes: UnsafeRawBufferPointer) -> [UInt8]
+}
+
+/// `Content-Digest` (RFC 9530 §2): a dictionary of algorithm → byte sequence over the content.
+public enum ContentDigest {
+    /// The known-algorithm members of a `Content-Digest` value; unknown algorithms are skipped.
+    public static func parse(_ value: String) throws(SigningError) -> [(algorithm: DigestAlgorithm, digest: [UInt8])] {
+        let dictionary = try SignatureFields.dictionary(value, field: "Content-Digest")
+        var result: [(algorithm: DigestAlgorithm, digest: [UInt8])] = []
+        for (key, member) in dictionary {
+            guard let algorithm = DigestAlgorithm(rawValue: key) else { continue }
+            guard case .item(let item) = member, case .undecodedByteSequence(let base64) = item.rfc9651BareItem,
+                let bytes = Data(base64Encoded: base64)
+            else {
+                throw .malformedField(field: "Content-Digest", reason: "the \(key) member must be a byte sequence (:base64:)")
+            }
+            result.append((algorithm, Array(bytes)))
+        }
+        return result
+    }
+
+    /// The field value for `body`: `sha-256=:…:` (or the given algorithm).
+    public static func value(for body: UnsafeRawBufferPointer, algorithm: DigestAlgorithm = .sha256, using digest: some DigestFunction)
+        -> String
+    {
+        algorithm.rawValue + "=:" + Data(digest.digest(algorithm, of: body)).base64EncodedString() + ":"
+    }
+
+    /// Whether `body` matches every known-algorithm digest in `value` (and at least one is known).
+    /// The comparison does not stop at the first differing byte.
+    public static func verify(_ value: String, body: UnsafeRawBufferPointer, using digest: some DigestFunction) throws(SigningError)
+        -> Bool
+    {
+        let members = try parse(value)
+        guard !members.isEmpty else {
+            let known = DigestAlgorithm.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .malformedField(field: "Content-Digest", reason: "no supported algorithm (supported: \(known))")
+        }
+        var allMatch = true
+        for member in members {
+            allMatch = ConstantTime.equal(digest.digest(member.algorithm, of: body), member.digest) && allMatch
+        }
+        return allMatch
+    }
+}

@@ -1,0 +1,38 @@
+/// The parts of an HTTP request a signature base is built from (RFC 9421 §2).
+///
+/// The server adapts its parsed request head to this, the client library its outgoing request;
+/// both then feed the same ``SignatureBase`` code, so they cannot disagree on a byte.
+public protocol SignableRequest {
+    /// The method as sent, e.g. `GET` (case is significant).
+    var method: String { get }
+    /// Lowercase `http` or `https`.
+    var scheme: String { get }
+    /// Host and port as the client addressed them (the `Host` field on HTTP/1.1).
+    var authority: String { get }
+    /// The request target in origin form: the path and, when present, `?` and the query, exactly as
+    /// sent (percent-encoding untouched).
+    var requestTarget: String { get }
+    /// Every value of the field `name` (given lowercase), one per field line, in order.
+    func fieldValues(_ name: String) -> [String]
+}
+
+/// A request held as plain values: what the client library signs, and what tests build.
+public struct HTTPRequestParts: SignableRequest, Sendable {
+    public var method: String
+    public var scheme: String
+    public var authority: String
+    public var requestTarget: String
+    public var fields: [(name: String, value: String)]
+
+    public init(method: String, scheme: String, authority: String, requestTarget: String, fields: [(name: String, value: String)]) {
+        self.method = method
+        self.scheme = scheme
+        self.authority = authority
+        self.requestTarget = requestTarget
+        self.fields = fields
+    }
+
+    public func fieldValues(_ name: String) -> [String] {
+        fields.compactMap { $0.name.lowercased() == name ? $0.value : nil }
+    }
+}
