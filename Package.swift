@@ -129,6 +129,7 @@ let package = Package(
                 "PorticoUpstream",
                 "PorticoSigning",
                 "PorticoDemoBackends",
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -15,6 +15,8 @@ struct AccessRecord {
     var service: String?
     var version: Int?
     var backend: String?
+    /// The authenticated key id (never its secret).
+    var keyID: String?
     var status: UInt = 0
     var bytesSent = 0
     var upstreamDuration: Duration?
@@ -37,6 +39,7 @@ struct AccessRecord {
         if let service { metadata["service"] = .string(service) }
         if let version { metadata["version"] = .stringConvertible(version) }
         if let backend { metadata["backend"] = .string(backend) }
+        if let keyID { metadata["key"] = .string(keyID) }
         if let upstreamDuration {
             let (seconds, attoseconds) = upstreamDuration.components
             metadata["upstream_ms"] = .string(Self.milliseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))

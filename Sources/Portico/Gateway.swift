@@ -14,6 +14,9 @@ public final class Gateway: Sendable {
     public let store: PolicyStore
     private let group: any EventLoopGroup
     private let upstream: any UpstreamClient
+    /// Lives as long as the gateway, across policy reloads, like every piece of state that must
+    /// outlast a snapshot.
+    private let nonces: any NonceStore
     private let logger: Logger
     private let state = NIOLockedValueBox(RunState())
 
@@ -26,10 +29,13 @@ public final class Gateway: Sendable {
     /// - Parameters:
     ///   - upstream: the client backends are called through; by default a ``CurlUpstreamClient`` sized
     ///     by the policy's `upstream` section, shut down with the gateway.
+    ///   - nonces: where signature nonces are remembered; by default in memory, bounded by the
+    ///     policy's `signatures.nonceCacheSize` (read at start: a reload does not resize it).
     public init(
         snapshot: PolicySnapshot, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        upstream: (any UpstreamClient)? = nil, logger: Logger = Logger(label: "portico")
+        upstream: (any UpstreamClient)? = nil, nonces: (any NonceStore)? = nil, logger: Logger = Logger(label: "portico")
     ) {
+        self.nonces = nonces ?? InMemoryNonceStore(capacity: snapshot.policy.signatures.nonceCacheSize)
         self.store = PolicyStore(snapshot)
         self.group = group
         let sizing = snapshot.policy.upstream
@@ -54,10 +60,11 @@ public final class Gateway: Sendable {
 
     /// Binds every listener. Throws if one cannot be bound (those already bound are closed again).
     public func start() async throws {
-        let snapshot = store.current
+        let snapshot = store.current.snapshot
         var accessLogger = logger
         accessLogger[metadataKey: "log"] = "access"
-        let services = GatewayServices(store: store, upstream: upstream, accessLogger: accessLogger, scheme: "http")
+        let services = GatewayServices(
+            store: store, upstream: upstream, nonces: nonces, accessLogger: accessLogger, scheme: "http")
         let limits = snapshot.limits
         var bound: [(name: String, channel: any Channel)] = []
         do {

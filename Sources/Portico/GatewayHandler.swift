@@ -2,12 +2,15 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import PorticoPolicy
+import PorticoSigning
 import PorticoUpstream
 
 /// What every connection's handler shares: the policy, the upstream client, the access log.
 struct GatewayServices: Sendable {
     let store: PolicyStore
     let upstream: any UpstreamClient
+    /// Nonces of accepted signatures; outlives policy reloads.
+    let nonces: any NonceStore
     let accessLogger: Logger
     let scheme: String
 }
@@ -45,6 +48,10 @@ final class GatewayHandler: ChannelInboundHandler {
         var proxy: ProxyPolicy?
         var backend: BackendPolicy?
         var body: ByteBuffer?
+        /// The `Content-Digest` a signed request's body must match before it is forwarded.
+        var contentDigest: String?
+        /// The header carrying an API key, which is not forwarded (it holds the secret).
+        var credentialHeader: String?
         var task: (any UpstreamTask)?
         var responseStarted = false
 
@@ -88,7 +95,8 @@ final class GatewayHandler: ChannelInboundHandler {
     private func receivedHead(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
         guard case .idle = phase else { return }
         serial += 1
-        let snapshot = services.store.current
+        let active = services.store.current
+        let snapshot = active.snapshot
         let limits = snapshot.limits
         let requestID = head.headers.first(name: "x-request-id").flatMap { RequestID.accept($0) ? $0 : nil } ?? RequestID.generate()
         let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
@@ -111,6 +119,16 @@ final class GatewayHandler: ChannelInboundHandler {
         exchange!.record.service = routed.service.name
         exchange!.record.version = routed.version
         exchange!.routed = routed
+
+        let authenticator = RequestAuthenticator(
+            policy: snapshot.policy, credentials: active.credentials, nonces: services.nonces, scheme: services.scheme)
+        switch authenticator.authenticate(head, service: routed.service.policy, hasBody: expectsBody, now: RequestAuthenticator.now()) {
+        case .failure(let problem): return answerEarly(problem, context: context)
+        case .success(let authentication):
+            exchange!.record.keyID = authentication.keyID
+            exchange!.contentDigest = authentication.contentDigest
+            if routed.service.policy.auth == .apiKey { exchange!.credentialHeader = snapshot.policy.apiKeys.header.lowercased() }
+        }
         switch routed.handler {
         case .proxy(let proxy):
             exchange!.proxy = proxy
@@ -146,6 +164,10 @@ final class GatewayHandler: ChannelInboundHandler {
         switch phase {
         case .receivingBody:
             timeouts.requestEndReceived()
+            if let digest = exchange!.contentDigest, !Self.bodyMatches(digest, body: exchange!.body) {
+                writeProblem(.contentDigestMismatch(), context: context)
+                return endResponse(requestEnded: true, closing: false, context: context)
+            }
             forward(context: context)
         case .discardingBody:
             timeouts.requestEndReceived()
@@ -155,6 +177,13 @@ final class GatewayHandler: ChannelInboundHandler {
         case .idle, .forwarding, .closed:
             break
         }
+    }
+
+    /// Whether the whole body matches the signed `Content-Digest` (an unparseable one does not).
+    private static func bodyMatches(_ digest: String, body: ByteBuffer?) -> Bool {
+        let check = { (bytes: UnsafeRawBufferPointer) in (try? ContentDigest.verify(digest, body: bytes, using: OpenSSLDigest())) == true }
+        guard let body else { return check(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        return body.withUnsafeReadableBytes(check)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -184,7 +213,7 @@ final class GatewayHandler: ChannelInboundHandler {
         }
         let request = ProxyForwarding.upstreamRequest(
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend,
-            clientAddress: clientAddress, scheme: services.scheme, requestID: exchange.requestID)
+            clientAddress: clientAddress, scheme: services.scheme, requestID: exchange.requestID, dropping: exchange.credentialHeader)
         phase = .forwarding
         exchange.body = nil
         let callback = UpstreamCallback(handler: self, context: context, serial: exchange.serial)

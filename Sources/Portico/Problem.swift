@@ -14,6 +14,8 @@ public struct Problem: Error, Sendable {
     public var extensions: [(String, String)]
     /// Whether the connection must close after this answer (the request could not be framed or read).
     public var closesConnection: Bool
+    /// Response header fields that go with this problem (`Retry-After`, `WWW-Authenticate`, `Date`).
+    public var headers: [(String, String)] = []
 
     public init(
         type: String, title: String, status: HTTPResponseStatus, detail: String? = nil,
@@ -64,6 +66,7 @@ public struct Problem: Error, Sendable {
         headers.add(name: "x-request-id", value: requestID)
         headers.add(name: "cache-control", value: "no-store")
         if closesConnection { headers.add(name: "connection", value: "close") }
+        for (name, value) in self.headers { headers.add(name: name, value: value) }
         return HTTPResponseHead(version: version, status: status, headers: headers)
     }
 
@@ -170,6 +173,103 @@ extension Problem {
         Problem(
             type: typePrefix + "backend-timeout", title: "Backend timeout", status: .gatewayTimeout,
             detail: "The backend \(backend) did not answer in time.", extensions: [("backend", backend)])
+    }
+
+    // MARK: Authentication
+
+    static func apiKeyRequired(header: String) -> Problem {
+        var problem = Problem(
+            type: typePrefix + "api-key-required", title: "API key required", status: .unauthorized,
+            detail: "This service requires an API key: send \(header): <key id>.<secret>.")
+        problem.headers = [("www-authenticate", "APIKey header=\"\(header)\"")]
+        return problem
+    }
+
+    /// The same answer for an unknown key id and a wrong secret.
+    static func apiKeyInvalid(header: String) -> Problem {
+        var problem = Problem(
+            type: typePrefix + "api-key-invalid", title: "Invalid API key", status: .unauthorized,
+            detail: "The API key in \(header) is not valid.")
+        problem.headers = [("www-authenticate", "APIKey header=\"\(header)\"")]
+        return problem
+    }
+
+    static func signatureRequired() -> Problem {
+        unauthorized(
+            "signature-required", title: "Signature required",
+            detail: "This service requires a signed request: send Signature-Input and Signature (RFC 9421, hmac-sha256).")
+    }
+
+    static func malformedSignature(_ detail: String) -> Problem {
+        Problem(type: typePrefix + "malformed-signature", title: "Malformed signature", status: .badRequest, detail: detail)
+    }
+
+    /// A well-formed signature that lacks a parameter or a component the policy requires.
+    static func signatureIncomplete(_ detail: String) -> Problem {
+        unauthorized("signature-incomplete", title: "Signature incomplete", detail: detail)
+    }
+
+    /// Carries the server's time (in `Date` and in the body) so a client with a wrong clock can correct it.
+    static func clockSkew(created: Int64, now: Int64, allowed: Int64) -> Problem {
+        let direction = created > now ? "ahead of" : "behind"
+        var problem = unauthorized(
+            "clock-skew", title: "Clock skew too large",
+            detail:
+                "The signature's created time is \(abs(created - now)) s \(direction) the server's clock; at most \(allowed) s is allowed.")
+        problem.extensions = [("serverTime", String(now))]
+        problem.headers.append(("date", HTTPDate.format(now)))
+        return problem
+    }
+
+    static func signatureExpired(expires: Int64, now: Int64) -> Problem {
+        var problem = unauthorized(
+            "signature-expired", title: "Signature expired", detail: "The signature expired \(now - expires) s ago (expires=\(expires)).")
+        problem.extensions = [("serverTime", String(now))]
+        problem.headers.append(("date", HTTPDate.format(now)))
+        return problem
+    }
+
+    /// The same answer for an unknown key id, a wrong secret and an altered request.
+    static func signatureInvalid() -> Problem {
+        unauthorized(
+            "signature-invalid", title: "Invalid signature",
+            detail: "The signature does not match the request. Check the secret, and that the request was not changed after signing.")
+    }
+
+    static func signatureReplayed() -> Problem {
+        unauthorized(
+            "signature-replayed", title: "Replayed signature",
+            detail: "This nonce was already used with this key; sign every request with a fresh nonce.")
+    }
+
+    static func nonceStoreFull(retryAfter: Int64) -> Problem {
+        var problem = Problem(
+            type: typePrefix + "replay-cache-full", title: "Signed requests temporarily refused", status: .serviceUnavailable,
+            detail: "The gateway cannot remember more nonces right now, so it cannot rule out a replay; retry later.")
+        problem.headers = [("retry-after", String(retryAfter))]
+        return problem
+    }
+
+    static func keyRevoked() -> Problem {
+        Problem(type: typePrefix + "key-revoked", title: "Key revoked", status: .forbidden, detail: "This API key has been revoked.")
+    }
+
+    static func keyNotAllowed(service: String) -> Problem {
+        Problem(
+            type: typePrefix + "key-not-allowed", title: "Service not allowed for this key", status: .forbidden,
+            detail: "This API key may not call the service \(service).", extensions: [("service", service)])
+    }
+
+    static func contentDigestMismatch() -> Problem {
+        Problem(
+            type: typePrefix + "content-digest-mismatch", title: "Content-Digest mismatch", status: .badRequest,
+            detail: "The request body does not match its Content-Digest; it was changed or truncated on the way.")
+    }
+
+    private static func unauthorized(_ type: String, title: String, detail: String) -> Problem {
+        var problem = Problem(type: typePrefix + type, title: title, status: .unauthorized, detail: detail)
+        problem.headers = [("www-authenticate", "Signature realm=\"portico\", alg=\"hmac-sha256\"")]
+        return problem
     }
 
     static func shuttingDown() -> Problem {

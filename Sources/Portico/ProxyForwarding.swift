@@ -51,7 +51,7 @@ enum ProxyForwarding {
 
     static func upstreamRequest(
         head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: BackendPolicy,
-        clientAddress: String?, scheme: String, requestID: String
+        clientAddress: String?, scheme: String, requestID: String, dropping credentialHeader: String? = nil
     ) -> UpstreamRequest {
         let listed = connectionListed(head.headers.filter { HeaderName.matches($0.name, "connection") }.map(\.value))
         var headers: [(name: String, value: String)] = []
@@ -64,6 +64,7 @@ enum ProxyForwarding {
             }
             if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnRequest) { continue }
             if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
+            if let credentialHeader, HeaderName.matches(name, credentialHeader) { continue }
             headers.append((name, value))
         }
         if let clientAddress {

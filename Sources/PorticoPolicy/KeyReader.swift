@@ -26,13 +26,16 @@ struct KeyReader {
     func read(id: String, services: Set<String>) -> ClientKeyPolicy? {
         let known = ["secret", "secretFile", "secretEnv", "previousSecret", "status", "services", "tier", "demo"]
         guard let fields = value.fields(known: known) else { return nil }
-        if id.contains(".") {
-            value.error("key id \"\(id)\" must not contain '.', which separates id and secret in X-API-Key")
+        // Key ids travel in signature parameters (any string) and before the '.' of X-API-Key.
+        if id.isEmpty || !id.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) || id.contains(".") {
+            value.error("key id \"\(id)\" must be visible ASCII characters other than '.' (which separates id and secret in X-API-Key)")
         }
         let demo = fields.optional("demo", default: false) { $0.bool() }
         let secret = readSecret(fields, owner: value, demo: demo)
         var previous: (secret: Secret, expires: Int64)?
-        if let previousValue = fields["previousSecret"], let previousFields = previousValue.fields(known: ["secret", "secretFile", "secretEnv", "expires"]) {
+        if let previousValue = fields["previousSecret"],
+            let previousFields = previousValue.fields(known: ["secret", "secretFile", "secretEnv", "expires"])
+        {
             let previousSecret = readSecret(previousFields, owner: previousValue, demo: demo)
             let expires = previousFields.required("expires", Self.readTimestamp)
             if let previousSecret, let expires { previous = (previousSecret, expires) }
@@ -100,7 +103,8 @@ struct KeyReader {
         guard let text else { return nil }
         guard text.count >= Self.minimumSecretLength else {
             sourceValue.error(
-                "the secret is \(text.count) characters; at least \(Self.minimumSecretLength) are required (make one with `portico keygen`)")
+                "the secret is \(text.count) characters; at least \(Self.minimumSecretLength) are required (make one with `portico keygen`)"
+            )
             return nil
         }
         return Secret(text)

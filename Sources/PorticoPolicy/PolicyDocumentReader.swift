@@ -22,7 +22,7 @@ struct PolicyDocumentReader {
         checkDuplicatePaths(services)
         let signatures = single("signatures", in: sections).flatMap(readSignatures) ?? SignaturePolicy()
         let apiKeys = single("apiKeys", in: sections).flatMap(readAPIKeys) ?? APIKeyPolicy()
-        let keys = merged("keys", in: sections) { KeyReader(value: $0).read(id: $1, services: Set(services.keys)) }
+        let keys = merged("keys", in: sections, namesChecked: false) { KeyReader(value: $0).read(id: $1, services: Set(services.keys)) }
         guard sink.diagnostics.isEmpty else { return nil }
         return Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
@@ -39,9 +39,10 @@ struct PolicyDocumentReader {
         return first
     }
 
-    /// A section of named entries that may be spread over several files.
+    /// A section of named entries that may be spread over several files. Names are checked here
+    /// unless the entry's reader has rules of its own (`namesChecked: false`).
     private func merged<T>(
-        _ key: String, in sections: [String: [PolicyValue]], read: (PolicyValue, String) -> T?
+        _ key: String, in sections: [String: [PolicyValue]], namesChecked: Bool = true, read: (PolicyValue, String) -> T?
     ) -> [String: (policy: T, value: PolicyValue)] {
         var result: [String: (policy: T, value: PolicyValue)] = [:]
         for section in sections[key] ?? [] {
@@ -50,7 +51,7 @@ struct PolicyDocumentReader {
                     value.error("\(key.dropLast()) \"\(name)\" is already defined in \(existing.value.file)")
                     continue
                 }
-                if !Self.isValidName(name) {
+                if namesChecked && !Self.isValidName(name) {
                     value.error("name \"\(name)\" must be letters, digits, '-', '_' or '.'")
                 }
                 if let policy = read(value, name) { result[name] = (policy, value) }
@@ -146,7 +147,8 @@ struct PolicyDocumentReader {
         policy.label = fields.optional("label") { value -> String? in
             guard let label = value.nonEmptyString() else { return nil }
             guard SignatureLabel.isValid(label) else {
-                value.error("expected a structured-field key (lowercase letter or '*', then lowercase letters, digits, '_-.*'), found \"\(label)\"")
+                value.error(
+                    "expected a structured-field key (lowercase letter or '*', then lowercase letters, digits, '_-.*'), found \"\(label)\"")
                 return nil
             }
             return label

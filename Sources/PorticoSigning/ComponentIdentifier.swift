@@ -20,9 +20,10 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
     public static let path = ComponentIdentifier("@path")
     public static let query = ComponentIdentifier("@query")
 
-    /// `@query-param;name="…"`; `name` is given as it appears in the signature (encoded form).
+    /// `@query-param;name="…"` for the query parameter `name`, given unencoded (`page size`); the
+    /// identifier carries it encoded (`page%20size`) as RFC 9421 §2.2.8 requires.
     public static func queryParameter(_ name: String) -> ComponentIdentifier {
-        ComponentIdentifier("@query-param", parameters: [("name", .string(name))])
+        ComponentIdentifier("@query-param", parameters: [("name", .string(QueryParameters.encode(Array(name.utf8))))])
     }
 
     /// A header field, by name (lowercased here).

@@ -33,7 +33,9 @@ public enum ContentDigest {
     }
 
     /// The field value for `body`: `sha-256=:…:` (or the given algorithm).
-    public static func value(for body: UnsafeRawBufferPointer, algorithm: DigestAlgorithm = .sha256, using digest: some DigestFunction)
+    public static func value(
+        for body: UnsafeRawBufferPointer, algorithm: DigestAlgorithm = .sha256, using digest: some DigestFunction
+    )
         -> String
     {
         algorithm.rawValue + "=:" + Data(digest.digest(algorithm, of: body)).base64EncodedString() + ":"
@@ -41,7 +43,9 @@ public enum ContentDigest {
 
     /// Whether `body` matches every known-algorithm digest in `value` (and at least one is known).
     /// The comparison does not stop at the first differing byte.
-    public static func verify(_ value: String, body: UnsafeRawBufferPointer, using digest: some DigestFunction) throws(SigningError)
+    public static func verify(
+        _ value: String, body: UnsafeRawBufferPointer, using digest: some DigestFunction
+    ) throws(SigningError)
         -> Bool
     {
         let members = try parse(value)

@@ -37,13 +37,18 @@ public enum SignatureFields {
     }
 
     /// The two field values carrying one signature.
-    public static func serialize(label: String, input: SignatureInput, signature: [UInt8]) throws(SigningError) -> (
+    public static func serialize(
+        label: String, input: SignatureInput, signature: [UInt8]
+    ) throws(SigningError) -> (
         signatureInput: String, signature: String
     ) {
         var inputMap = OrderedMap<String, ItemOrInnerList>()
         inputMap[label] = .innerList(input.innerList)
         var signatureMap = OrderedMap<String, ItemOrInnerList>()
-        signatureMap[label] = .item(Item(bareItem: RFC9651BareItem.undecodedByteSequence(Data(signature).base64EncodedString()), parameters: OrderedMap<String, RFC9651BareItem>()))
+        signatureMap[label] = .item(
+            Item(
+                bareItem: RFC9651BareItem.undecodedByteSequence(Data(signature).base64EncodedString()),
+                parameters: OrderedMap<String, RFC9651BareItem>()))
         var serializer = StructuredFieldValueSerializer()
         do {
             let inputBytes = try serializer.writeDictionaryFieldValue(inputMap)

@@ -65,12 +65,15 @@ import Testing
         let body = Array(#"{"hello": "world"}"#.utf8)
         let digest = OpenSSLDigest()
         body.withUnsafeBytes { bytes in
-            #expect(ContentDigest.value(for: bytes, algorithm: .sha256, using: digest) == "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:")
+            #expect(
+                ContentDigest.value(for: bytes, algorithm: .sha256, using: digest)
+                    == "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:")
             #expect(
                 ContentDigest.value(for: bytes, algorithm: .sha512, using: digest)
                     == "sha-512=:WZDPaVn/7XgHaAy8pmojAkGWoRx2UFChF41A2svX+TaPm+AbwAgBWnrIiYllu7BNNyealdVLvRwEmTHWXvJwew==:")
         }
-        let both = "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:, sha-512=:WZDPaVn/7XgHaAy8pmojAkGWoRx2UFChF41A2svX+TaPm+AbwAgBWnrIiYllu7BNNyealdVLvRwEmTHWXvJwew==:"
+        let both =
+            "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:, sha-512=:WZDPaVn/7XgHaAy8pmojAkGWoRx2UFChF41A2svX+TaPm+AbwAgBWnrIiYllu7BNNyealdVLvRwEmTHWXvJwew==:"
         #expect(try body.withUnsafeBytes { try ContentDigest.verify(both, body: $0, using: digest) })
         var altered = body
         altered[3] ^= 1

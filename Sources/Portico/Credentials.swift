@@ -1,0 +1,57 @@
+import PorticoPolicy
+
+/// The client keys of one policy snapshot, ready for verification: every secret already absorbed
+/// into an OpenSSL HMAC context, so a request pays for its MAC and nothing else.
+///
+/// Built when a snapshot is installed and replaced with it, so a revoked or rotated key takes
+/// effect on the next load.
+final class Credentials: Sendable {
+    struct Credential: Sendable {
+        let policy: ClientKeyPolicy
+        let current: OpenSSLHMACKey
+        let previous: (key: OpenSSLHMACKey, expires: Int64)?
+        /// HMAC of each accepted secret under ``Credentials/fingerprintKey``: what a presented
+        /// `X-API-Key` secret is compared with, at a fixed length and in constant time.
+        let fingerprint: [UInt8]
+        let previousFingerprint: [UInt8]?
+    }
+
+    let byID: [String: Credential]
+    /// Stands in for an unknown key id, so that an unknown key and a wrong secret cost the same and
+    /// get the same answer.
+    let decoy: OpenSSLHMACKey
+    let decoyFingerprint: [UInt8]
+
+    /// A per-process random key for fingerprints; it never leaves memory.
+    static let fingerprintKey: OpenSSLHMACKey = {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return OpenSSLHMACKey(key: bytes)!
+    }()
+
+    init(keys: [String: ClientKeyPolicy]) {
+        var byID: [String: Credential] = [:]
+        for (id, policy) in keys {
+            // OpenSSL without HMAC-SHA256 cannot run the gateway at all; the decoy below traps too.
+            let current = OpenSSLHMACKey(key: policy.secret.bytes)!
+            var previous: (OpenSSLHMACKey, Int64)?
+            var previousFingerprint: [UInt8]?
+            if let secret = policy.previousSecret, let expires = policy.previousSecretExpires {
+                previous = (OpenSSLHMACKey(key: secret.bytes)!, expires)
+                previousFingerprint = Self.fingerprint(secret.bytes)
+            }
+            byID[id] = Credential(
+                policy: policy, current: current, previous: previous, fingerprint: Self.fingerprint(policy.secret.bytes),
+                previousFingerprint: previousFingerprint)
+        }
+        self.byID = byID
+        var generator = SystemRandomNumberGenerator()
+        let decoyBytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        decoy = OpenSSLHMACKey(key: decoyBytes)!
+        decoyFingerprint = Self.fingerprint(decoyBytes)
+    }
+
+    static func fingerprint(_ secret: [UInt8]) -> [UInt8] {
+        secret.withUnsafeBytes { fingerprintKey.authenticationCode(for: $0) }
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import NIOHTTP1
+import PorticoPolicy
+import PorticoSigning
+
+/// A parsed request head seen through the signing module's eyes.
+struct SignableRequestHead: SignableRequest {
+    let head: HTTPRequestHead
+    let scheme: String
+
+    var method: String { head.method.rawValue }
+    var authority: String { head.headers.first(name: "host") ?? "" }
+    var requestTarget: String { head.uri }
+    func fieldValues(_ name: String) -> [String] { head.headers[name] }
+}
+
+/// Who a request was authenticated as, and what is still to check once its body has arrived.
+struct Authentication {
+    var keyID: String?
+    /// The `Content-Digest` value to check against the whole body before anything is forwarded.
+    var contentDigest: String?
+}
+
+/// The authenticate stage: `none`, `apiKey` or `signature`, per service.
+///
+/// Everything is decided from the head, before a body is read: a request that cannot be
+/// authenticated costs no buffering. Answers help an honest client (which component is missing,
+/// how far its clock is off) and never reveal whether a key id exists.
+struct RequestAuthenticator {
+    let policy: Policy
+    let credentials: Credentials
+    let nonces: any NonceStore
+    let scheme: String
+
+    /// Longest nonce accepted; nonces are remembered, so their size is bounded.
+    static let maxNonceLength = 256
+
+    func authenticate(_ head: HTTPRequestHead, service: ServicePolicy, hasBody: Bool, now: Int64) -> Result<Authentication, Problem> {
+        switch service.auth {
+        case .none: .success(Authentication())
+        case .apiKey: apiKey(head, service: service, now: now)
+        case .signature: signature(head, service: service, hasBody: hasBody, now: now)
+        }
+    }
+
+    // MARK: API keys
+
+    private func apiKey(_ head: HTTPRequestHead, service: ServicePolicy, now: Int64) -> Result<Authentication, Problem> {
+        let header = policy.apiKeys.header
+        guard let presented = head.headers.first(name: header) else { return .failure(.apiKeyRequired(header: header)) }
+        let (id, secret) = Self.splitAPIKey(presented)
+        let credential = credentials.byID[id]
+        let fingerprint = Credentials.fingerprint(Array(secret.utf8))
+        // Both comparisons always run, against a decoy when the id is unknown.
+        let matchesCurrent = ConstantTime.equal(fingerprint, credential?.fingerprint ?? credentials.decoyFingerprint)
+        var matchesPrevious = false
+        if let credential, let previous = credential.previousFingerprint, let expires = credential.previous?.expires {
+            matchesPrevious = ConstantTime.equal(fingerprint, previous) && now < expires
+        }
+        guard let credential, matchesCurrent || matchesPrevious else { return .failure(.apiKeyInvalid(header: header)) }
+        if let refusal = Self.authorize(credential.policy, service: service) { return .failure(refusal) }
+        return .success(Authentication(keyID: credential.policy.id))
+    }
+
+    /// `<key id>.<secret>`; key ids cannot contain '.', so the first one separates them.
+    static func splitAPIKey(_ value: String) -> (id: String, secret: Substring) {
+        guard let dot = value.firstIndex(of: ".") else { return ("", value[...]) }
+        return (String(value[..<dot]), value[value.index(after: dot)...])
+    }
+
+    // MARK: Signatures
+
+    private func signature(_ head: HTTPRequestHead, service: ServicePolicy, hasBody: Bool, now: Int64) -> Result<Authentication, Problem> {
+        let settings = policy.signatures
+        let inputLines = head.headers["signature-input"]
+        let signatureLines = head.headers["signature"]
+        if inputLines.isEmpty && signatureLines.isEmpty { return .failure(.signatureRequired()) }
+        guard !inputLines.isEmpty, !signatureLines.isEmpty else {
+            return .failure(.malformedSignature("Send both Signature-Input and Signature; only one of them is present."))
+        }
+        let signature: SignatureFields.Signature
+        do {
+            signature = try SignatureFields.select(
+                label: settings.label, signatureInput: inputLines.joined(separator: ", "), signature: signatureLines.joined(separator: ", ")
+            )
+        } catch {
+            return .failure(.malformedSignature(Self.sentence(error.description)))
+        }
+        let input = signature.input
+
+        // The parameters and the coverage every signature needs, before any key is looked at.
+        guard let keyID = input.keyID else { return .failure(.signatureIncomplete("The signature parameters must include keyid.")) }
+        guard let created = input.created else { return .failure(.signatureIncomplete("The signature parameters must include created.")) }
+        if settings.requireNonce && input.nonce == nil {
+            return .failure(.signatureIncomplete("The signature parameters must include a nonce (a fresh random value per request)."))
+        }
+        if let nonce = input.nonce, nonce.utf8.count > Self.maxNonceLength {
+            return .failure(.malformedSignature("The nonce is longer than \(Self.maxNonceLength) characters."))
+        }
+        let covered = Set(input.components)
+        for required in requiredComponents(head, hasBody: hasBody) where !covered.contains(required) {
+            return .failure(.signatureIncomplete("The signature must cover \(required); it covers \(Self.list(input.components))."))
+        }
+
+        // The time window: created within the allowed skew, expires (if given) still ahead.
+        let skew = settings.maxClockSkew.components.seconds
+        if abs(now - created) > skew { return .failure(.clockSkew(created: created, now: now, allowed: skew)) }
+        if let expires = input.expires, expires <= now { return .failure(.signatureExpired(expires: expires, now: now)) }
+
+        // The MAC, with the current secret and then a previous one still in its rotation window.
+        let request = SignableRequestHead(head: head, scheme: scheme)
+        let credential = credentials.byID[keyID]
+        let verified: Bool
+        do {
+            if let credential {
+                var matches = try MessageSignature.verify(signature, request: request, authenticator: credential.current)
+                if !matches, let previous = credential.previous, now < previous.expires {
+                    matches = try MessageSignature.verify(signature, request: request, authenticator: previous.key)
+                }
+                verified = matches
+            } else {
+                _ = try MessageSignature.verify(signature, request: request, authenticator: credentials.decoy)
+                verified = false
+            }
+        } catch {
+            return .failure(.malformedSignature(Self.sentence(error.description)))
+        }
+        guard verified, let credential else { return .failure(.signatureInvalid()) }
+        if let refusal = Self.authorize(credential.policy, service: service) { return .failure(refusal) }
+
+        // Only a genuine signature reaches the nonce store, so forgeries cannot fill it.
+        if let nonce = input.nonce {
+            var expiry = created + skew + 1
+            if let expires = input.expires { expiry = min(expiry, expires) }
+            switch nonces.insert(keyID: keyID, nonce: nonce, expiry: expiry, now: now) {
+            case .inserted: break
+            case .replayed: return .failure(.signatureReplayed())
+            case .full(let retryAfter): return .failure(.nonceStoreFull(retryAfter: retryAfter))
+            }
+        }
+        return .success(Authentication(keyID: keyID, contentDigest: head.headers.first(name: "content-digest")))
+    }
+
+    /// The policy's components, plus `@query` when there is a query, `content-digest` when there is
+    /// a body and `x-client-version` when the client sends one.
+    func requiredComponents(_ head: HTTPRequestHead, hasBody: Bool) -> [ComponentIdentifier] {
+        var required = policy.signatures.requiredComponents.map { ComponentIdentifier($0) }
+        if head.uri.contains("?") { required.append(.query) }
+        if hasBody { required.append(.field("content-digest")) }
+        if head.headers.contains(name: "x-client-version") { required.append(.field("x-client-version")) }
+        return required
+    }
+
+    // MARK: Shared
+
+    /// A key proven genuine may still be refused: revoked, or not allowed to call this service.
+    static func authorize(_ key: ClientKeyPolicy, service: ServicePolicy) -> Problem? {
+        if key.status == .revoked { return .keyRevoked() }
+        if !key.mayCall(service: service.name) { return .keyNotAllowed(service: service.name) }
+        return nil
+    }
+
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    private static func list(_ components: [ComponentIdentifier]) -> String {
+        components.isEmpty ? "nothing" : components.map(\.description).joined(separator: " ")
+    }
+
+    private static func sentence(_ text: String) -> String {
+        text.prefix(1).uppercased() + text.dropFirst() + "."
+    }
+}
