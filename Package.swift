@@ -89,6 +89,7 @@ let package = Package(
             dependencies: [
                 "Portico",
                 "PorticoPolicy",
+                "PorticoSigning",
                 "PorticoDemoBackends",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -39,7 +39,7 @@ struct PolicyValidationTests {
         BrokenCase(
             name: "unknown top-level key", yaml: listener + "servics: {}\n",
             expected: [
-                "p.yaml:3: servics: unknown key \"servics\"; expected one of: listeners, limits, upstream, accessLog, backends, services"
+                "p.yaml:3: servics: unknown key \"servics\"; expected one of: listeners, limits, upstream, accessLog, backends, services, signatures, apiKeys, keys"
             ]),
         BrokenCase(
             name: "unknown key in a backend", yaml: listener + "backends:\n  quotes: { url: \"http://127.0.0.1:1\", tiemout: 5s }\n",

@@ -37,6 +37,46 @@ struct CommandLineTests {
         let result = try run(["check", Self.repositoryRoot.appendingPathComponent("policies").path])
         #expect(result.status == 0, "\(result.errors)")
         #expect(result.output.contains("OK — 1 listener(s), 2 backend(s), 2 service(s)"))
+        #expect(result.output.contains("keys.yaml:9: keys.demo-app: demo key"))
+    }
+
+    @Test("portico keygen prints a fresh 32-byte base64url secret each time")
+    func keygen() throws {
+        let first = try run(["keygen"])
+        let second = try run(["keygen"])
+        #expect(first.status == 0)
+        let secret = first.output.trimmingCharacters(in: .newlines)
+        #expect(secret.count == 43)
+        #expect(secret.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+        #expect(secret != second.output.trimmingCharacters(in: .newlines))
+        #expect(try run(["keygen", "--bytes", "16"]).status != 0)
+    }
+
+    @Test("portico sign prints fields the gateway accepts, and never the secret")
+    func sign() async throws {
+        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("portico-sign-\(UUID()).secret")
+        try (SignatureAuthTests.appSecret + "\n").write(to: secretFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: secretFile) }
+        try await withGateway(policy: SignatureAuthTests.policy) { gateway, _ in
+            let body = #"{"order": 7}"#
+            let result = try run([
+                "sign", "--key-id", "app-one", "--secret-file", secretFile.path, "-X", "POST", "-H", "Content-Type: application/json",
+                "--data", body, "http://gateway.test/signed/orders?id=7",
+            ])
+            #expect(result.status == 0, "\(result.errors)")
+            #expect(!result.output.contains(SignatureAuthTests.appSecret))
+            let fields = result.output.split(separator: "\n").map { line -> (String, String) in
+                let colon = line.firstIndex(of: ":")!
+                return (String(line[..<colon]), String(line[line.index(colon, offsetBy: 2)...]))
+            }
+            #expect(fields.map(\.0) == ["Signature-Input", "Signature", "Content-Digest"])
+            let response = try gateway.connect().request(
+                "POST", "/signed/orders?id=7", headers: [("Content-Type", "application/json")] + fields, body: body)
+            #expect(response.status == 200, "\(response.bodyText)")
+        }
+        let noSecret = try run(["sign", "--key-id", "app-one", "http://gateway.test/"])
+        #expect(noSecret.status != 0)
+        #expect(noSecret.errors.contains("exactly one of --secret-file and --secret-env"))
     }
 
     @Test("portico check lists every mistake of a broken policy and exits non-zero")
