@@ -42,6 +42,10 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
     public var description: String { serialized }
 
     var serialized: String {
+        // The common case, a bare name of token characters, needs no escaping and no serializer.
+        if parameters.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            return "\"" + name + "\""
+        }
         var serializer = StructuredFieldValueSerializer()
         // Only a parameter value the serializer refuses (an out-of-range integer, a string with
         // control characters) can fail; those never come out of the parser or the static helpers.
@@ -66,11 +70,17 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
         self.parameters = item.rfc9651Parameters.map { ($0.0, $0.1) }
     }
 
+    /// Same name and same parameters in the same order: the same serialisation.
     public static func == (lhs: ComponentIdentifier, rhs: ComponentIdentifier) -> Bool {
-        lhs.serialized == rhs.serialized
+        lhs.name == rhs.name && lhs.parameters.elementsEqual(rhs.parameters) { $0.key == $1.key && $0.value == $1.value }
     }
 
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(serialized)
+        hasher.combine(name)
+        hasher.combine(parameters.count)
+        for (key, value) in parameters {
+            hasher.combine(key)
+            hasher.combine(value)
+        }
     }
 }

@@ -104,7 +104,7 @@ public enum SignatureBase {
         }
         let lines = request.fieldValues(component.name)
         guard !lines.isEmpty else { throw .componentNotInMessage(component.serialized) }
-        let trimmed = lines.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " \t")) }
+        let trimmed = lines.map(trimmingWhitespace)
         if byteSequence {
             return trimmed.map { ":" + Data($0.utf8).base64EncodedString() + ":" }.joined(separator: ", ")
         }
@@ -127,6 +127,17 @@ public enum SignatureBase {
         }
         guard let bytes else { throw .malformedField(field: component.name, reason: "the member \(key) cannot be serialised") }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The value without leading and trailing spaces and tabs (RFC 9421 §2.1 step 2); usually
+    /// there are none, and the value is returned as is.
+    private static func trimmingWhitespace(_ value: String) -> String {
+        let utf8 = value.utf8
+        guard let first = utf8.first, let last = utf8.last else { return value }
+        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        guard isSpace(first) || isSpace(last) else { return value }
+        guard let start = utf8.firstIndex(where: { !isSpace($0) }), let end = utf8.lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(value[start...end])
     }
 
     /// Visible ASCII, space and tab only: anything else could not be rebuilt byte for byte, and a

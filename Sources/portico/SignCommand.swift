@@ -42,6 +42,12 @@ struct SignCommand: ParsableCommand {
     @Option(help: "The signature label.")
     var label = "sig1"
 
+    @Flag(name: .customLong("no-nonce"), help: "Sign without a nonce (only for services whose policy sets requireNonce: false).")
+    var noNonce = false
+
+    @Option(help: "Seconds from now until the signature expires (adds the expires parameter).")
+    var expires: Int64?
+
     @Argument(help: "The request URL, exactly as it will be sent.")
     var url: String
 
@@ -73,8 +79,9 @@ struct SignCommand: ParsableCommand {
         if fields.contains(where: { $0.name.lowercased() == "x-client-version" }) { covered.append(.field("x-client-version")) }
         for name in cover where !covered.contains(.field(name)) { covered.append(.field(name)) }
 
+        let now = Int64(Date().timeIntervalSince1970)
         let input = SignatureInput(
-            components: covered, created: Int64(Date().timeIntervalSince1970), nonce: UUID().uuidString, keyID: keyID)
+            components: covered, created: now, expires: expires.map { now + $0 }, nonce: noNonce ? nil : UUID().uuidString, keyID: keyID)
         let request = HTTPRequestParts(method: method, scheme: scheme, authority: authority, requestTarget: target, fields: fields)
         guard let key = OpenSSLHMACKey(key: Array(secret.utf8)) else { throw ValidationError("OpenSSL cannot compute HMAC-SHA256") }
         let signed: (signatureInput: String, signature: String)
