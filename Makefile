@@ -16,6 +16,7 @@ build: deps
 
 ## Build and run the gateway on the shipped policy, with the demo backends it points at.
 run: build
+	./certs/make-dev-certs.sh
 	.build/release/portico serve --policies $(POLICIES) --demo-backends
 
 ## Check formatting, then run every test (unit and end-to-end, on loopback).
@@ -33,6 +34,7 @@ lint:
 
 ## Validate a policy directory: make check POLICIES=path
 check: build
+	./certs/make-dev-certs.sh
 	.build/release/portico check $(POLICIES)
 
 ## Compare Portico with nginx as reverse proxies in front of the same backend (see bench/README.md).

@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "PorticoPolicy", targets: ["PorticoPolicy"]),
         .library(name: "PorticoUpstream", targets: ["PorticoUpstream"]),
         .library(name: "PorticoSigning", targets: ["PorticoSigning"]),
+        .library(name: "PorticoTLS", targets: ["PorticoTLS"]),
     ],
     dependencies: [nio, yams, log, argumentParser, structuredHeaders],
     targets: [
@@ -42,6 +43,16 @@ let package = Package(
         .target(
             name: "PorticoSigning",
             dependencies: [.product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers")],
+            swiftSettings: swiftSettings
+        ),
+        // The NIO channel handler that terminates TLS with the system OpenSSL, and its contexts.
+        .target(
+            name: "PorticoTLS",
+            dependencies: [
+                "CPorticoOpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -64,6 +75,7 @@ let package = Package(
                 "PorticoPolicy",
                 "PorticoUpstream",
                 "PorticoSigning",
+                "PorticoTLS",
                 "CPorticoOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

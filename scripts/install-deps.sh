@@ -3,7 +3,8 @@
 # As root on Debian/Ubuntu it installs what is missing; otherwise it says exactly what to install.
 set -euo pipefail
 
-packages=(libcurl4-openssl-dev libssl-dev pkg-config)
+# openssl (the command) makes development and test certificates.
+packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
   for package in "${packages[@]}"; do

@@ -47,3 +47,122 @@ int portico_sha(int bits, const void *data, size_t length, unsigned char *out) {
     if (md == NULL) return 0;
     return EVP_Digest(data, length, out, NULL, md, NULL);
 }
+
+// MARK: TLS
+
+static const unsigned char http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+// ALPN: http/1.1 is all this gateway speaks; with no overlap, carry on without ALPN rather than
+// failing the handshake (the client decides whether that is acceptable).
+static int select_http11(SSL *ssl, const unsigned char **out, unsigned char *out_length, const unsigned char *in,
+                         unsigned int in_length, void *argument) {
+    (void)ssl;
+    (void)argument;
+    unsigned char *selected = NULL;
+    if (SSL_select_next_proto(&selected, out_length, http11, sizeof(http11), in, in_length) == OPENSSL_NPN_NEGOTIATED) {
+        *out = selected;
+        return SSL_TLSEXT_ERR_OK;
+    }
+    return SSL_TLSEXT_ERR_NOACK;
+}
+
+static int protocol_version(int version) {
+    switch (version) {
+    case 12: return TLS1_2_VERSION;
+    case 13: return TLS1_3_VERSION;
+    default: return 0;
+    }
+}
+
+SSL_CTX *portico_tls_server_context_new(int min_version) {
+    SSL_CTX *context = SSL_CTX_new(TLS_server_method());
+    if (context == NULL) return NULL;
+    int version = protocol_version(min_version);
+    if (version == 0 || SSL_CTX_set_min_proto_version(context, version) != 1) {
+        SSL_CTX_free(context);
+        return NULL;
+    }
+    SSL_CTX_set_mode(context, SSL_MODE_AUTO_RETRY);
+    SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_SERVER);
+    static const unsigned char session_context[] = "portico";
+    SSL_CTX_set_session_id_context(context, session_context, sizeof(session_context) - 1);
+    SSL_CTX_set_alpn_select_cb(context, select_http11, NULL);
+    return context;
+}
+
+SSL_CTX *portico_tls_client_context_new(int min_version, int max_version) {
+    SSL_CTX *context = SSL_CTX_new(TLS_client_method());
+    if (context == NULL) return NULL;
+    SSL_CTX_set_mode(context, SSL_MODE_AUTO_RETRY);
+    if (min_version != 0 && SSL_CTX_set_min_proto_version(context, protocol_version(min_version)) != 1) goto fail;
+    if (max_version != 0 && SSL_CTX_set_max_proto_version(context, protocol_version(max_version)) != 1) goto fail;
+    return context;
+fail:
+    SSL_CTX_free(context);
+    return NULL;
+}
+
+int portico_tls_ctx_set_groups(SSL_CTX *context, const char *groups) {
+    return (int)SSL_CTX_set1_groups_list(context, groups);
+}
+
+void portico_tls_ctx_set_servername_callback(SSL_CTX *context, int (*callback)(SSL *, int *, void *), void *argument) {
+    SSL_CTX_set_tlsext_servername_callback(context, callback);
+    SSL_CTX_set_tlsext_servername_arg(context, argument);
+}
+
+int portico_tls_ctx_verify_clients(SSL_CTX *context, const char *ca_file, int required) {
+    if (SSL_CTX_load_verify_locations(context, ca_file, NULL) != 1) return 0;
+    STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(ca_file);
+    if (names == NULL) return 0;
+    SSL_CTX_set_client_CA_list(context, names);
+    SSL_CTX_set_verify(context, SSL_VERIFY_PEER | (required ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), NULL);
+    return 1;
+}
+
+int portico_tls_ctx_certificate_seconds_left(SSL_CTX *context, long *seconds) {
+    X509 *certificate = SSL_CTX_get0_certificate(context);
+    if (certificate == NULL) return 0;
+    int days = 0, secs = 0;
+    if (ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notAfter(certificate)) != 1) return 0;
+    *seconds = (long)days * 86400 + secs;
+    return 1;
+}
+
+long portico_tls_ctx_session_hits(SSL_CTX *context) {
+    return SSL_CTX_sess_hits(context);
+}
+
+BIO *portico_tls_memory_bio(void) {
+    BIO *bio = BIO_new(BIO_s_mem());
+    if (bio != NULL) BIO_set_mem_eof_return(bio, -1);
+    return bio;
+}
+
+int portico_tls_set_host_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
+int portico_tls_peer_subject(SSL *ssl, char *out, size_t capacity) {
+    X509 *certificate = SSL_get0_peer_certificate(ssl);
+    if (certificate == NULL) return 0;
+    BIO *bio = BIO_new(BIO_s_mem());
+    if (bio == NULL) return -1;
+    int result = -1;
+    if (X509_NAME_print_ex(bio, X509_get_subject_name(certificate), 0, XN_FLAG_RFC2253) >= 0) {
+        int length = BIO_read(bio, out, (int)(capacity > 0 ? capacity - 1 : 0));
+        if (length >= 0) {
+            out[length] = 0;
+            result = length;
+        }
+    }
+    BIO_free(bio);
+    return result;
+}
+
+int portico_tls_ctx_certificate_matches(SSL_CTX *context, const char *host) {
+    X509 *certificate = SSL_CTX_get0_certificate(context);
+    if (certificate == NULL) return 0;
+    return X509_check_host(certificate, host, 0, 0, NULL) == 1;
+}

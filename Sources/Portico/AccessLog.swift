@@ -17,6 +17,10 @@ struct AccessRecord {
     var backend: String?
     /// The authenticated key id (never its secret).
     var keyID: String?
+    /// `TLSv1.3` etc. on a TLS listener.
+    var tlsVersion: String?
+    /// The verified client certificate's subject (mTLS).
+    var clientCertificate: String?
     var status: UInt = 0
     var bytesSent = 0
     var upstreamDuration: Duration?
@@ -40,6 +44,8 @@ struct AccessRecord {
         if let version { metadata["version"] = .stringConvertible(version) }
         if let backend { metadata["backend"] = .string(backend) }
         if let keyID { metadata["key"] = .string(keyID) }
+        if let tlsVersion { metadata["tls"] = .string(tlsVersion) }
+        if let clientCertificate { metadata["client_cert"] = .string(clientCertificate) }
         if let upstreamDuration {
             let (seconds, attoseconds) = upstreamDuration.components
             metadata["upstream_ms"] = .string(Self.milliseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import PorticoPolicy
+import PorticoTLS
 import PorticoUpstream
 
 /// The gateway process's server: listeners, connection pipelines, the upstream client.
@@ -22,6 +23,8 @@ public final class Gateway: Sendable {
 
     private struct RunState {
         var listeners: [(name: String, channel: any Channel)] = []
+        /// The TLS context each TLS listener hands to new connections.
+        var tlsStores: [String: TLSContextStore] = [:]
         var connections: [ObjectIdentifier: any Channel] = [:]
         var shutDown = false
     }
@@ -58,20 +61,23 @@ public final class Gateway: Sendable {
         }
     }
 
-    /// Binds every listener. Throws if one cannot be bound (those already bound are closed again).
+    /// Binds every listener. Throws if one cannot be bound (those already bound are closed again),
+    /// or a `PolicyError` naming the file when a TLS listener's certificate cannot be used.
     public func start() async throws {
         let snapshot = store.current.snapshot
         var accessLogger = logger
         accessLogger[metadataKey: "log"] = "access"
-        let services = GatewayServices(
-            store: store, upstream: upstream, nonces: nonces, accessLogger: accessLogger, scheme: "http")
+        let tlsStores = try ListenerTLS.contexts(for: snapshot).mapValues(TLSContextStore.init)
         let limits = snapshot.limits
         var bound: [(name: String, channel: any Channel)] = []
         do {
             for listener in snapshot.listeners {
+                let tls = tlsStores[listener.name]
+                let services = GatewayServices(
+                    store: store, upstream: upstream, nonces: nonces, accessLogger: accessLogger, scheme: tls == nil ? "http" : "https")
                 let channel: any Channel
                 do {
-                    channel = try await bootstrap(services: services, limits: limits)
+                    channel = try await bootstrap(services: services, limits: limits, tls: tls)
                         .bind(host: listener.address, port: listener.port).get()
                 } catch {
                     throw ListenerBindError(listener: listener, underlying: error)
@@ -83,10 +89,25 @@ public final class Gateway: Sendable {
             for listener in bound { try? await listener.channel.close() }
             throw error
         }
-        state.withLockedValue { $0.listeners = bound }
+        state.withLockedValue {
+            $0.listeners = bound
+            $0.tlsStores = tlsStores
+        }
     }
 
-    private func bootstrap(services: GatewayServices, limits: LimitsPolicy) -> ServerBootstrap {
+    /// Reads every TLS listener's certificate and key files again (from `snapshot`, by default the
+    /// current policy) and installs the new contexts: new connections get the new certificates,
+    /// open ones keep theirs. All or nothing: if any listener's files are broken, nothing changes
+    /// and the error names the file. Listeners are fixed at start; only their certificates change.
+    public func reloadCertificates(from snapshot: PolicySnapshot? = nil) throws(PolicyError) {
+        let contexts = try ListenerTLS.contexts(for: snapshot ?? store.current.snapshot)
+        let stores = state.withLockedValue { $0.tlsStores }
+        for (name, store) in stores {
+            if let context = contexts[name] { store.replace(with: context) }
+        }
+    }
+
+    private func bootstrap(services: GatewayServices, limits: LimitsPolicy, tls: TLSContextStore?) -> ServerBootstrap {
         var decoderLimits = NIOHTTPDecoderLimitConfiguration()
         decoderLimits.maxHeaderListSize = limits.maxHeadBytes
         decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
@@ -103,6 +124,10 @@ public final class Gateway: Sendable {
                 self.track(channel)
                 return channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
+                    if let tls {
+                        guard let handler = TLSServerHandler(context: tls.current) else { throw TLSError.setupFailed }
+                        try pipeline.addHandler(handler)
+                    }
                     let timeouts = ConnectionTimeoutHandler(headTimeout: headTimeout, idleTimeout: idleTimeout)
                     try pipeline.addHandler(timeouts)
                     try pipeline.configureHTTPServerPipeline(

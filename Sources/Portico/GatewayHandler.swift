@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import PorticoPolicy
 import PorticoSigning
+import PorticoTLS
 import PorticoUpstream
 
 /// What every connection's handler shares: the policy, the upstream client, the access log.
@@ -72,6 +73,9 @@ final class GatewayHandler: ChannelInboundHandler {
     private var exchange: Exchange?
     private var serial = 0
     private var clientAddress: String?
+    /// What the TLS handshake established (nil on a plain-HTTP listener), including the verified
+    /// client certificate's subject for later stages and the access log.
+    private var tls: TLSConnectionInfo?
 
     init(services: GatewayServices, timeouts: ConnectionTimeoutHandler) {
         self.services = services
@@ -83,6 +87,14 @@ final class GatewayHandler: ChannelInboundHandler {
     }
 
     // MARK: Inbound
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let completed = event as? TLSHandshakeCompleted {
+            tls = completed.info
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -100,7 +112,9 @@ final class GatewayHandler: ChannelInboundHandler {
         let limits = snapshot.limits
         let requestID = head.headers.first(name: "x-request-id").flatMap { RequestID.accept($0) ? $0 : nil } ?? RequestID.generate()
         let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
-        let record = AccessRecord(requestID: requestID, method: head.method.rawValue, path: path, client: clientAddress, started: .now())
+        var record = AccessRecord(requestID: requestID, method: head.method.rawValue, path: path, client: clientAddress, started: .now())
+        record.tlsVersion = tls?.version
+        record.clientCertificate = tls?.peerSubject
         exchange = Exchange(
             serial: serial, head: head, requestID: requestID, snapshot: snapshot, keepAlive: head.isKeepAlive, record: record)
 

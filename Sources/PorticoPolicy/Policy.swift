@@ -20,6 +20,8 @@ public struct ListenerPolicy: Sendable, Hashable {
     public var address: String
     /// `0` asks the system for an ephemeral port (tests use it).
     public var port: Int
+    /// When set, the listener terminates TLS (HTTPS); otherwise it speaks plain HTTP.
+    public var tls: ListenerTLSPolicy?
 }
 
 /// Bounds on what one client connection may make the gateway hold or wait for.

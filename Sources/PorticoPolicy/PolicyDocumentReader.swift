@@ -74,10 +74,11 @@ struct PolicyDocumentReader {
         var names: [String: PolicyValue] = [:]
         var endpoints: [String: PolicyValue] = [:]
         for item in items {
-            guard let fields = item.fields(known: ["name", "address", "port"]) else { continue }
+            guard let fields = item.fields(known: ["name", "address", "port", "tls"]) else { continue }
             let name = fields.required("name") { $0.nonEmptyString() }
             let address = fields.optional("address", default: "127.0.0.1") { $0.nonEmptyString() }
             let port = fields.required("port") { $0.int(in: 0...65535) }
+            let tls = fields.optional("tls", readTLS)
             if let name {
                 if let first = names[name] {
                     item.error("listener name \"\(name)\" is already used at \(first.keyPath)")
@@ -93,9 +94,62 @@ struct PolicyDocumentReader {
                     endpoints[endpoint] = item
                 }
             }
-            if let name, let port { listeners.append(ListenerPolicy(name: name, address: address, port: port)) }
+            if let name, let port { listeners.append(ListenerPolicy(name: name, address: address, port: port, tls: tls)) }
         }
         return listeners
+    }
+
+    private func readTLS(_ value: PolicyValue) -> ListenerTLSPolicy? {
+        let known = [
+            "certificate", "privateKey", "certificates", "minVersion", "ciphers", "cipherSuites", "groups", "clientCertificates",
+            "clientCA", "handshakeTimeout",
+        ]
+        guard let fields = value.fields(known: known) else { return nil }
+        var certificates: [ListenerTLSPolicy.Certificate] = []
+        let single = fields["certificate"] != nil || fields["privateKey"] != nil
+        if single && fields["certificates"] != nil {
+            value.error("give either certificate and privateKey, or a certificates list, not both")
+        } else if single {
+            let chain = fields.required("certificate", file)
+            let key = fields.required("privateKey", file)
+            if let chain, let key { certificates.append(.init(chain: chain, privateKey: key)) }
+        } else if let list = fields.required("certificates", { $0.sequence() }) {
+            if list.isEmpty { fields["certificates"]?.error("expected at least one certificate (the first is the default)") }
+            for item in list {
+                guard let entry = item.fields(known: ["certificate", "privateKey"]) else { continue }
+                let chain = entry.required("certificate", file)
+                let key = entry.required("privateKey", file)
+                if let chain, let key { certificates.append(.init(chain: chain, privateKey: key)) }
+            }
+        }
+        let origin = PolicyOrigin(file: value.file, line: value.line, keyPath: value.keyPath)
+        var tls = ListenerTLSPolicy(certificates: certificates, origin: origin)
+        tls.minimumVersion = fields.optional("minVersion", default: 12) { value -> Int? in
+            switch value.string() {
+            case "1.2": return 12
+            case "1.3": return 13
+            default:
+                value.error("expected \"1.2\" or \"1.3\" (older versions are not offered), found \(value.describe())")
+                return nil
+            }
+        }
+        tls.ciphers = fields.optional("ciphers") { $0.nonEmptyString() }
+        tls.cipherSuites = fields.optional("cipherSuites") { $0.nonEmptyString() }
+        tls.groups = fields.optional("groups") { $0.nonEmptyString() }
+        tls.clientCertificates = fields.optional("clientCertificates", default: .none) { $0.oneOf(ListenerTLSPolicy.ClientCertificates.allCases) }
+        tls.clientCA = fields.optional("clientCA", file)
+        if tls.clientCertificates != .none && tls.clientCA == nil {
+            value.error("clientCertificates: \(tls.clientCertificates.rawValue) needs clientCA, the CA file client certificates are checked against")
+        }
+        tls.handshakeTimeout = fields.optional("handshakeTimeout", default: tls.handshakeTimeout) { $0.duration() }
+        return tls
+    }
+
+    /// A path, resolved against the directory of the file that names it.
+    private func file(_ value: PolicyValue) -> PolicyFile? {
+        guard let path = value.nonEmptyString() else { return nil }
+        let resolved = path.hasPrefix("/") ? path : ((value.file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
+        return PolicyFile(path: (resolved as NSString).standardizingPath, origin: PolicyOrigin(file: value.file, line: value.line, keyPath: value.keyPath))
     }
 
     private func readLimits(_ value: PolicyValue) -> LimitsPolicy? {

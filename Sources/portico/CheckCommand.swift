@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Portico
 import PorticoPolicy
 
 /// `portico check DIR`: validates a policy directory the way `serve` would load it.
@@ -13,6 +14,7 @@ struct CheckCommand: ParsableCommand {
     func run() throws {
         do {
             let snapshot = try PolicyLoader().load(directory: directory)
+            _ = try ListenerTLS.contexts(for: snapshot)  // certificates and keys, opened with OpenSSL
             for warning in snapshot.warnings { print("warning: \(warning)") }
             let policy = snapshot.policy
             print(

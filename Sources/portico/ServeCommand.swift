@@ -12,7 +12,7 @@ import Glibc
 import Darwin
 #endif
 
-/// `portico serve`: runs the gateway until SIGINT or SIGTERM.
+/// `portico serve`: runs the gateway until SIGINT or SIGTERM; SIGHUP reloads certificates.
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the gateway.")
 
@@ -51,7 +51,15 @@ struct ServeCommand: AsyncParsableCommand {
             logger.info("demo backends running", metadata: ["ports": "\(backends.map(\.port))"])
         }
         let gateway = Gateway(snapshot: snapshot, logger: logger)
-        try await gateway.start()
+        do {
+            try await gateway.start()
+        } catch let error as PolicyError {
+            for diagnostic in error.diagnostics { logger.critical("policy error: \(diagnostic)") }
+            for backend in backends { try? await backend.shutdown() }
+            throw ExitCode(1)
+        }
+        let reloads = reloadCertificatesOnHangUp(gateway, logger: logger)
+        defer { reloads.cancel() }
         for (name, port) in gateway.boundPorts.sorted(by: { $0.key < $1.key }) {
             logger.notice("serving", metadata: ["listener": .string(name), "port": .stringConvertible(port)])
         }
@@ -60,6 +68,23 @@ struct ServeCommand: AsyncParsableCommand {
         logger.notice("shutting down")
         await gateway.shutdown()
         for backend in backends { try? await backend.shutdown() }
+    }
+
+    /// SIGHUP reads every TLS listener's certificate files again (after a renewal on disk); a
+    /// broken file is logged and the certificates in use stay.
+    private func reloadCertificatesOnHangUp(_ gateway: Gateway, logger: Logger) -> any DispatchSourceSignal {
+        signal(SIGHUP, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "portico.reload"))
+        source.setEventHandler {
+            do throws(PolicyError) {
+                try gateway.reloadCertificates()
+                logger.notice("certificates reloaded")
+            } catch {
+                for diagnostic in error.diagnostics { logger.error("certificate reload refused, the current certificates stay: \(diagnostic)") }
+            }
+        }
+        source.resume()
+        return source
     }
 
     private func waitForTerminationSignal() async {

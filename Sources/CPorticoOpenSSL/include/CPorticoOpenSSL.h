@@ -6,6 +6,10 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 // Shims over OpenSSL 3 for what Swift cannot do directly (OSSL_PARAM arrays, one-time fetches).
 // Each function is a thin wrapper; the Swift side owns the objects and their lifetimes.
@@ -19,5 +23,32 @@ int portico_hmac_sha256(const EVP_MAC_CTX *keyed, const void *data, size_t lengt
 
 // SHA-256 (bits = 256, 32 bytes out) or SHA-512 (bits = 512, 64 bytes out); returns 1 on success.
 int portico_sha(int bits, const void *data, size_t length, unsigned char *out);
+
+// MARK: TLS (OpenSSL macros as functions, and the callbacks that need no Swift)
+
+// A server context: TLS 1.2 minimum (or 1.3 with min_version = 13), auto-retry, no renegotiation,
+// no compression, the server's cipher preference, ALPN answering http/1.1. NULL on failure.
+SSL_CTX *portico_tls_server_context_new(int min_version);
+
+// A client context (tests and tools): TLS versions bounded by min/max (12, 13; 0 for no bound).
+SSL_CTX *portico_tls_client_context_new(int min_version, int max_version);
+
+int portico_tls_ctx_set_groups(SSL_CTX *context, const char *groups);
+void portico_tls_ctx_set_servername_callback(SSL_CTX *context, int (*callback)(SSL *, int *, void *), void *argument);
+// Client certificates checked against `ca_file`; `required` fails handshakes without one.
+int portico_tls_ctx_verify_clients(SSL_CTX *context, const char *ca_file, int required);
+// Seconds from now until the context's certificate expires (negative: expired).
+int portico_tls_ctx_certificate_seconds_left(SSL_CTX *context, long *seconds);
+long portico_tls_ctx_session_hits(SSL_CTX *context);
+
+// A memory BIO that reports "retry" rather than EOF when empty, as a non-blocking socket would.
+BIO *portico_tls_memory_bio(void);
+int portico_tls_set_host_name(SSL *ssl, const char *name);
+
+// The peer certificate's subject in RFC 2253 form, written to `out` (NUL-terminated); the length,
+// 0 when there is no certificate, -1 on error.
+int portico_tls_peer_subject(SSL *ssl, char *out, size_t capacity);
+// Whether the context's certificate is valid for `host` (RFC 6125 matching, wildcards included).
+int portico_tls_ctx_certificate_matches(SSL_CTX *context, const char *host);
 
 #endif

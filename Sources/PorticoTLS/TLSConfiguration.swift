@@ -1,0 +1,48 @@
+/// How one listener terminates TLS. Paths are absolute (the policy resolves them).
+public struct TLSConfiguration: Sendable, Hashable {
+    /// A certificate chain (leaf first, PEM) and its private key (PEM).
+    public struct CertificateFiles: Sendable, Hashable {
+        public var certificateChain: String
+        public var privateKey: String
+
+        public init(certificateChain: String, privateKey: String) {
+            self.certificateChain = certificateChain
+            self.privateKey = privateKey
+        }
+    }
+
+    public enum ProtocolVersion: Int, Sendable, Hashable {
+        case tls12 = 12
+        case tls13 = 13
+    }
+
+    public enum ClientCertificates: Sendable, Hashable {
+        /// Client certificates are not asked for.
+        case none
+        /// Asked for and, when sent, verified against the CA file; a client may send none.
+        case optional(caFile: String)
+        /// A client without a certificate from the CA file fails the handshake.
+        case required(caFile: String)
+    }
+
+    /// The first is served when the client sends no SNI name or a name no certificate matches;
+    /// the others are chosen by the name their certificate is valid for.
+    public var certificates: [CertificateFiles]
+    public var minimumVersion: ProtocolVersion = .tls12
+    /// TLS 1.2 cipher list (OpenSSL syntax). The default keeps forward-secret AEAD suites only.
+    public var cipherList = TLSConfiguration.defaultCipherList
+    /// TLS 1.3 cipher suites (OpenSSL syntax); `nil` keeps OpenSSL's defaults.
+    public var cipherSuites: String?
+    /// Key-exchange groups, most preferred first.
+    public var groups = TLSConfiguration.defaultGroups
+    public var clientCertificates = ClientCertificates.none
+    /// Longest time from accept to a completed handshake.
+    public var handshakeTimeout: Duration = .seconds(10)
+
+    public static let defaultCipherList = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL"
+    public static let defaultGroups = "X25519:P-256:P-384"
+
+    public init(certificates: [CertificateFiles]) {
+        self.certificates = certificates
+    }
+}

@@ -1,0 +1,159 @@
+import CPorticoOpenSSL
+import NIOCore
+
+/// One `SSL` object driven through two memory BIOs: ciphertext from the socket is written into the
+/// read BIO, ciphertext OpenSSL produces is taken out of the write BIO. Nothing here does I/O or
+/// knows about channels; ``TLSServerHandler`` moves the bytes.
+final class TLSConnection {
+    enum Step {
+        /// Finished (the handshake, or a read that drained every complete record).
+        case done
+        /// OpenSSL needs more ciphertext from the peer.
+        case wantMore
+        /// The peer sent close_notify.
+        case closeNotify
+        case failed(TLSError)
+    }
+
+    private let ssl: OpaquePointer
+    private let readBIO: OpaquePointer
+    private let writeBIO: OpaquePointer
+    /// Kept so the `SSL_CTX`s (and the SNI callback's argument) outlive this `SSL`.
+    let context: TLSContext
+
+    init?(context: TLSContext, serverName: String? = nil, clientContext: OpaquePointer? = nil) {
+        OpenSSLErrors.clear()
+        guard let ssl = SSL_new(clientContext ?? context.defaultContext) else { return nil }
+        guard let readBIO = portico_tls_memory_bio(), let writeBIO = portico_tls_memory_bio() else {
+            SSL_free(ssl)
+            return nil
+        }
+        SSL_set_bio(ssl, readBIO, writeBIO)  // the SSL owns both BIOs from here on
+        if clientContext != nil {
+            if let serverName { _ = portico_tls_set_host_name(ssl, serverName) }
+            SSL_set_connect_state(ssl)
+        } else {
+            SSL_set_accept_state(ssl)
+        }
+        self.ssl = ssl
+        self.readBIO = readBIO
+        self.writeBIO = writeBIO
+        self.context = context
+    }
+
+    deinit {
+        SSL_free(ssl)
+    }
+
+    /// Hands ciphertext received from the peer to OpenSSL (memory BIOs take everything).
+    func receive(_ buffer: ByteBuffer) {
+        buffer.withUnsafeReadableBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = BIO_write(readBIO, bytes.baseAddress! + offset, Int32(min(bytes.count - offset, Int(Int32.max))))
+                guard written > 0 else { return }
+                offset += Int(written)
+            }
+        }
+    }
+
+    func handshake() -> Step {
+        OpenSSLErrors.clear()
+        let result = SSL_do_handshake(ssl)
+        if result == 1 { return .done }
+        return step(after: result, failure: .handshakeFailed)
+    }
+
+    /// Decrypts every complete record into `buffer`.
+    func read(into buffer: inout ByteBuffer) -> Step {
+        while true {
+            OpenSSLErrors.clear()
+            var result: Int32 = 0
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 16 * 1024) { space in
+                result = SSL_read(ssl, space.baseAddress, Int32(min(space.count, Int(Int32.max))))
+                return result > 0 ? Int(result) : 0
+            }
+            if result <= 0 { return step(after: result, failure: .protocolError) }
+        }
+    }
+
+    /// Encrypts `buffer` whole (a memory BIO never pushes back, so `SSL_write` takes it all).
+    func write(_ buffer: ByteBuffer) -> Step {
+        var outcome = Step.done
+        buffer.withUnsafeReadableBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                OpenSSLErrors.clear()
+                let result = SSL_write(ssl, bytes.baseAddress! + offset, Int32(min(bytes.count - offset, Int(Int32.max))))
+                guard result > 0 else {
+                    outcome = step(after: result, failure: .protocolError)
+                    return
+                }
+                offset += Int(result)
+            }
+        }
+        return outcome
+    }
+
+    /// Queues close_notify.
+    func shutdown() {
+        OpenSSLErrors.clear()
+        _ = SSL_shutdown(ssl)
+        OpenSSLErrors.clear()
+    }
+
+    /// The ciphertext OpenSSL has produced since the last call, if any.
+    func takeCiphertext(allocator: ByteBufferAllocator) -> ByteBuffer? {
+        let pending = BIO_ctrl_pending(writeBIO)
+        guard pending > 0 else { return nil }
+        var buffer = allocator.buffer(capacity: Int(pending))
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(pending)) { space in
+            Int(max(0, BIO_read(writeBIO, space.baseAddress, Int32(pending))))
+        }
+        return buffer
+    }
+
+    var info: TLSConnectionInfo {
+        var alpn: UnsafePointer<UInt8>?
+        var alpnLength: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &alpn, &alpnLength)
+        let protocolName = alpn.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self) }
+        var subject = [CChar](repeating: 0, count: 1024)
+        let subjectLength = portico_tls_peer_subject(ssl, &subject, subject.count)
+        return TLSConnectionInfo(
+            version: String(cString: SSL_get_version(ssl)),
+            cipher: SSL_get_current_cipher(ssl).map { String(cString: SSL_CIPHER_get_name($0)) } ?? "",
+            applicationProtocol: protocolName,
+            serverName: SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { String(cString: $0) },
+            peerSubject: subjectLength > 0
+                ? String(decoding: subject.prefix(Int(subjectLength)).map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil,
+            resumed: SSL_session_reused(ssl) == 1)
+    }
+
+    private func step(after result: Int32, failure: TLSError.Kind) -> Step {
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+            return .wantMore
+        case SSL_ERROR_ZERO_RETURN:
+            return .closeNotify
+        default:
+            return .failed(TLSError(failure, openSSLErrors: OpenSSLErrors.drain()))
+        }
+    }
+}
+
+/// What a completed handshake established; the handler sends it up the pipeline as a user event
+/// so later stages (authentication, the access log) can see the client certificate's subject.
+public struct TLSConnectionInfo: Sendable, Hashable {
+    /// `TLSv1.3`, `TLSv1.2`.
+    public var version: String
+    public var cipher: String
+    /// The ALPN protocol agreed on (`http/1.1`), or nil when the client offered none we speak.
+    public var applicationProtocol: String?
+    /// The SNI name the client asked for.
+    public var serverName: String?
+    /// The verified client certificate's subject (RFC 2253), when the client sent one.
+    public var peerSubject: String?
+    /// Whether the session was resumed from a ticket or session id.
+    public var resumed: Bool
+}

@@ -1,0 +1,163 @@
+import CPorticoOpenSSL
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A configuration that could not be turned into a TLS context, naming the file or setting at fault.
+public struct TLSConfigurationError: Error, Sendable, CustomStringConvertible {
+    public enum Setting: Sendable, Equatable {
+        case certificateChain(index: Int)
+        case privateKey(index: Int)
+        case clientCA
+        case cipherList
+        case cipherSuites
+        case groups
+        case context
+    }
+
+    public let setting: Setting
+    /// The file concerned, when there is one.
+    public let file: String?
+    public let message: String
+
+    public var description: String { file.map { "\($0): \(message)" } ?? message }
+}
+
+/// The OpenSSL contexts of one listener: one `SSL_CTX` per certificate, the first being the
+/// default, all with the same protocol settings. Immutable once built, so event loops share it
+/// freely; a certificate reload builds a new one (see ``TLSContextStore``).
+///
+/// Connections hold a reference to the context they were accepted with, so an old context lives
+/// until its last connection closes.
+public final class TLSContext: @unchecked Sendable {
+    // Unchecked: the SSL_CTX objects are configured in `init` and only read afterwards (OpenSSL
+    // allows concurrent SSL_new and handshakes on one context).
+    let contexts: [OpaquePointer]
+    public let configuration: TLSConfiguration
+
+    /// Builds the contexts, checking every file: readable, a PEM chain, a PEM key that matches
+    /// it, a certificate not expired.
+    public init(configuration: TLSConfiguration) throws(TLSConfigurationError) {
+        guard !configuration.certificates.isEmpty else {
+            throw TLSConfigurationError(setting: .context, file: nil, message: "at least one certificate is required")
+        }
+        var built: [OpaquePointer] = []
+        do {
+            for (index, files) in configuration.certificates.enumerated() {
+                built.append(try Self.makeContext(configuration, files: files, index: index))
+            }
+        } catch {
+            for context in built { SSL_CTX_free(context) }
+            throw error
+        }
+        self.contexts = built
+        self.configuration = configuration
+        if built.count > 1 {
+            portico_tls_ctx_set_servername_callback(built[0], selectCertificate, Unmanaged.passUnretained(self).toOpaque())
+        }
+    }
+
+    deinit {
+        for context in contexts { SSL_CTX_free(context) }
+    }
+
+    /// The context new connections start on; SNI may move them to another.
+    var defaultContext: OpaquePointer { contexts[0] }
+
+    /// TLS sessions resumed on the default context so far (tickets and session ids).
+    public var resumedSessions: Int { portico_tls_ctx_session_hits(contexts[0]) }
+
+    /// The context for an SNI name: the first non-default certificate valid for it, else nil.
+    fileprivate func context(forServerName name: UnsafePointer<CChar>) -> OpaquePointer? {
+        contexts.dropFirst().first { portico_tls_ctx_certificate_matches($0, name) == 1 }
+    }
+
+    private static func makeContext(
+        _ configuration: TLSConfiguration, files: TLSConfiguration.CertificateFiles, index: Int
+    ) throws(TLSConfigurationError) -> OpaquePointer {
+        OpenSSLErrors.clear()
+        guard let context = portico_tls_server_context_new(Int32(configuration.minimumVersion.rawValue)) else {
+            throw TLSConfigurationError(setting: .context, file: nil, message: "OpenSSL could not create a server context: \(errors())")
+        }
+        do {
+            try configure(context, configuration, files: files, index: index)
+            return context
+        } catch {
+            SSL_CTX_free(context)
+            throw error
+        }
+    }
+
+    private static func configure(
+        _ context: OpaquePointer, _ configuration: TLSConfiguration, files: TLSConfiguration.CertificateFiles, index: Int
+    ) throws(TLSConfigurationError) {
+        let chain = files.certificateChain
+        let key = files.privateKey
+        try requireReadable(chain, setting: .certificateChain(index: index))
+        try requireReadable(key, setting: .privateKey(index: index))
+        guard SSL_CTX_use_certificate_chain_file(context, chain) == 1 else {
+            throw TLSConfigurationError(
+                setting: .certificateChain(index: index), file: chain, message: "not a PEM certificate chain (\(errors()))")
+        }
+        guard SSL_CTX_use_PrivateKey_file(context, key, SSL_FILETYPE_PEM) == 1 else {
+            throw TLSConfigurationError(
+                setting: .privateKey(index: index), file: key, message: "not an unencrypted PEM private key (\(errors()))")
+        }
+        guard SSL_CTX_check_private_key(context) == 1 else {
+            OpenSSLErrors.clear()
+            throw TLSConfigurationError(
+                setting: .privateKey(index: index), file: key, message: "this private key does not match the certificate in \(chain)")
+        }
+        var secondsLeft = 0
+        if portico_tls_ctx_certificate_seconds_left(context, &secondsLeft) == 1, secondsLeft <= 0 {
+            throw TLSConfigurationError(
+                setting: .certificateChain(index: index), file: chain,
+                message: "the certificate expired \(-secondsLeft / 86400) day(s) ago")
+        }
+        guard SSL_CTX_set_cipher_list(context, configuration.cipherList) == 1 else {
+            throw TLSConfigurationError(
+                setting: .cipherList, file: nil, message: "no usable cipher in \"\(configuration.cipherList)\" (\(errors()))")
+        }
+        if let suites = configuration.cipherSuites, SSL_CTX_set_ciphersuites(context, suites) != 1 {
+            throw TLSConfigurationError(setting: .cipherSuites, file: nil, message: "no usable TLS 1.3 suite in \"\(suites)\" (\(errors()))")
+        }
+        guard portico_tls_ctx_set_groups(context, configuration.groups) == 1 else {
+            throw TLSConfigurationError(setting: .groups, file: nil, message: "unknown group in \"\(configuration.groups)\" (\(errors()))")
+        }
+        switch configuration.clientCertificates {
+        case .none:
+            break
+        case .optional(let caFile), .required(let caFile):
+            try requireReadable(caFile, setting: .clientCA)
+            let required: Int32 = if case .required = configuration.clientCertificates { 1 } else { 0 }
+            guard portico_tls_ctx_verify_clients(context, caFile, required) == 1 else {
+                throw TLSConfigurationError(setting: .clientCA, file: caFile, message: "not a PEM CA certificate file (\(errors()))")
+            }
+        }
+    }
+
+    private static func requireReadable(_ path: String, setting: TLSConfigurationError.Setting) throws(TLSConfigurationError) {
+        guard access(path, R_OK) == 0 else {
+            throw TLSConfigurationError(setting: setting, file: path, message: "cannot read the file: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    private static func errors() -> String {
+        let messages = OpenSSLErrors.drain()
+        return messages.isEmpty ? "no detail from OpenSSL" : messages.joined(separator: "; ")
+    }
+}
+
+/// The SNI callback of a listener's default context: moves the handshake to the certificate that
+/// is valid for the requested name; an unknown or absent name stays on the default.
+private func selectCertificate(_ ssl: OpaquePointer?, _ alert: UnsafeMutablePointer<Int32>?, _ argument: UnsafeMutableRawPointer?) -> Int32 {
+    guard let ssl, let argument, let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name) else { return SSL_TLSEXT_ERR_OK }
+    let tls = Unmanaged<TLSContext>.fromOpaque(argument).takeUnretainedValue()
+    if let context = tls.context(forServerName: name) {
+        SSL_set_SSL_CTX(ssl, context)
+    }
+    return SSL_TLSEXT_ERR_OK
+}

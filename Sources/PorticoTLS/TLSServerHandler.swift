@@ -1,0 +1,271 @@
+import NIOCore
+
+/// Sent up the pipeline (as a user inbound event) when the handshake completes.
+public struct TLSHandshakeCompleted: Sendable {
+    public let info: TLSConnectionInfo
+}
+
+/// Terminates TLS on an accepted connection with the system OpenSSL. It sits first in the pipeline:
+/// ciphertext below, plaintext above.
+///
+/// Writes that arrive before the handshake completes are held and flushed after it; each write's
+/// promise completes when its ciphertext has been written to the socket. Closing sends
+/// close_notify first; a peer that closes without one is reported with
+/// ``TLSError/Kind/uncleanShutdown`` rather than taken for a clean end of data.
+public final class TLSServerHandler: ChannelDuplexHandler {
+    public typealias InboundIn = ByteBuffer
+    public typealias InboundOut = ByteBuffer
+    public typealias OutboundIn = ByteBuffer
+    public typealias OutboundOut = ByteBuffer
+
+    enum State {
+        /// Waiting for (or in the middle of) the handshake.
+        case handshaking
+        case active
+        /// close_notify has been queued (ours, or in answer to the peer's); the connection closes
+        /// once it has been written.
+        case closing
+        case closed
+    }
+
+    private let connection: TLSConnection
+    private let handshakeTimeout: TimeAmount
+    private var state = State.handshaking
+    private var pendingWrites: [(data: ByteBuffer, promise: EventLoopPromise<Void>?)] = []
+    /// A flush arrived during the handshake; honour it once the handshake is done.
+    private var flushPending = false
+    private var handshakeTimer: Scheduled<Void>?
+    private var receivedBytes = false
+
+    /// - Parameter context: the listener's context at accept time; the connection keeps it for its
+    ///   whole life, even if a certificate reload installs another.
+    public init?(context: TLSContext) {
+        guard let connection = TLSConnection(context: context) else { return nil }
+        self.connection = connection
+        let timeout = context.configuration.handshakeTimeout.components
+        self.handshakeTimeout = .nanoseconds(timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000)
+    }
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { startHandshakeTimer(context: context) }
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        startHandshakeTimer(context: context)
+        context.fireChannelActive()
+    }
+
+    private func startHandshakeTimer(context: ChannelHandlerContext) {
+        guard handshakeTimer == nil, case .handshaking = state else { return }
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        handshakeTimer = context.eventLoop.scheduleTask(in: handshakeTimeout) {
+            let (handler, context) = loopBound.value
+            guard case .handshaking = handler.state else { return }
+            handler.fail(TLSError(.handshakeTimeout), context: context)
+        }
+    }
+
+    // MARK: Inbound
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        receivedBytes = true
+        switch state {
+        case .handshaking:
+            connection.receive(buffer)
+            advanceHandshake(context: context)
+        case .active, .closing:
+            connection.receive(buffer)
+            readPlaintext(context: context)
+        case .closed:
+            break
+        }
+    }
+
+    private func advanceHandshake(context: ChannelHandlerContext) {
+        let step = connection.handshake()
+        switch step {
+        case .done:
+            handshakeTimer?.cancel()
+            handshakeTimer = nil
+            state = .active
+            writeCiphertext(context: context, flush: true, promise: nil)
+            context.fireUserInboundEventTriggered(TLSHandshakeCompleted(info: connection.info))
+            if flushPending {
+                flushPending = false
+                encryptPendingWrites(context: context)
+            }
+            // Application data may have arrived in the same read as the client's Finished.
+            readPlaintext(context: context)
+        case .wantMore:
+            writeCiphertext(context: context, flush: true, promise: nil)
+        case .failed(let error):
+            // The alert OpenSSL queued tells the client why.
+            fail(error, context: context)
+        case .closeNotify:
+            fail(TLSError(.handshakeFailed, openSSLErrors: ["close_notify during the handshake"]), context: context)
+        }
+    }
+
+    private func readPlaintext(context: ChannelHandlerContext) {
+        var plaintext = context.channel.allocator.buffer(capacity: 16 * 1024)
+        let step = connection.read(into: &plaintext)
+        if plaintext.readableBytes > 0, case .active = state {
+            context.fireChannelRead(wrapInboundOut(plaintext))
+        }
+        switch step {
+        case .done, .wantMore:
+            // Reading can produce output too (a TLS 1.3 key update answer).
+            writeCiphertext(context: context, flush: true, promise: nil)
+        case .closeNotify:
+            // The peer is done: answer with our close_notify and close.
+            guard case .active = state else {
+                closeAfterWriting(context: context, promise: nil)
+                return
+            }
+            context.fireChannelReadComplete()
+            beginClosing(context: context, promise: nil)
+        case .failed(let error):
+            fail(error, context: context)
+        }
+    }
+
+    public func channelReadComplete(context: ChannelHandlerContext) {
+        guard case .active = state else { return }
+        context.fireChannelReadComplete()
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        handshakeTimer?.cancel()
+        handshakeTimer = nil
+        let previous = state
+        state = .closed
+        failPendingWrites(ChannelError.ioOnClosedChannel)
+        switch previous {
+        case .active:
+            context.fireErrorCaught(TLSError(.uncleanShutdown))
+        case .handshaking where receivedBytes:
+            context.fireErrorCaught(TLSError(.handshakeFailed, openSSLErrors: ["connection closed during the handshake"]))
+        case .handshaking, .closing, .closed:
+            break
+        }
+        context.fireChannelInactive()
+    }
+
+    // MARK: Outbound
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch state {
+        case .handshaking, .active:
+            pendingWrites.append((unwrapOutboundIn(data), promise))
+        case .closing, .closed:
+            promise?.fail(ChannelError.ioOnClosedChannel)
+        }
+    }
+
+    public func flush(context: ChannelHandlerContext) {
+        switch state {
+        case .handshaking: flushPending = true
+        case .active: encryptPendingWrites(context: context)
+        case .closing, .closed: break
+        }
+    }
+
+    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        guard mode == .all || mode == .output else {
+            context.close(mode: mode, promise: promise)
+            return
+        }
+        switch state {
+        case .active:
+            beginClosing(context: context, promise: promise)
+        case .handshaking:
+            state = .closed
+            handshakeTimer?.cancel()
+            failPendingWrites(ChannelError.ioOnClosedChannel)
+            context.close(mode: .all, promise: promise)
+        case .closing, .closed:
+            context.close(mode: .all, promise: promise)
+        }
+    }
+
+    /// Encrypts every held write and sends the ciphertext in one socket write, whose completion
+    /// completes the writes' promises.
+    private func encryptPendingWrites(context: ChannelHandlerContext) {
+        guard !pendingWrites.isEmpty else { return }
+        let writes = pendingWrites
+        pendingWrites.removeAll(keepingCapacity: true)
+        var promises: [EventLoopPromise<Void>] = []
+        for (index, write) in writes.enumerated() {
+            if case .failed(let error) = connection.write(write.data) {
+                for promise in promises { promise.fail(error) }
+                for unsent in writes[index...] { unsent.promise?.fail(error) }
+                fail(error, context: context)
+                return
+            }
+            if let promise = write.promise { promises.append(promise) }
+        }
+        let combined: EventLoopPromise<Void>?
+        switch promises.count {
+        case 0: combined = nil
+        case 1: combined = promises[0]
+        default:
+            combined = context.eventLoop.makePromise()
+            let waiting = promises
+            combined!.futureResult.whenComplete { result in
+                for promise in waiting { promise.completeWith(result) }
+            }
+        }
+        writeCiphertext(context: context, flush: true, promise: combined)
+    }
+
+    private func writeCiphertext(context: ChannelHandlerContext, flush: Bool, promise: EventLoopPromise<Void>?) {
+        guard let ciphertext = connection.takeCiphertext(allocator: context.channel.allocator) else {
+            if flush { context.flush() }
+            promise?.succeed()
+            return
+        }
+        context.write(wrapOutboundOut(ciphertext), promise: promise)
+        if flush { context.flush() }
+    }
+
+    /// Sends what is held, then close_notify, then closes once that has been written.
+    private func beginClosing(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        encryptPendingWrites(context: context)
+        guard case .active = state else {
+            context.close(mode: .all, promise: promise)
+            return
+        }
+        state = .closing
+        connection.shutdown()
+        closeAfterWriting(context: context, promise: promise)
+    }
+
+    private func closeAfterWriting(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        let written = context.eventLoop.makePromise(of: Void.self)
+        writeCiphertext(context: context, flush: true, promise: written)
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { _ in
+            loopBound.value.close(mode: .all, promise: promise)
+        }
+    }
+
+    /// Ends the connection after a failure: the alert OpenSSL queued (if any) goes out first.
+    private func fail(_ error: TLSError, context: ChannelHandlerContext) {
+        guard state != .closed else { return }
+        handshakeTimer?.cancel()
+        handshakeTimer = nil
+        state = .closed
+        failPendingWrites(error)
+        // Alert first: the error makes the handlers above close the channel, which must not
+        // overtake it.
+        closeAfterWriting(context: context, promise: nil)
+        context.fireErrorCaught(error)
+    }
+
+    private func failPendingWrites(_ error: any Error) {
+        let writes = pendingWrites
+        pendingWrites.removeAll()
+        for write in writes { write.promise?.fail(error) }
+    }
+}
