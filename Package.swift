@@ -141,13 +141,17 @@ let package = Package(
                 "PorticoPolicy",
                 "PorticoUpstream",
                 "PorticoSigning",
+                "PorticoTLS",
                 "PorticoDemoBackends",
+                "CPorticoOpenSSL",
+                "CPorticoCurl",
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
     ]

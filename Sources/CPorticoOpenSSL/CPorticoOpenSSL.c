@@ -68,6 +68,7 @@ static int select_http11(SSL *ssl, const unsigned char **out, unsigned char *out
 
 static int protocol_version(int version) {
     switch (version) {
+    case 11: return TLS1_1_VERSION;  // clients only: tests check that servers refuse it
     case 12: return TLS1_2_VERSION;
     case 13: return TLS1_3_VERSION;
     default: return 0;
@@ -78,7 +79,7 @@ SSL_CTX *portico_tls_server_context_new(int min_version) {
     SSL_CTX *context = SSL_CTX_new(TLS_server_method());
     if (context == NULL) return NULL;
     int version = protocol_version(min_version);
-    if (version == 0 || SSL_CTX_set_min_proto_version(context, version) != 1) {
+    if (version < TLS1_2_VERSION || SSL_CTX_set_min_proto_version(context, version) != 1) {
         SSL_CTX_free(context);
         return NULL;
     }

@@ -26,6 +26,7 @@ public final class Gateway: Sendable {
         /// The TLS context each TLS listener hands to new connections.
         var tlsStores: [String: TLSContextStore] = [:]
         var connections: [ObjectIdentifier: any Channel] = [:]
+        var accepted = 0
         var shutDown = false
     }
 
@@ -60,6 +61,12 @@ public final class Gateway: Sendable {
                 })
         }
     }
+
+    /// Client connections open now, on every listener.
+    public var openConnections: Int { state.withLockedValue { $0.connections.count } }
+
+    /// Client connections accepted since start.
+    public var acceptedConnections: Int { state.withLockedValue { $0.accepted } }
 
     /// Binds every listener. Throws if one cannot be bound (those already bound are closed again),
     /// or a `PolicyError` naming the file when a TLS listener's certificate cannot be used.
@@ -145,6 +152,7 @@ public final class Gateway: Sendable {
         let accepted = state.withLockedValue { state -> Bool in
             guard !state.shutDown else { return false }
             state.connections[id] = channel
+            state.accepted += 1
             return true
         }
         guard accepted else {

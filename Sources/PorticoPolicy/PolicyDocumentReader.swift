@@ -136,10 +136,14 @@ struct PolicyDocumentReader {
         tls.ciphers = fields.optional("ciphers") { $0.nonEmptyString() }
         tls.cipherSuites = fields.optional("cipherSuites") { $0.nonEmptyString() }
         tls.groups = fields.optional("groups") { $0.nonEmptyString() }
-        tls.clientCertificates = fields.optional("clientCertificates", default: .none) { $0.oneOf(ListenerTLSPolicy.ClientCertificates.allCases) }
+        tls.clientCertificates = fields.optional("clientCertificates", default: .none) {
+            $0.oneOf(ListenerTLSPolicy.ClientCertificates.allCases)
+        }
         tls.clientCA = fields.optional("clientCA", file)
         if tls.clientCertificates != .none && tls.clientCA == nil {
-            value.error("clientCertificates: \(tls.clientCertificates.rawValue) needs clientCA, the CA file client certificates are checked against")
+            value.error(
+                "clientCertificates: \(tls.clientCertificates.rawValue) needs clientCA, the CA file client certificates are checked against"
+            )
         }
         tls.handshakeTimeout = fields.optional("handshakeTimeout", default: tls.handshakeTimeout) { $0.duration() }
         return tls
@@ -148,8 +152,11 @@ struct PolicyDocumentReader {
     /// A path, resolved against the directory of the file that names it.
     private func file(_ value: PolicyValue) -> PolicyFile? {
         guard let path = value.nonEmptyString() else { return nil }
-        let resolved = path.hasPrefix("/") ? path : ((value.file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
-        return PolicyFile(path: (resolved as NSString).standardizingPath, origin: PolicyOrigin(file: value.file, line: value.line, keyPath: value.keyPath))
+        let resolved =
+            path.hasPrefix("/") ? path : ((value.file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
+        return PolicyFile(
+            path: (resolved as NSString).standardizingPath, origin: PolicyOrigin(file: value.file, line: value.line, keyPath: value.keyPath)
+        )
     }
 
     private func readLimits(_ value: PolicyValue) -> LimitsPolicy? {

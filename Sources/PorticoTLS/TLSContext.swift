@@ -103,8 +103,17 @@ public final class TLSContext: @unchecked Sendable {
                 setting: .certificateChain(index: index), file: chain, message: "not a PEM certificate chain (\(errors()))")
         }
         guard SSL_CTX_use_PrivateKey_file(context, key, SSL_FILETYPE_PEM) == 1 else {
+            // OpenSSL compares the key with the certificate as it loads it.
+            let messages = OpenSSLErrors.drain()
+            if messages.contains(where: { $0.contains("key values mismatch") }) {
+                throw TLSConfigurationError(
+                    setting: .privateKey(index: index), file: key, message: "this private key does not match the certificate in \(chain)")
+            }
             throw TLSConfigurationError(
-                setting: .privateKey(index: index), file: key, message: "not an unencrypted PEM private key (\(errors()))")
+                setting: .privateKey(index: index), file: key,
+                message:
+                    "not an unencrypted PEM private key (\(messages.isEmpty ? "no detail from OpenSSL" : messages.joined(separator: "; ")))"
+            )
         }
         guard SSL_CTX_check_private_key(context) == 1 else {
             OpenSSLErrors.clear()
@@ -122,7 +131,8 @@ public final class TLSContext: @unchecked Sendable {
                 setting: .cipherList, file: nil, message: "no usable cipher in \"\(configuration.cipherList)\" (\(errors()))")
         }
         if let suites = configuration.cipherSuites, SSL_CTX_set_ciphersuites(context, suites) != 1 {
-            throw TLSConfigurationError(setting: .cipherSuites, file: nil, message: "no usable TLS 1.3 suite in \"\(suites)\" (\(errors()))")
+            throw TLSConfigurationError(
+                setting: .cipherSuites, file: nil, message: "no usable TLS 1.3 suite in \"\(suites)\" (\(errors()))")
         }
         guard portico_tls_ctx_set_groups(context, configuration.groups) == 1 else {
             throw TLSConfigurationError(setting: .groups, file: nil, message: "unknown group in \"\(configuration.groups)\" (\(errors()))")
@@ -153,7 +163,8 @@ public final class TLSContext: @unchecked Sendable {
 
 /// The SNI callback of a listener's default context: moves the handshake to the certificate that
 /// is valid for the requested name; an unknown or absent name stays on the default.
-private func selectCertificate(_ ssl: OpaquePointer?, _ alert: UnsafeMutablePointer<Int32>?, _ argument: UnsafeMutableRawPointer?) -> Int32 {
+private func selectCertificate(_ ssl: OpaquePointer?, _ alert: UnsafeMutablePointer<Int32>?, _ argument: UnsafeMutableRawPointer?) -> Int32
+{
     guard let ssl, let argument, let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name) else { return SSL_TLSEXT_ERR_OK }
     let tls = Unmanaged<TLSContext>.fromOpaque(argument).takeUnretainedValue()
     if let context = tls.context(forServerName: name) {

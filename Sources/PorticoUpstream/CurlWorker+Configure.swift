@@ -39,6 +39,7 @@ extension CurlWorker {
         check(portico_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(request.connectTimeout)), "connect timeout")
         check(portico_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)), "timeout")
         check(portico_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer), "error buffer")
+        if let caFile = request.trustedCAFile { check(portico_easy_setopt_pointer(easy, CURLOPT_CAINFO, caFile), "CA file") }
         check(portico_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback), "header function")
         check(portico_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me), "header data")
         check(portico_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback), "write function")

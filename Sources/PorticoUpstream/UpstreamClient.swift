@@ -61,6 +61,9 @@ public struct UpstreamRequest: Sendable {
     public var connectTimeout: Duration
     /// Whole-exchange limit, including time queued for a connection.
     public var timeout: Duration
+    /// For `https` URLs: the CA certificates (PEM) the server's certificate must chain to; `nil`
+    /// uses the system's trust store.
+    public var trustedCAFile: String?
 
     public init(
         method: String, url: String, headers: [(name: String, value: String)] = [], body: ByteBuffer? = nil,

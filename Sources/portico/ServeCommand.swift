@@ -80,7 +80,9 @@ struct ServeCommand: AsyncParsableCommand {
                 try gateway.reloadCertificates()
                 logger.notice("certificates reloaded")
             } catch {
-                for diagnostic in error.diagnostics { logger.error("certificate reload refused, the current certificates stay: \(diagnostic)") }
+                for diagnostic in error.diagnostics {
+                    logger.error("certificate reload refused, the current certificates stay: \(diagnostic)")
+                }
             }
         }
         source.resume()

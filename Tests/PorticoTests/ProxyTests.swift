@@ -130,8 +130,11 @@ struct ProxyTests {
     func slowClientBackPressure() async throws {
         let size = 96 * 1024 * 1024
         let backend: BackendServer.Handler = { _ in .stream(status: .ok, headers: HTTPHeaders(), totalBytes: size) }
-        try await withGateway(backends: [backend], policy: Self.echoPolicy) { gateway, servers in
-            let client = try gateway.connect()
+        // The backend timeout covers the whole exchange, paused time included: give 96 MiB room on
+        // a machine other tests are loading too.
+        let policy: ([Int]) -> String = { Self.echoPolicy($0).replacingOccurrences(of: "timeout: 5s", with: "timeout: 120s") }
+        try await withGateway(backends: [backend], policy: policy) { gateway, servers in
+            let client = try gateway.connect(receiveTimeout: 60)
             try client.send("GET /api/1/things/huge HTTP/1.1\r\nHost: t\r\n\r\n")
             try await Task.sleep(for: .seconds(1))
             // Without back-pressure the gateway would have pulled the whole body by now. With it,

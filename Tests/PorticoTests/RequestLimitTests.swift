@@ -138,7 +138,9 @@ struct RequestLimitTests {
                 if ContinuousClock.now - started > .seconds(2) { break }
             }
             #expect(cutOff || client.waitForClose())
-            #expect(ContinuousClock.now - started < .seconds(3))
+            // Sending the whole head would take 6.6 s; being cut off well before shows the deadline
+            // ran from the first byte. (Generous: other tests load the machine at the same time.)
+            #expect(ContinuousClock.now - started < .seconds(6))
         }
     }
 

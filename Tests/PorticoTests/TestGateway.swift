@@ -13,10 +13,11 @@ struct TestGateway {
 
     /// Starts the gateway. `policy` is YAML with everything but the listener, which is added here.
     /// With a `logger`, the access log is on and goes to it; without, it is off.
-    static func start(policy: String, logger: Logger? = nil) async throws -> TestGateway {
+    /// With `tls` (a listener `tls` mapping), the listener serves HTTPS.
+    static func start(policy: String, logger: Logger? = nil, tls: String? = nil) async throws -> TestGateway {
         let text = """
             listeners:
-              - { name: test, address: 127.0.0.1, port: 0 }
+              - { name: test, address: 127.0.0.1, port: 0\(tls.map { ", tls: \($0)" } ?? "") }
             accessLog: { enabled: \(logger != nil) }
             \(policy)
             """
@@ -53,6 +54,8 @@ func echoServicePolicy(_ ports: [Int]) -> String {
 /// Runs `body` with backends and a gateway, and always stops them.
 func withGateway(
     backends: [BackendServer.Handler] = [DemoBackends.echo],
+    tls: String? = nil,
+    logger: Logger? = nil,
     policy: ([Int]) -> String,
     _ body: (TestGateway, [BackendServer]) async throws -> Void
 ) async throws {
@@ -60,7 +63,7 @@ func withGateway(
     for handler in backends { servers.append(try await BackendServer.start(handler: handler)) }
     let gateway: TestGateway
     do {
-        gateway = try await TestGateway.start(policy: policy(servers.map(\.port)))
+        gateway = try await TestGateway.start(policy: policy(servers.map(\.port)), logger: logger, tls: tls)
     } catch {
         for server in servers { try? await server.shutdown() }
         throw error

@@ -30,7 +30,7 @@ int portico_sha(int bits, const void *data, size_t length, unsigned char *out);
 // no compression, the server's cipher preference, ALPN answering http/1.1. NULL on failure.
 SSL_CTX *portico_tls_server_context_new(int min_version);
 
-// A client context (tests and tools): TLS versions bounded by min/max (12, 13; 0 for no bound).
+// A client context (tests and tools): TLS versions bounded by min/max (11, 12, 13; 0 for no bound).
 SSL_CTX *portico_tls_client_context_new(int min_version, int max_version);
 
 int portico_tls_ctx_set_groups(SSL_CTX *context, const char *groups);

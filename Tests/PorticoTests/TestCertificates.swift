@@ -1,0 +1,24 @@
+import Foundation
+
+/// Certificates for the TLS tests, made once per test run by `Fixtures/make-test-certs.sh` (which
+/// lists what it makes) in a fresh temporary directory.
+enum TestCertificates {
+    static let directory: String = {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-test-certs-\(UUID().uuidString)").path
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/make-test-certs.sh").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [script, directory]
+        try! process.run()
+        process.waitUntilExit()
+        precondition(process.terminationStatus == 0, "make-test-certs.sh failed (is the openssl command installed?)")
+        return directory
+    }()
+
+    static func path(_ name: String) -> String { directory + "/" + name }
+
+    /// A listener `tls` mapping with one certificate.
+    static func listenerTLS(_ name: String = "localhost", extra: String = "") -> String {
+        "{ certificate: \"\(path(name + ".pem"))\", privateKey: \"\(path(name + "-key.pem"))\"\(extra) }"
+    }
+}
