@@ -3,6 +3,7 @@
 #
 #   bench/run.sh [duration-seconds] [connections] [rounds]
 #   SIGNED=1 bench/run.sh ...   also runs Portico verifying an RFC 9421 signature on every request
+#   TLS=1 bench/run.sh ...      nginx and Portico both terminate TLS (the same certificate, keep-alive)
 #
 # The backend is nginx answering a small JSON body from memory (so the backend costs the same for
 # both proxies). Each proxy forwards over keep-alive connections. wrk drives keep-alive load at
@@ -19,6 +20,9 @@ NGINX_PORT=18191
 PORTICO_PORT=18192
 SIGNED_PORT=18193
 SIGNED=${SIGNED:-0}
+TLS=${TLS:-0}
+SCHEME=http
+[ "$TLS" = 1 ] && SCHEME=https
 WORK=$(mktemp -d /tmp/portico-bench.XXXXXX)
 PIDS=()
 
@@ -46,6 +50,15 @@ echo "== building Portico (release)"
 swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null
 
 mkdir -p "$WORK/backend" "$WORK/proxy" "$WORK/policies"
+./certs/make-dev-certs.sh "$WORK/certs" >/dev/null
+CURL_TLS=(--cacert "$WORK/certs/ca.pem")
+NGINX_LISTEN="127.0.0.1:$NGINX_PORT"
+PORTICO_TLS=""
+if [ "$TLS" = 1 ]; then
+  # The same certificate and protocol versions on both sides; nginx keeps its default ciphers.
+  NGINX_LISTEN="127.0.0.1:$NGINX_PORT ssl; ssl_certificate $WORK/certs/server.pem; ssl_certificate_key $WORK/certs/server-key.pem; ssl_protocols TLSv1.2 TLSv1.3"
+  PORTICO_TLS=", tls: { certificate: $WORK/certs/server.pem, privateKey: $WORK/certs/server-key.pem }"
+fi
 BODY='{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84}'
 
 cat >"$WORK/backend/nginx.conf" <<CONF
@@ -80,7 +93,7 @@ http {
   keepalive_requests 1000000;
   upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }
   server {
-    listen 127.0.0.1:$NGINX_PORT;
+    listen $NGINX_LISTEN;
     location /api/1/stockquote/ {
       proxy_pass http://backend/v1/quotes/;
       proxy_http_version 1.1;
@@ -95,7 +108,7 @@ CONF
 
 cat >"$WORK/policies/bench.yaml" <<YAML
 listeners:
-  - { name: bench, address: 127.0.0.1, port: $PORTICO_PORT }
+  - { name: bench, address: 127.0.0.1, port: $PORTICO_PORT$PORTICO_TLS }
 accessLog: { enabled: false }
 upstream: { threads: 1, maxConnectionsPerHost: 64 }
 backends:
@@ -133,9 +146,9 @@ sleep 1.5
 
 PATH_UNDER_TEST=/api/1/stockquote/AAPL
 for port in $BACKEND_PORT $NGINX_PORT $PORTICO_PORT; do
-  url="http://127.0.0.1:$port$PATH_UNDER_TEST"
+  url="$SCHEME://localhost:$port$PATH_UNDER_TEST"
   [ $port = $BACKEND_PORT ] && url="http://127.0.0.1:$port/v1/quotes/AAPL"
-  curl -fsS "$url" >/dev/null || { echo "no answer from $url" >&2; exit 1; }
+  curl -fsS "${CURL_TLS[@]}" "$url" >/dev/null || { echo "no answer from $url" >&2; exit 1; }
 done
 
 # CPU ticks (utime + stime) of a process and its threads; with a second argument, of its children too.
@@ -152,10 +165,10 @@ HZ=$(getconf CLK_TCK)
 
 WRK_HEADERS=()
 if [ "$SIGNED" = 1 ]; then
-  SIGNED_URL="http://127.0.0.1:$SIGNED_PORT$PATH_UNDER_TEST"
+  SIGNED_URL="$SCHEME://localhost:$SIGNED_PORT$PATH_UNDER_TEST"
   mapfile -t SIGNATURE < <(.build/release/portico sign --key-id bench --secret-file "$WORK/bench.secret" --no-nonce "$SIGNED_URL")
-  curl -fsS -H "${SIGNATURE[0]}" -H "${SIGNATURE[1]}" "$SIGNED_URL" >/dev/null || { echo "no answer from $SIGNED_URL" >&2; exit 1; }
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$SIGNED_URL")" = 401 ] || { echo "$SIGNED_URL answers unsigned requests" >&2; exit 1; }
+  curl -fsS "${CURL_TLS[@]}" -H "${SIGNATURE[0]}" -H "${SIGNATURE[1]}" "$SIGNED_URL" >/dev/null || { echo "no answer from $SIGNED_URL" >&2; exit 1; }
+  [ "$(curl -s "${CURL_TLS[@]}" -o /dev/null -w '%{http_code}' "$SIGNED_URL")" = 401 ] || { echo "$SIGNED_URL answers unsigned requests" >&2; exit 1; }
 fi
 
 run_wrk() { # name round url pids...
@@ -170,11 +183,11 @@ run_wrk() { # name round url pids...
   echo "$name $round $((after - before))" >>"$WORK/cpu"
 }
 
-echo "== wrk: ${DURATION}s × $ROUNDS rounds, $CONNECTIONS keep-alive connections, 1 thread, on $(nproc) cores"
+echo "== wrk: ${DURATION}s × $ROUNDS rounds, $CONNECTIONS keep-alive $SCHEME connections, 1 thread, on $(nproc) cores"
 for round in $(seq 1 "$ROUNDS"); do
   run_wrk backend "$round" "http://127.0.0.1:$BACKEND_PORT/v1/quotes/AAPL"
-  run_wrk nginx "$round" "http://127.0.0.1:$NGINX_PORT$PATH_UNDER_TEST" $(nginx_proxy_pids)
-  run_wrk portico "$round" "http://127.0.0.1:$PORTICO_PORT$PATH_UNDER_TEST" $PORTICO_PID
+  run_wrk nginx "$round" "$SCHEME://127.0.0.1:$NGINX_PORT$PATH_UNDER_TEST" $(nginx_proxy_pids)
+  run_wrk portico "$round" "$SCHEME://127.0.0.1:$PORTICO_PORT$PATH_UNDER_TEST" $PORTICO_PID
   if [ "$SIGNED" = 1 ]; then run_wrk portico-sig "$round" "$SIGNED_URL" $SIGNED_PID; fi
 done
 

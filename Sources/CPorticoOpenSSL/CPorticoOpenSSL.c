@@ -83,7 +83,9 @@ SSL_CTX *portico_tls_server_context_new(int min_version) {
         SSL_CTX_free(context);
         return NULL;
     }
-    SSL_CTX_set_mode(context, SSL_MODE_AUTO_RETRY);
+    // Release the record buffers of idle connections: a keep-alive connection waiting for its
+    // next request then holds no 16 KiB read and write buffers.
+    SSL_CTX_set_mode(context, SSL_MODE_AUTO_RETRY | SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_SERVER);
     static const unsigned char session_context[] = "portico";
