@@ -97,7 +97,7 @@ SSL_CTX *portico_tls_server_context_new(int min_version) {
 SSL_CTX *portico_tls_client_context_new(int min_version, int max_version) {
     SSL_CTX *context = SSL_CTX_new(TLS_client_method());
     if (context == NULL) return NULL;
-    SSL_CTX_set_mode(context, SSL_MODE_AUTO_RETRY);
+    SSL_CTX_set_mode(context, SSL_MODE_AUTO_RETRY | SSL_MODE_RELEASE_BUFFERS);
     if (min_version != 0 && SSL_CTX_set_min_proto_version(context, protocol_version(min_version)) != 1) goto fail;
     if (max_version != 0 && SSL_CTX_set_max_proto_version(context, protocol_version(max_version)) != 1) goto fail;
     return context;

@@ -64,12 +64,15 @@ final class TLSConnection {
         return step(after: result, failure: .handshakeFailed)
     }
 
+    /// Ciphertext received and not yet decrypted; the plaintext it holds is never larger.
+    var pendingCiphertext: Int { Int(BIO_ctrl_pending(readBIO)) }
+
     /// Decrypts every complete record into `buffer`.
     func read(into buffer: inout ByteBuffer) -> Step {
         while true {
             OpenSSLErrors.clear()
             var result: Int32 = 0
-            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 16 * 1024) { space in
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: max(pendingCiphertext, 1024)) { space in
                 result = SSL_read(ssl, space.baseAddress, Int32(min(space.count, Int(Int32.max))))
                 return result > 0 ? Int(result) : 0
             }

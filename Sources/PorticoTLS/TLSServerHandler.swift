@@ -108,7 +108,8 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     }
 
     private func readPlaintext(context: ChannelHandlerContext) {
-        var plaintext = context.channel.allocator.buffer(capacity: 16 * 1024)
+        // Plaintext is never longer than the ciphertext it came from.
+        var plaintext = context.channel.allocator.buffer(capacity: max(connection.pendingCiphertext, 1024))
         let step = connection.read(into: &plaintext)
         if plaintext.readableBytes > 0, case .active = state {
             context.fireChannelRead(wrapInboundOut(plaintext))
