@@ -1,0 +1,203 @@
+import CPorticoOpenSSL
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import PorticoTLS
+import Testing
+
+/// The handler's state machine without sockets: an `EmbeddedChannel` on one side, an OpenSSL
+/// client over memory BIOs on the other, bytes moved by hand between them.
+@Suite("The TLS handler, byte by byte")
+struct TLSServerHandlerTests {
+    /// An OpenSSL client whose ciphertext the test carries to and from the channel.
+    final class MemoryClient {
+        let context: OpaquePointer
+        let ssl: OpaquePointer
+        let input: OpaquePointer
+        let output: OpaquePointer
+
+        init() {
+            context = portico_tls_client_context_new(0, 0)!
+            SSL_CTX_load_verify_locations(context, TestCertificates.path("ca.pem"), nil)
+            SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+            ssl = SSL_new(context)!
+            input = portico_tls_memory_bio()!
+            output = portico_tls_memory_bio()!
+            SSL_set_bio(ssl, input, output)
+            _ = portico_tls_set_host_name(ssl, "localhost")
+            SSL_set1_host(ssl, "localhost")
+            SSL_set_connect_state(ssl)
+        }
+
+        deinit {
+            SSL_free(ssl)
+            SSL_CTX_free(context)
+        }
+
+        /// Ciphertext the client wants to send.
+        func take() -> ByteBuffer? {
+            let pending = Int(BIO_ctrl_pending(output))
+            guard pending > 0 else { return nil }
+            var bytes = [UInt8](repeating: 0, count: pending)
+            _ = BIO_read(output, &bytes, Int32(pending))
+            return ByteBuffer(bytes: bytes)
+        }
+
+        func give(_ buffer: ByteBuffer) {
+            let bytes = Array(buffer.readableBytesView)
+            _ = BIO_write(input, bytes, Int32(bytes.count))
+        }
+
+        func handshake() -> Int32 { SSL_do_handshake(ssl) }
+
+        func write(_ text: String) {
+            let bytes = Array(text.utf8)
+            _ = SSL_write(ssl, bytes, Int32(bytes.count))
+        }
+
+        /// Plaintext available, and whether close_notify arrived.
+        func read() -> (text: String, closeNotify: Bool) {
+            var text = ""
+            var chunk = [UInt8](repeating: 0, count: 16384)
+            while true {
+                let count = SSL_read(ssl, &chunk, Int32(chunk.count))
+                if count > 0 {
+                    text += String(decoding: chunk.prefix(Int(count)), as: UTF8.self)
+                    continue
+                }
+                return (text, SSL_get_error(ssl, count) == SSL_ERROR_ZERO_RETURN)
+            }
+        }
+    }
+
+    /// Records what reaches the stage above the TLS handler.
+    final class Recorder: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        var plaintext = ""
+        var events: [TLSConnectionInfo] = []
+        var errors: [TLSError] = []
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            plaintext += String(buffer: unwrapInboundIn(data))
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if let completed = event as? TLSHandshakeCompleted { events.append(completed.info) }
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            if let error = error as? TLSError { errors.append(error) }
+        }
+    }
+
+    struct Setup {
+        let channel: EmbeddedChannel
+        let client: MemoryClient
+        let recorder: Recorder
+
+        /// Carries bytes both ways until neither side has anything to say.
+        func pump() throws {
+            var moved = true
+            while moved {
+                moved = false
+                _ = client.handshake()
+                if let bytes = client.take() {
+                    try channel.writeInbound(bytes)
+                    moved = true
+                }
+                while let bytes = try channel.readOutbound(as: ByteBuffer.self) {
+                    client.give(bytes)
+                    moved = true
+                }
+            }
+        }
+    }
+
+    static func setUp() throws -> Setup {
+        let configuration = TLSConfiguration(certificates: [
+            .init(certificateChain: TestCertificates.path("localhost.pem"), privateKey: TestCertificates.path("localhost-key.pem"))
+        ])
+        let context = try TLSContext(configuration: configuration)
+        let recorder = Recorder()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(try #require(TLSServerHandler(context: context)))
+        try channel.pipeline.syncOperations.addHandler(recorder)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        return Setup(channel: channel, client: MemoryClient(), recorder: recorder)
+    }
+
+    @Test("writes before the handshake are held, flushed after it, and their promises complete then")
+    func writesBeforeHandshake() throws {
+        let setup = try Self.setUp()
+        let written = setup.channel.eventLoop.makePromise(of: Void.self)
+        setup.channel.write(ByteBuffer(string: "early "), promise: nil)
+        setup.channel.writeAndFlush(ByteBuffer(string: "bird"), promise: written)
+        #expect(try setup.channel.readOutbound(as: ByteBuffer.self) == nil)  // nothing leaves before a ClientHello
+        let completed = NIOLockedValueBox(false)
+        written.futureResult.whenSuccess { completed.withLockedValue { $0 = true } }
+        #expect(!completed.withLockedValue { $0 })
+
+        try setup.pump()
+        #expect(setup.recorder.events.count == 1)
+        #expect(setup.recorder.events.first?.version == "TLSv1.3")
+        #expect(completed.withLockedValue { $0 })
+        #expect(setup.client.read().text == "early bird")
+        _ = try setup.channel.finish(acceptAlreadyClosed: true)
+    }
+
+    @Test("a write without flush stays held until the flush")
+    func flushSemantics() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        setup.channel.write(ByteBuffer(string: "held"), promise: nil)
+        #expect(try setup.channel.readOutbound(as: ByteBuffer.self) == nil)
+        setup.channel.flush()
+        try setup.pump()
+        #expect(setup.client.read().text == "held")
+
+        setup.client.write("GET / HTTP/1.1\r\n\r\n")
+        try setup.pump()
+        #expect(setup.recorder.plaintext == "GET / HTTP/1.1\r\n\r\n")
+        _ = try setup.channel.finish(acceptAlreadyClosed: true)
+    }
+
+    @Test("closing sends close_notify; a peer's close_notify is answered and closes cleanly")
+    func closeNotify() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        setup.channel.close(promise: nil)
+        try setup.pump()
+        #expect(setup.client.read().closeNotify)
+        #expect(setup.recorder.errors.isEmpty)
+
+        let other = try Self.setUp()
+        try other.pump()
+        other.client.write("last words")
+        _ = SSL_shutdown(other.client.ssl)
+        try other.pump()
+        #expect(other.recorder.plaintext == "last words")  // delivered before the close
+        #expect(!other.channel.isActive)
+        #expect(other.recorder.errors.isEmpty)
+    }
+
+    @Test("a peer that goes away without close_notify is reported as an unclean shutdown")
+    func uncleanShutdown() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        setup.channel.pipeline.fireChannelInactive()
+        #expect(setup.recorder.errors.map(\.kind) == [.uncleanShutdown])
+    }
+
+    @Test("a broken ClientHello fails the handshake with OpenSSL's reason and an alert")
+    func brokenHello() throws {
+        let setup = try Self.setUp()
+        var garbage = ByteBuffer(bytes: [0x16, 0x03, 0x01, 0x00, 0x05, 0x01, 0x00, 0x00, 0x01, 0x00])
+        try setup.channel.writeInbound(garbage)
+        garbage.clear()
+        #expect(setup.recorder.errors.map(\.kind) == [.handshakeFailed])
+        #expect(setup.recorder.errors.first?.openSSLErrors.isEmpty == false)
+        let alert = try setup.channel.readOutbound(as: ByteBuffer.self)
+        #expect(alert?.getInteger(at: alert!.readerIndex, as: UInt8.self) == 0x15)  // an alert record
+        #expect(!setup.channel.isActive)
+    }
+}
