@@ -137,6 +137,14 @@ long portico_tls_ctx_session_hits(SSL_CTX *context) {
     return SSL_CTX_sess_hits(context);
 }
 
+int portico_tls_ctx_copy_ticket_keys(SSL_CTX *from, SSL_CTX *to) {
+    unsigned char keys[80];  // name, HMAC secret, AES key: 16 + 32 + 32 bytes
+    if (SSL_CTX_get_tlsext_ticket_keys(from, keys, sizeof(keys)) != 1) return 0;
+    int ok = SSL_CTX_set_tlsext_ticket_keys(to, keys, sizeof(keys)) == 1;
+    OPENSSL_cleanse(keys, sizeof(keys));
+    return ok;
+}
+
 BIO *portico_tls_memory_bio(void) {
     BIO *bio = BIO_new(BIO_s_mem());
     if (bio != NULL) BIO_set_mem_eof_return(bio, -1);

@@ -107,8 +107,8 @@ public final class Gateway: Sendable {
     /// open ones keep theirs. All or nothing: if any listener's files are broken, nothing changes
     /// and the error names the file. Listeners are fixed at start; only their certificates change.
     public func reloadCertificates(from snapshot: PolicySnapshot? = nil) throws(PolicyError) {
-        let contexts = try ListenerTLS.contexts(for: snapshot ?? store.current.snapshot)
         let stores = state.withLockedValue { $0.tlsStores }
+        let contexts = try ListenerTLS.contexts(for: snapshot ?? store.current.snapshot, replacing: stores.mapValues(\.current))
         for (name, store) in stores {
             if let context = contexts[name] { store.replace(with: context) }
         }

@@ -5,14 +5,17 @@ import PorticoTLS
 /// diagnostics that name the file and key path.
 public enum ListenerTLS {
     /// A context for every TLS listener of `snapshot`, by listener name. Every listener is tried, so
-    /// one run reports every broken certificate.
-    public static func contexts(for snapshot: PolicySnapshot) throws(PolicyError) -> [String: TLSContext] {
+    /// one run reports every broken certificate. `replacing` (a reload) passes the contexts in use,
+    /// whose session-ticket keys the new ones inherit.
+    public static func contexts(
+        for snapshot: PolicySnapshot, replacing current: [String: TLSContext] = [:]
+    ) throws(PolicyError) -> [String: TLSContext] {
         var contexts: [String: TLSContext] = [:]
         var diagnostics: [PolicyDiagnostic] = []
         for listener in snapshot.listeners {
             guard let tls = listener.tls else { continue }
             do {
-                contexts[listener.name] = try TLSContext(configuration: configuration(tls))
+                contexts[listener.name] = try TLSContext(configuration: configuration(tls), replacing: current[listener.name])
             } catch {
                 diagnostics.append(diagnostic(for: error, in: tls))
             }

@@ -1,4 +1,5 @@
 import Foundation
+import Yams
 
 /// Reads the merged top-level sections into a ``Policy``, reporting every mistake to the sink.
 struct PolicyDocumentReader {
@@ -22,6 +23,7 @@ struct PolicyDocumentReader {
         checkDuplicatePaths(services)
         let signatures = single("signatures", in: sections).flatMap(readSignatures) ?? SignaturePolicy()
         let apiKeys = single("apiKeys", in: sections).flatMap(readAPIKeys) ?? APIKeyPolicy()
+        warnAboutClearTextKeys(listeners: single("listeners", in: sections), services: services.values.map(\.policy))
         let keys = merged("keys", in: sections, namesChecked: false) { KeyReader(value: $0).read(id: $1, services: Set(services.keys)) }
         guard sink.diagnostics.isEmpty else { return nil }
         return Policy(
@@ -63,6 +65,23 @@ struct PolicyDocumentReader {
     static func isValidName(_ name: String) -> Bool {
         !name.isEmpty
             && name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || "-_.".unicodeScalars.contains($0) }
+    }
+
+    /// An `apiKey` service sends its secret with every request: on a plain-HTTP listener that
+    /// other machines can reach, anyone on the path can read it.
+    private func warnAboutClearTextKeys(listeners: PolicyValue?, services: [ServicePolicy]) {
+        guard let listeners, services.contains(where: { $0.auth == .apiKey }) else { return }
+        guard case .sequence(let items) = listeners.node else { return }
+        let loopback = ["127.0.0.1", "::1", "localhost"]
+        for (index, item) in items.enumerated() {
+            guard case .mapping(let mapping) = item else { continue }
+            let keys = Set(mapping.compactMap { $0.key.scalar?.string })
+            let address = mapping.first { $0.key.scalar?.string == "address" }?.value.scalar?.string ?? "127.0.0.1"
+            if !keys.contains("tls") && !loopback.contains(address) && !address.hasPrefix("127.") {
+                listeners.child(String(index), item).warning(
+                    "plain HTTP on \(address) while services use auth: apiKey, whose secrets would cross the network in clear; add tls")
+            }
+        }
     }
 
     // MARK: Sections

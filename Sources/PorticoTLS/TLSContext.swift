@@ -40,7 +40,10 @@ public final class TLSContext: @unchecked Sendable {
 
     /// Builds the contexts, checking every file: readable, a PEM chain, a PEM key that matches
     /// it, a certificate not expired.
-    public init(configuration: TLSConfiguration) throws(TLSConfigurationError) {
+    ///
+    /// - Parameter previous: the context this one replaces (a reload). Its session-ticket keys
+    ///   are carried over, so clients holding tickets keep resuming across a certificate renewal.
+    public init(configuration: TLSConfiguration, replacing previous: TLSContext? = nil) throws(TLSConfigurationError) {
         guard !configuration.certificates.isEmpty else {
             throw TLSConfigurationError(setting: .context, file: nil, message: "at least one certificate is required")
         }
@@ -52,6 +55,12 @@ public final class TLSContext: @unchecked Sendable {
         } catch {
             for context in built { SSL_CTX_free(context) }
             throw error
+        }
+        // Tickets are sealed and opened by the context a connection starts on (the default), so
+        // every context shares its keys; a reload inherits them from the context it replaces.
+        let keySource = previous?.defaultContext ?? built[0]
+        for context in built where context != keySource {
+            _ = portico_tls_ctx_copy_ticket_keys(keySource, context)
         }
         self.contexts = built
         self.configuration = configuration

@@ -16,7 +16,7 @@ public final class TLSContextStore: Sendable {
     /// Builds a context from `configuration` (off any event loop: it reads files) and installs it.
     /// On failure nothing changes and the error says which file or setting is wrong.
     public func reload(_ configuration: TLSConfiguration) throws(TLSConfigurationError) {
-        let context = try TLSContext(configuration: configuration)
+        let context = try TLSContext(configuration: configuration, replacing: current)
         box.withLockedValue { $0 = context }
     }
 

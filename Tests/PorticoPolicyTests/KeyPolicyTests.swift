@@ -75,6 +75,22 @@ struct KeyPolicyTests {
         }
     }
 
+    @Test("API-key services on a plain-HTTP listener other machines can reach are flagged")
+    func clearTextKeys() throws {
+        let services = "services:\n  keyed: { path: /k, auth: apiKey, versions: { 1: { proxy: { backend: echo } } } }\n"
+        let backends = "backends: { echo: { url: \"http://127.0.0.1:1\" } }\n"
+        let exposed = try PolicyLoader().load(sources: [
+            (
+                file: "p.yaml",
+                text: "listeners:\n  - { name: lan, address: 0.0.0.0, port: 80 }\n  - { name: loop, port: 81 }\n" + backends + services
+            )
+        ])
+        #expect(
+            exposed.warnings.map(\.description) == [
+                "p.yaml:2: listeners.0: plain HTTP on 0.0.0.0 while services use auth: apiKey, whose secrets would cross the network in clear; add tls"
+            ])
+    }
+
     static let brokenKeys: [(String, String)] = [
         ("keys:\n  app: { secret: \"\(secret)\", services: [signed] }\n", "keys.app.secret: an inline secret is allowed on demo keys only"),
         (

@@ -224,7 +224,7 @@ struct TLSTests {
         }
     }
 
-    @Test("reload: new connections get the new certificate, an open one keeps working; a mismatched key is refused")
+    @Test("reload: new connections get the new certificate, an open one keeps working, tickets still resume; a mismatched key is refused")
     func reload() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-reload-\(UUID())").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -243,9 +243,17 @@ struct TLSTests {
             #expect(open.serverSubject == "CN=localhost")
             #expect(try open.request("GET", "/echo/before").status == 200)
 
+            let session = try #require(open.session())
+            defer { SSL_SESSION_free(session) }
             try install("renewed.pem", "renewed-key.pem")
             try gateway.gateway.reloadCertificates()
             #expect(try TLSTestClient(port: gateway.port).serverSubject == "CN=localhost-renewed")
+            // A client holding a ticket from before the renewal still resumes (the keys carry over).
+            var resuming = TLSTestClient.Options()
+            resuming.session = session
+            let resumed = try TLSTestClient(port: gateway.port, options: resuming)
+            #expect(resumed.resumed)
+            #expect(try resumed.request("GET", "/echo/resumed").status == 200)
             #expect(try open.request("GET", "/echo/after").status == 200)  // the open connection is untouched
 
             try install("renewed.pem", "other-key.pem")

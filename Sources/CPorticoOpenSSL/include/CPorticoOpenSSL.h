@@ -40,6 +40,9 @@ int portico_tls_ctx_verify_clients(SSL_CTX *context, const char *ca_file, int re
 // Seconds from now until the context's certificate expires (negative: expired).
 int portico_tls_ctx_certificate_seconds_left(SSL_CTX *context, long *seconds);
 long portico_tls_ctx_session_hits(SSL_CTX *context);
+// Gives `to` the session-ticket keys of `from`, so tickets issued under one context resume under
+// the other (after a certificate reload). Returns 1 on success.
+int portico_tls_ctx_copy_ticket_keys(SSL_CTX *from, SSL_CTX *to);
 
 // A memory BIO that reports "retry" rather than EOF when empty, as a non-blocking socket would.
 BIO *portico_tls_memory_bio(void);
