@@ -21,6 +21,7 @@ run: build
 
 ## Check formatting, then run every test (unit and end-to-end, on loopback).
 test: deps lint
+	@./scripts/interop/setup.sh
 	$(SWIFT) test
 
 ## Formatting is swift-format's job (configuration in .swift-format).
