@@ -134,14 +134,16 @@ final class GatewayHandler: ChannelInboundHandler {
         exchange!.record.version = routed.version
         exchange!.routed = routed
 
-        let authenticator = RequestAuthenticator(
-            policy: snapshot.policy, credentials: active.credentials, nonces: services.nonces, scheme: services.scheme)
-        switch authenticator.authenticate(head, service: routed.service.policy, hasBody: expectsBody, now: RequestAuthenticator.now()) {
-        case .failure(let problem): return answerEarly(problem, context: context)
-        case .success(let authentication):
-            exchange!.record.keyID = authentication.keyID
-            exchange!.contentDigest = authentication.contentDigest
-            if routed.service.policy.auth == .apiKey { exchange!.credentialHeader = snapshot.policy.apiKeys.header.lowercased() }
+        if routed.service.policy.auth != .none {
+            let authenticator = RequestAuthenticator(
+                policy: snapshot.policy, credentials: active.credentials, nonces: services.nonces, scheme: services.scheme)
+            switch authenticator.authenticate(head, service: routed.service.policy, hasBody: expectsBody, now: RequestAuthenticator.now()) {
+            case .failure(let problem): return answerEarly(problem, context: context)
+            case .success(let authentication):
+                exchange!.record.keyID = authentication.keyID
+                exchange!.contentDigest = authentication.contentDigest
+                if routed.service.policy.auth == .apiKey { exchange!.credentialHeader = snapshot.policy.apiKeys.header.lowercased() }
+            }
         }
         switch routed.handler {
         case .proxy(let proxy):
