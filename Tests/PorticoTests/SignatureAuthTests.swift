@@ -141,6 +141,45 @@ struct SignatureAuthTests {
         }
     }
 
+    @Test("mangled signature fields get 400 or 401 (200 only when they still mean the same), and the gateway keeps serving")
+    func mangledFields() async throws {
+        try await withGateway(policy: Self.policy) { gateway, _ in
+            var generator = SystemRandomNumberGenerator()
+            let client = try gateway.connect()
+            let alphabet = Array(#"sig1=("@method" "@path");created=17;keyid="k"nonce:AB+/=,\*%-_.0123456789"#.utf8)
+            /// What a pair of fields means: the selected signature's parameters and bytes.
+            func meaning(_ fields: [(String, String)]) -> String? {
+                guard let signature = try? SignatureFields.select(label: nil, signatureInput: fields[0].1, signature: fields[1].1),
+                    let parameters = try? signature.input.serialized()
+                else { return nil }
+                return signature.label + " " + parameters + " " + signature.value.map(String.init).joined(separator: ",")
+            }
+            for round in 0..<300 {
+                let original = try Self.signer.headers("GET", "/signed/a")
+                var headers = original
+                let field = round % 2  // Signature-Input or Signature
+                var bytes = Array(headers[field].1.utf8)
+                for _ in 0..<Int.random(in: 1...6, using: &generator) {
+                    let position = Int.random(in: 0..<bytes.count, using: &generator)
+                    switch Int.random(in: 0..<3, using: &generator) {
+                    case 0: bytes[position] = alphabet.randomElement(using: &generator)!
+                    case 1: bytes.remove(at: position)
+                    default: bytes.insert(alphabet.randomElement(using: &generator)!, at: position)
+                    }
+                    if bytes.isEmpty { bytes = [UInt8(ascii: "x")] }
+                }
+                headers[field].1 = String(decoding: bytes, as: UTF8.self)
+                let response = try client.request("GET", "/signed/a", headers: headers)
+                // A mutation can leave the meaning intact (the same character, an extra space inside
+                // the inner list, unused base64 bits); only then may the request pass.
+                let unchanged = meaning(headers) != nil && meaning(headers) == meaning(original)
+                let expected: Set<Int> = unchanged ? [200] : [400, 401]
+                #expect(expected.contains(response.status), "\(headers[field].1) -> \(response.status) \(response.bodyText)")
+            }
+            #expect(try client.request("GET", "/signed/a", headers: try Self.signer.headers("GET", "/signed/a")).status == 200)
+        }
+    }
+
     @Test("a replayed nonce is refused, a fresh one passes")
     func replay() async throws {
         try await withGateway(policy: Self.policy) { gateway, _ in
