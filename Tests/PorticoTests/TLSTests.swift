@@ -202,6 +202,19 @@ struct TLSTests {
                 try garbage.send((0..<512).map { _ in UInt8.random(in: 0...255, using: &generator) })
                 #expect(garbage.waitForClose())
             }
+            // ClientHellos with a few bytes changed reach deeper into OpenSSL's parser.
+            // (All sent first: one whose lengths now promise more bytes waits for the handshake timeout.)
+            var mutatedClients: [RawHTTPClient] = []
+            for _ in 0..<50 {
+                var mutated = hello
+                for _ in 0..<4 {
+                    mutated[Int.random(in: 5..<mutated.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+                }
+                let client = try gateway.connect(receiveTimeout: 5)
+                try client.send(mutated)
+                mutatedClients.append(client)
+            }
+            for client in mutatedClients { #expect(client.waitForClose()) }
             // A plain-HTTP request to the TLS port is not a ClientHello either.
             let plain = try gateway.connect(receiveTimeout: 5)
             try plain.send("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
