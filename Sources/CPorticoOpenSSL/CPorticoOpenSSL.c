@@ -133,6 +133,15 @@ int portico_tls_ctx_certificate_seconds_left(SSL_CTX *context, long *seconds) {
     return 1;
 }
 
+int portico_tls_ctx_certificate_seconds_until_valid(SSL_CTX *context, long *seconds) {
+    X509 *certificate = SSL_CTX_get0_certificate(context);
+    if (certificate == NULL) return 0;
+    int days = 0, secs = 0;
+    if (ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notBefore(certificate)) != 1) return 0;
+    *seconds = (long)days * 86400 + secs;
+    return 1;
+}
+
 long portico_tls_ctx_session_hits(SSL_CTX *context) {
     return SSL_CTX_sess_hits(context);
 }

@@ -33,6 +33,14 @@ public struct HTTPRequestParts: SignableRequest, Sendable {
     }
 
     public func fieldValues(_ name: String) -> [String] {
-        fields.compactMap { $0.name.lowercased() == name ? $0.value : nil }
+        fields.compactMap { Self.equalIgnoringASCIICase($0.name, name) ? $0.value : nil }
+    }
+
+    /// Whether `name` equals `lowercase` (already lowercase) ignoring ASCII case, without copying.
+    static func equalIgnoringASCIICase(_ name: String, _ lowercase: String) -> Bool {
+        name.utf8.count == lowercase.utf8.count
+            && zip(name.utf8, lowercase.utf8).allSatisfy { pair in
+                (pair.0 >= 0x41 && pair.0 <= 0x5A ? pair.0 | 0x20 : pair.0) == pair.1
+            }
     }
 }

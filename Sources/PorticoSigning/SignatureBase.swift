@@ -78,7 +78,8 @@ public enum SignatureBase {
 
     /// Host lowercased, with the scheme's default port left out (RFC 9421 §2.2.3).
     static func normalizedAuthority(_ request: some SignableRequest) -> String {
-        let authority = request.authority.lowercased()
+        let raw = request.authority
+        let authority = raw.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? raw.lowercased() : raw
         let defaultPort = request.scheme.lowercased() == "https" ? ":443" : ":80"
         if authority.hasSuffix(defaultPort) {
             return String(authority.dropLast(defaultPort.count))

@@ -39,7 +39,7 @@ public final class TLSContext: @unchecked Sendable {
     public let configuration: TLSConfiguration
 
     /// Builds the contexts, checking every file: readable, a PEM chain, a PEM key that matches
-    /// it, a certificate not expired.
+    /// it, a certificate within its validity period.
     ///
     /// - Parameter previous: the context this one replaces (a reload). Its session-ticket keys
     ///   are carried over, so clients holding tickets keep resuming across a certificate renewal.
@@ -134,6 +134,12 @@ public final class TLSContext: @unchecked Sendable {
             throw TLSConfigurationError(
                 setting: .certificateChain(index: index), file: chain,
                 message: "the certificate expired \(-secondsLeft / 86400) day(s) ago")
+        }
+        var secondsUntilValid = 0
+        if portico_tls_ctx_certificate_seconds_until_valid(context, &secondsUntilValid) == 1, secondsUntilValid > 0 {
+            throw TLSConfigurationError(
+                setting: .certificateChain(index: index), file: chain,
+                message: "the certificate is not valid yet (for another \(secondsUntilValid / 3600) hour(s); check the clock)")
         }
         guard SSL_CTX_set_cipher_list(context, configuration.cipherList) == 1 else {
             throw TLSConfigurationError(

@@ -301,6 +301,8 @@ struct TLSTests {
         #expect(
             expired.count == 1 && expired[0].contains("listeners.0.tls.certificate: \(path("expired.pem")): the certificate expired"),
             "\(expired)")
+        let notYet = diagnostics("{ certificate: \"\(path("notyet.pem"))\", privateKey: \"\(path("notyet-key.pem"))\" }")
+        #expect(notYet.count == 1 && notYet[0].contains("\(path("notyet.pem")): the certificate is not valid yet"), "\(notYet)")
         let missing = diagnostics("{ certificate: \"\(path("nope.pem"))\", privateKey: \"\(path("localhost-key.pem"))\" }")
         #expect(missing.count == 1 && missing[0].contains("\(path("nope.pem")): cannot read the file"), "\(missing)")
         let mismatched = diagnostics("{ certificate: \"\(path("localhost.pem"))\", privateKey: \"\(path("other-key.pem"))\" }")

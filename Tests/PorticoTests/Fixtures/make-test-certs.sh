@@ -5,6 +5,7 @@
 #   other.pem/-key.pem         CN=other.test, SAN other.test (chosen by SNI)
 #   renewed.pem/-key.pem       CN=localhost-renewed, SAN localhost (a reload swaps it in)
 #   expired.pem/-key.pem       CN=expired.test, valid in 2020 only
+#   notyet.pem/-key.pem        CN=notyet.test, valid from 2099
 #   client-ca.pem              the client CA; client.pem/-key.pem: CN=app-client,O=Portico tests
 #   foreign-ca.pem             another CA; foreign-client.pem/-key.pem signed by it
 set -euo pipefail
@@ -59,4 +60,8 @@ commonName = supplied
 CNF
 openssl ca -batch -config ca-db/ca.cnf -cert ca.pem -keyfile ca-key.pem -in expired.csr -out expired.pem \
   -startdate 20200101000000Z -enddate 20200102000000Z -notext 2>/dev/null
-rm -rf expired.csr ca-db ./*.srl
+key notyet-key.pem
+openssl req -new -key notyet-key.pem -subj "/CN=notyet.test" -out notyet.csr 2>/dev/null
+openssl ca -batch -config ca-db/ca.cnf -cert ca.pem -keyfile ca-key.pem -in notyet.csr -out notyet.pem \
+  -startdate 20990101000000Z -enddate 20990102000000Z -notext 2>/dev/null
+rm -rf expired.csr notyet.csr ca-db ./*.srl

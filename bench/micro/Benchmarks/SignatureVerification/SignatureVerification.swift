@@ -47,6 +47,12 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    Benchmark("serialise the @signature-params value") { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(try! parsed.input.serialized())
+        }
+    }
+
     let base = try! SignatureBase.make(for: parsed.input, request: request)
     Benchmark("HMAC-SHA256 of the base (OpenSSL)") { benchmark in
         for _ in benchmark.scaledIterations {
