@@ -47,8 +47,7 @@ struct AccessRecord {
         if let tlsVersion { metadata["tls"] = .string(tlsVersion) }
         if let clientCertificate { metadata["client_cert"] = .string(clientCertificate) }
         if let upstreamDuration {
-            let (seconds, attoseconds) = upstreamDuration.components
-            metadata["upstream_ms"] = .string(Self.milliseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+            metadata["upstream_ms"] = .string(Self.milliseconds(TimeAmount(upstreamDuration).nanoseconds))
         }
         if let upstreamConnects { metadata["upstream_connects"] = .stringConvertible(upstreamConnects) }
         if let failure { metadata["failure"] = .string(failure) }

@@ -199,10 +199,3 @@ public struct ListenerBindError: Error, CustomStringConvertible {
         return "cannot listen on \(listener.address):\(listener.port) (listener \"\(listener.name)\"): \(reason)"
     }
 }
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
-}

@@ -42,8 +42,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     public init?(context: TLSContext) {
         guard let connection = TLSConnection(context: context) else { return nil }
         self.connection = connection
-        let timeout = context.configuration.handshakeTimeout.components
-        self.handshakeTimeout = .nanoseconds(timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000)
+        self.handshakeTimeout = TimeAmount(context.configuration.handshakeTimeout)
     }
 
     public func handlerAdded(context: ChannelHandlerContext) {
