@@ -142,10 +142,6 @@ int portico_tls_ctx_certificate_seconds_until_valid(SSL_CTX *context, long *seco
     return 1;
 }
 
-long portico_tls_ctx_session_hits(SSL_CTX *context) {
-    return SSL_CTX_sess_hits(context);
-}
-
 int portico_tls_ctx_copy_ticket_keys(SSL_CTX *from, SSL_CTX *to) {
     unsigned char keys[80];  // name, HMAC secret, AES key: 16 + 32 + 32 bytes
     if (SSL_CTX_get_tlsext_ticket_keys(from, keys, sizeof(keys)) != 1) return 0;

@@ -21,20 +21,15 @@ final class TLSConnection {
     /// Kept so the `SSL_CTX`s (and the SNI callback's argument) outlive this `SSL`.
     let context: TLSContext
 
-    init?(context: TLSContext, serverName: String? = nil, clientContext: OpaquePointer? = nil) {
+    init?(context: TLSContext) {
         OpenSSLErrors.clear()
-        guard let ssl = SSL_new(clientContext ?? context.defaultContext) else { return nil }
+        guard let ssl = SSL_new(context.defaultContext) else { return nil }
         guard let readBIO = portico_tls_memory_bio(), let writeBIO = portico_tls_memory_bio() else {
             SSL_free(ssl)
             return nil
         }
         SSL_set_bio(ssl, readBIO, writeBIO)  // the SSL owns both BIOs from here on
-        if clientContext != nil {
-            if let serverName { _ = portico_tls_set_host_name(ssl, serverName) }
-            SSL_set_connect_state(ssl)
-        } else {
-            SSL_set_accept_state(ssl)
-        }
+        SSL_set_accept_state(ssl)
         self.ssl = ssl
         self.readBIO = readBIO
         self.writeBIO = writeBIO

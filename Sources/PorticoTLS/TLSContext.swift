@@ -76,9 +76,6 @@ public final class TLSContext: @unchecked Sendable {
     /// The context new connections start on; SNI may move them to another.
     var defaultContext: OpaquePointer { contexts[0] }
 
-    /// TLS sessions resumed on the default context so far (tickets and session ids).
-    public var resumedSessions: Int { portico_tls_ctx_session_hits(contexts[0]) }
-
     /// The context for an SNI name: the first non-default certificate valid for it, else nil.
     fileprivate func context(forServerName name: UnsafePointer<CChar>) -> OpaquePointer? {
         contexts.dropFirst().first { portico_tls_ctx_certificate_matches($0, name) == 1 }

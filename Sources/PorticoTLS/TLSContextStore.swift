@@ -13,13 +13,8 @@ public final class TLSContextStore: Sendable {
 
     public var current: TLSContext { box.withLockedValue { $0 } }
 
-    /// Builds a context from `configuration` (off any event loop: it reads files) and installs it.
-    /// On failure nothing changes and the error says which file or setting is wrong.
-    public func reload(_ configuration: TLSConfiguration) throws(TLSConfigurationError) {
-        let context = try TLSContext(configuration: configuration, replacing: current)
-        box.withLockedValue { $0 = context }
-    }
-
+    /// Installs a context built (off the event loops) by the caller, who checks every listener's
+    /// files first so that a reload is all or nothing.
     public func replace(with context: TLSContext) {
         box.withLockedValue { $0 = context }
     }

@@ -30,7 +30,7 @@ int portico_sha(int bits, const void *data, size_t length, unsigned char *out);
 // no compression, the server's cipher preference, ALPN answering http/1.1. NULL on failure.
 SSL_CTX *portico_tls_server_context_new(int min_version);
 
-// A client context (tests and tools): TLS versions bounded by min/max (11, 12, 13; 0 for no bound).
+// A client context (for the tests' TLS clients): TLS versions bounded by min/max (11, 12, 13; 0 for no bound).
 SSL_CTX *portico_tls_client_context_new(int min_version, int max_version);
 
 int portico_tls_ctx_set_groups(SSL_CTX *context, const char *groups);
@@ -41,13 +41,13 @@ int portico_tls_ctx_verify_clients(SSL_CTX *context, const char *ca_file, int re
 // becomes valid (positive: not yet valid).
 int portico_tls_ctx_certificate_seconds_left(SSL_CTX *context, long *seconds);
 int portico_tls_ctx_certificate_seconds_until_valid(SSL_CTX *context, long *seconds);
-long portico_tls_ctx_session_hits(SSL_CTX *context);
 // Gives `to` the session-ticket keys of `from`, so tickets issued under one context resume under
 // the other (after a certificate reload). Returns 1 on success.
 int portico_tls_ctx_copy_ticket_keys(SSL_CTX *from, SSL_CTX *to);
 
 // A memory BIO that reports "retry" rather than EOF when empty, as a non-blocking socket would.
 BIO *portico_tls_memory_bio(void);
+// The SNI name a client sends (tests).
 int portico_tls_set_host_name(SSL *ssl, const char *name);
 
 // The peer certificate's subject in RFC 2253 form, written to `out` (NUL-terminated); the length,
