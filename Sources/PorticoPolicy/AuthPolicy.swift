@@ -44,6 +44,15 @@ public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugSt
 
     public var description: String { "<secret: \(bytes.count) bytes>" }
     public var debugDescription: String { description }
+
+    /// A secret file's text without its trailing line breaks (editors and `echo` add one), as the
+    /// gateway and the command-line tools both read it; nil when the file cannot be read as UTF-8.
+    public static func text(ofFile path: String) -> String? {
+        guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        var text = Substring(contents)
+        while let last = text.last, last == "\n" || last == "\r\n" || last == "\r" { text.removeLast() }
+        return String(text)
+    }
 }
 
 /// A client app's API key.

@@ -82,16 +82,12 @@ struct KeyReader {
             }
             text = sourceValue.nonEmptyString()
         case "secretFile":
-            guard let path = sourceValue.nonEmptyString() else { return nil }
-            let resolved =
-                path.hasPrefix("/") ? path : ((value.file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
-            guard let contents = try? String(contentsOfFile: resolved, encoding: .utf8) else {
-                sourceValue.error("cannot read the secret file \(resolved)")
+            guard let path = sourceValue.filePath() else { return nil }
+            guard let contents = Secret.text(ofFile: path) else {
+                sourceValue.error("cannot read the secret file \(path)")
                 return nil
             }
-            var trimmed = Substring(contents)
-            while let last = trimmed.last, last == "\n" || last == "\r\n" || last == "\r" { trimmed.removeLast() }
-            text = String(trimmed)
+            text = contents
         default:
             guard let name = sourceValue.nonEmptyString() else { return nil }
             guard let environment = ProcessInfo.processInfo.environment[name] else {

@@ -168,14 +168,10 @@ struct PolicyDocumentReader {
         return tls
     }
 
-    /// A path, resolved against the directory of the file that names it.
+    /// A file named by the policy, with where it was named.
     private func file(_ value: PolicyValue) -> PolicyFile? {
-        guard let path = value.nonEmptyString() else { return nil }
-        let resolved =
-            path.hasPrefix("/") ? path : ((value.file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
-        return PolicyFile(
-            path: (resolved as NSString).standardizingPath, origin: PolicyOrigin(file: value.file, line: value.line, keyPath: value.keyPath)
-        )
+        guard let path = value.filePath() else { return nil }
+        return PolicyFile(path: path, origin: PolicyOrigin(file: value.file, line: value.line, keyPath: value.keyPath))
     }
 
     private func readLimits(_ value: PolicyValue) -> LimitsPolicy? {

@@ -1,3 +1,4 @@
+import Foundation
 import Yams
 
 /// Collects diagnostics while a policy is read; one per load, never shared across threads.
@@ -114,6 +115,13 @@ struct PolicyValue {
             return nil
         }
         return value
+    }
+
+    /// A file path, resolved against the directory of the policy file that names it.
+    func filePath() -> String? {
+        guard let path = nonEmptyString() else { return nil }
+        let resolved = path.hasPrefix("/") ? path : ((file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
+        return (resolved as NSString).standardizingPath
     }
 
     func int(in range: ClosedRange<Int>) -> Int? {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Portico
+import PorticoPolicy
 import PorticoSigning
 
 /// `portico sign`: the header fields that make a request acceptable to a `signature` service.
@@ -112,12 +113,8 @@ struct SecretSource {
     func read() throws -> String {
         switch (file, environment) {
         case (let file?, nil):
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw ValidationError("cannot read the secret file \(file)")
-            }
-            var secret = Substring(text)
-            while let last = secret.last, last == "\n" || last == "\r\n" || last == "\r" { secret.removeLast() }
-            return String(secret)
+            guard let secret = Secret.text(ofFile: file) else { throw ValidationError("cannot read the secret file \(file)") }
+            return secret
         case (nil, let name?):
             guard let value = ProcessInfo.processInfo.environment[name] else {
                 throw ValidationError("the environment variable \(name) is not set")
