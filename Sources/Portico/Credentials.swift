@@ -23,11 +23,7 @@ final class Credentials: Sendable {
     let decoyFingerprint: [UInt8]
 
     /// A per-process random key for fingerprints; it never leaves memory.
-    static let fingerprintKey: OpenSSLHMACKey = {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return OpenSSLHMACKey(key: bytes)!
-    }()
+    static let fingerprintKey = OpenSSLHMACKey(key: randomBytes())!
 
     init(keys: [String: ClientKeyPolicy]) {
         var byID: [String: Credential] = [:]
@@ -45,10 +41,15 @@ final class Credentials: Sendable {
                 previousFingerprint: previousFingerprint)
         }
         self.byID = byID
-        var generator = SystemRandomNumberGenerator()
-        let decoyBytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        let decoyBytes = Self.randomBytes()
         decoy = OpenSSLHMACKey(key: decoyBytes)!
         decoyFingerprint = Self.fingerprint(decoyBytes)
+    }
+
+    /// 32 bytes from the system's CSPRNG.
+    private static func randomBytes() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
     }
 
     static func fingerprint(_ secret: [UInt8]) -> [UInt8] {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// `portico keygen`: a new random secret for a key, in the form the policy and clients read.
 struct KeygenCommand: ParsableCommand {
@@ -17,24 +18,10 @@ struct KeygenCommand: ParsableCommand {
     func run() {
         var generator = SystemRandomNumberGenerator()
         let random = (0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        print(Base64URL.encode(random))
-    }
-}
-
-/// base64url without padding (RFC 4648 §5): safe in files, environment variables and YAML.
-enum Base64URL {
-    static func encode(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var value = UInt32(0)
-            for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << (16 - 8 * offset) }
-            for position in 0..<(chunk.count + 1) { out.append(alphabet[Int((value >> (18 - 6 * position)) & 0x3F)]) }
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
+        // base64url without padding (RFC 4648 §5): safe in files, environment variables and YAML.
+        let base64 = Data(random).base64EncodedString()
+        print(
+            base64.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        )
     }
 }
