@@ -1,5 +1,4 @@
 import Foundation
-import Yams
 
 /// Reads the merged top-level sections into a ``Policy``, reporting every mistake to the sink.
 struct PolicyDocumentReader {
@@ -10,7 +9,8 @@ struct PolicyDocumentReader {
 
     /// Returns the policy when nothing was reported; the caller checks the sink either way.
     func read(sections: [String: [PolicyValue]]) -> Policy? {
-        let listeners = single("listeners", in: sections).map(readListeners) ?? []
+        let listenerEntries = single("listeners", in: sections).map(readListeners) ?? []
+        let listeners = listenerEntries.map(\.policy)
         if sections["listeners"] == nil && complete {
             sink.error(
                 PolicyDiagnostic(file: "(policy)", line: nil, keyPath: "listeners", message: "missing: at least one listener is required"))
@@ -23,7 +23,7 @@ struct PolicyDocumentReader {
         checkDuplicatePaths(services)
         let signatures = single("signatures", in: sections).flatMap(readSignatures) ?? SignaturePolicy()
         let apiKeys = single("apiKeys", in: sections).flatMap(readAPIKeys) ?? APIKeyPolicy()
-        warnAboutClearTextKeys(listeners: single("listeners", in: sections), services: services.values.map(\.policy))
+        warnAboutClearTextKeys(listeners: listenerEntries, services: services.values.map(\.policy))
         let keys = merged("keys", in: sections, namesChecked: false) { KeyReader(value: $0).read(id: $1, services: Set(services.keys)) }
         guard sink.diagnostics.isEmpty else { return nil }
         return Policy(
@@ -69,27 +69,23 @@ struct PolicyDocumentReader {
 
     /// An `apiKey` service sends its secret with every request: on a plain-HTTP listener that
     /// other machines can reach, anyone on the path can read it.
-    private func warnAboutClearTextKeys(listeners: PolicyValue?, services: [ServicePolicy]) {
-        guard let listeners, services.contains(where: { $0.auth == .apiKey }) else { return }
-        guard case .sequence(let items) = listeners.node else { return }
-        let loopback = ["127.0.0.1", "::1", "localhost"]
-        for (index, item) in items.enumerated() {
-            guard case .mapping(let mapping) = item else { continue }
-            let keys = Set(mapping.compactMap { $0.key.scalar?.string })
-            let address = mapping.first { $0.key.scalar?.string == "address" }?.value.scalar?.string ?? "127.0.0.1"
-            if !keys.contains("tls") && !loopback.contains(address) && !address.hasPrefix("127.") {
-                listeners.child(String(index), item).warning(
-                    "plain HTTP on \(address) while services use auth: apiKey, whose secrets would cross the network in clear; add tls")
-            }
+    private func warnAboutClearTextKeys(listeners: [(policy: ListenerPolicy, value: PolicyValue)], services: [ServicePolicy]) {
+        guard services.contains(where: { $0.auth == .apiKey }) else { return }
+        for (listener, value) in listeners where listener.tls == nil {
+            let address = listener.address
+            guard !["::1", "localhost"].contains(address) && !address.hasPrefix("127.") else { continue }
+            value.warning(
+                "plain HTTP on \(address) while services use auth: apiKey, whose secrets would cross the network in clear; add tls")
         }
     }
 
     // MARK: Sections
 
-    private func readListeners(_ value: PolicyValue) -> [ListenerPolicy] {
+    /// The listeners, each with the policy value it was read from (for later diagnostics).
+    private func readListeners(_ value: PolicyValue) -> [(policy: ListenerPolicy, value: PolicyValue)] {
         guard let items = value.sequence() else { return [] }
         if items.isEmpty { value.error("expected at least one listener") }
-        var listeners: [ListenerPolicy] = []
+        var listeners: [(policy: ListenerPolicy, value: PolicyValue)] = []
         var names: [String: PolicyValue] = [:]
         var endpoints: [String: PolicyValue] = [:]
         for item in items {
@@ -113,7 +109,7 @@ struct PolicyDocumentReader {
                     endpoints[endpoint] = item
                 }
             }
-            if let name, let port { listeners.append(ListenerPolicy(name: name, address: address, port: port, tls: tls)) }
+            if let name, let port { listeners.append((ListenerPolicy(name: name, address: address, port: port, tls: tls), item)) }
         }
         return listeners
     }

@@ -89,6 +89,16 @@ struct KeyPolicyTests {
             exposed.warnings.map(\.description) == [
                 "p.yaml:2: listeners.0: plain HTTP on 0.0.0.0 while services use auth: apiKey, whose secrets would cross the network in clear; add tls"
             ])
+        // Listeners in two files are reported once, warning or not.
+        do {
+            _ = try PolicyLoader().load(sources: [
+                (file: "a.yaml", text: "listeners:\n  - { name: lan, address: 0.0.0.0, port: 80 }\n" + backends + services),
+                (file: "b.yaml", text: "listeners:\n  - { name: other, port: 81 }\n"),
+            ])
+            Issue.record("accepted listeners defined in two files")
+        } catch {
+            #expect(error.diagnostics.filter { $0.description.contains("defined again") }.count == 1, "\(error.diagnostics)")
+        }
     }
 
     static let brokenKeys: [(String, String)] = [
