@@ -1,6 +1,8 @@
 import CPorticoOpenSSL
 import Foundation
 
+@testable import PorticoTLS
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -171,13 +173,8 @@ final class TLSTestClient {
         }
     }
 
+    /// OpenSSL's queued errors, drained the way the gateway drains them.
     static func errors() -> String {
-        var messages: [String] = []
-        while case let code = ERR_get_error(), code != 0 {
-            var text = [CChar](repeating: 0, count: 256)
-            ERR_error_string_n(code, &text, text.count)
-            messages.append(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
-        return messages.joined(separator: "; ")
+        OpenSSLErrors.drain().joined(separator: "; ")
     }
 }
