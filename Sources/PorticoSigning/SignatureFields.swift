@@ -83,16 +83,15 @@ public enum SignatureFields {
     static func topLevelKeys(_ bytes: [UInt8]) -> [Substring] {
         var keys: [Substring] = []
         var index = 0
-        let utf8 = bytes
-        while index < utf8.count {
-            while index < utf8.count, utf8[index] == UInt8(ascii: " ") || utf8[index] == UInt8(ascii: "\t") { index += 1 }
+        while index < bytes.count {
+            while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "\t") { index += 1 }
             let start = index
-            while index < utf8.count, isKeyByte(utf8[index]) { index += 1 }
-            keys.append(Substring(decoding: utf8[start..<index], as: UTF8.self))
+            while index < bytes.count, isKeyByte(bytes[index]) { index += 1 }
+            keys.append(Substring(decoding: bytes[start..<index], as: UTF8.self))
             var depth = 0
             var inString = false
-            while index < utf8.count {
-                let byte = utf8[index]
+            while index < bytes.count {
+                let byte = bytes[index]
                 index += 1
                 if inString {
                     if byte == UInt8(ascii: "\\") {
