@@ -9,11 +9,11 @@ final class Credentials: Sendable {
     struct Credential: Sendable {
         let policy: ClientKeyPolicy
         let current: OpenSSLHMACKey
-        let previous: (key: OpenSSLHMACKey, expires: Int64)?
-        /// HMAC of each accepted secret under ``Credentials/fingerprintKey``: what a presented
+        /// HMAC of the current secret under ``Credentials/fingerprintKey``: what a presented
         /// `X-API-Key` secret is compared with, at a fixed length and in constant time.
         let fingerprint: [UInt8]
-        let previousFingerprint: [UInt8]?
+        /// The secret being rotated out, accepted until `expires` (seconds since 1970).
+        let previous: (key: OpenSSLHMACKey, fingerprint: [UInt8], expires: Int64)?
     }
 
     let byID: [String: Credential]
@@ -30,15 +30,11 @@ final class Credentials: Sendable {
         for (id, policy) in keys {
             // OpenSSL without HMAC-SHA256 cannot run the gateway at all; the decoy below traps too.
             let current = OpenSSLHMACKey(key: policy.secret.bytes)!
-            var previous: (OpenSSLHMACKey, Int64)?
-            var previousFingerprint: [UInt8]?
+            var previous: (OpenSSLHMACKey, [UInt8], Int64)?
             if let secret = policy.previousSecret, let expires = policy.previousSecretExpires {
-                previous = (OpenSSLHMACKey(key: secret.bytes)!, expires)
-                previousFingerprint = Self.fingerprint(secret.bytes)
+                previous = (OpenSSLHMACKey(key: secret.bytes)!, Self.fingerprint(secret.bytes), expires)
             }
-            byID[id] = Credential(
-                policy: policy, current: current, previous: previous, fingerprint: Self.fingerprint(policy.secret.bytes),
-                previousFingerprint: previousFingerprint)
+            byID[id] = Credential(policy: policy, current: current, fingerprint: Self.fingerprint(policy.secret.bytes), previous: previous)
         }
         self.byID = byID
         let decoyBytes = Self.randomBytes()

@@ -54,8 +54,8 @@ struct RequestAuthenticator {
         // Both comparisons always run, against a decoy when the id is unknown.
         let matchesCurrent = ConstantTime.equal(fingerprint, credential?.fingerprint ?? credentials.decoyFingerprint)
         var matchesPrevious = false
-        if let credential, let previous = credential.previousFingerprint, let expires = credential.previous?.expires {
-            matchesPrevious = ConstantTime.equal(fingerprint, previous) && now < expires
+        if let previous = credential?.previous {
+            matchesPrevious = ConstantTime.equal(fingerprint, previous.fingerprint) && now < previous.expires
         }
         guard let credential, matchesCurrent || matchesPrevious else { return .failure(.apiKeyInvalid(header: header)) }
         if let refusal = Self.authorize(credential.policy, service: service) { return .failure(refusal) }
