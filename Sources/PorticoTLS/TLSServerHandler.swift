@@ -64,20 +64,21 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         }
     }
 
+    private func stopHandshakeTimer() {
+        handshakeTimer?.cancel()
+        handshakeTimer = nil
+    }
+
     // MARK: Inbound
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let buffer = unwrapInboundIn(data)
+        guard state != .closed else { return }
         receivedBytes = true
-        switch state {
-        case .handshaking:
-            connection.receive(buffer)
+        connection.receive(unwrapInboundIn(data))
+        if case .handshaking = state {
             advanceHandshake(context: context)
-        case .active, .closing:
-            connection.receive(buffer)
+        } else {
             readPlaintext(context: context)
-        case .closed:
-            break
         }
     }
 
@@ -85,8 +86,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         let step = connection.handshake()
         switch step {
         case .done:
-            handshakeTimer?.cancel()
-            handshakeTimer = nil
+            stopHandshakeTimer()
             state = .active
             writeCiphertext(context: context, flush: true, promise: nil)
             context.fireUserInboundEventTriggered(TLSHandshakeCompleted(info: connection.info))
@@ -136,8 +136,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
-        handshakeTimer?.cancel()
-        handshakeTimer = nil
+        stopHandshakeTimer()
         let previous = state
         state = .closed
         failPendingWrites(ChannelError.ioOnClosedChannel)
@@ -181,7 +180,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
             beginClosing(context: context, promise: promise)
         case .handshaking:
             state = .closed
-            handshakeTimer?.cancel()
+            stopHandshakeTimer()
             failPendingWrites(ChannelError.ioOnClosedChannel)
             context.close(mode: .all, promise: promise)
         case .closing, .closed:
@@ -253,8 +252,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     /// Ends the connection after a failure: the alert OpenSSL queued (if any) goes out first.
     private func fail(_ error: TLSError, context: ChannelHandlerContext) {
         guard state != .closed else { return }
-        handshakeTimer?.cancel()
-        handshakeTimer = nil
+        stopHandshakeTimer()
         state = .closed
         failPendingWrites(error)
         // Alert first: the error makes the handlers above close the channel, which must not
