@@ -178,20 +178,16 @@ extension Problem {
     // MARK: Authentication
 
     static func apiKeyRequired(header: String) -> Problem {
-        var problem = Problem(
-            type: typePrefix + "api-key-required", title: "API key required", status: .unauthorized,
-            detail: "This service requires an API key: send \(header): <key id>.<secret>.")
-        problem.headers = [("www-authenticate", "APIKey header=\"\(header)\"")]
-        return problem
+        unauthorized(
+            "api-key-required", title: "API key required", detail: "This service requires an API key: send \(header): <key id>.<secret>.",
+            challenge: "APIKey header=\"\(header)\"")
     }
 
     /// The same answer for an unknown key id and a wrong secret.
     static func apiKeyInvalid(header: String) -> Problem {
-        var problem = Problem(
-            type: typePrefix + "api-key-invalid", title: "Invalid API key", status: .unauthorized,
-            detail: "The API key in \(header) is not valid.")
-        problem.headers = [("www-authenticate", "APIKey header=\"\(header)\"")]
-        return problem
+        unauthorized(
+            "api-key-invalid", title: "Invalid API key", detail: "The API key in \(header) is not valid.",
+            challenge: "APIKey header=\"\(header)\"")
     }
 
     static func signatureRequired() -> Problem {
@@ -266,9 +262,13 @@ extension Problem {
             detail: "The request body does not match its Content-Digest; it was changed or truncated on the way.")
     }
 
-    private static func unauthorized(_ type: String, title: String, detail: String) -> Problem {
+    /// A 401 with the `WWW-Authenticate` challenge RFC 9110 §11.6.1 requires (by default, the
+    /// signature one).
+    private static func unauthorized(
+        _ type: String, title: String, detail: String, challenge: String = "Signature realm=\"portico\", alg=\"hmac-sha256\""
+    ) -> Problem {
         var problem = Problem(type: typePrefix + type, title: title, status: .unauthorized, detail: detail)
-        problem.headers = [("www-authenticate", "Signature realm=\"portico\", alg=\"hmac-sha256\"")]
+        problem.headers = [("www-authenticate", challenge)]
         return problem
     }
 
