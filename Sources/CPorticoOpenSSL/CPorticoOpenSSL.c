@@ -124,22 +124,18 @@ int portico_tls_ctx_verify_clients(SSL_CTX *context, const char *ca_file, int re
     return 1;
 }
 
-int portico_tls_ctx_certificate_seconds_left(SSL_CTX *context, long *seconds) {
-    X509 *certificate = SSL_CTX_get0_certificate(context);
-    if (certificate == NULL) return 0;
+static int seconds_until(const ASN1_TIME *time, long *seconds) {
     int days = 0, secs = 0;
-    if (ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notAfter(certificate)) != 1) return 0;
+    if (ASN1_TIME_diff(&days, &secs, NULL, time) != 1) return 0;
     *seconds = (long)days * 86400 + secs;
     return 1;
 }
 
-int portico_tls_ctx_certificate_seconds_until_valid(SSL_CTX *context, long *seconds) {
+int portico_tls_ctx_certificate_validity(SSL_CTX *context, long *until_valid, long *until_expiry) {
     X509 *certificate = SSL_CTX_get0_certificate(context);
     if (certificate == NULL) return 0;
-    int days = 0, secs = 0;
-    if (ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notBefore(certificate)) != 1) return 0;
-    *seconds = (long)days * 86400 + secs;
-    return 1;
+    return seconds_until(X509_get0_notBefore(certificate), until_valid)
+        && seconds_until(X509_get0_notAfter(certificate), until_expiry);
 }
 
 int portico_tls_ctx_copy_ticket_keys(SSL_CTX *from, SSL_CTX *to) {

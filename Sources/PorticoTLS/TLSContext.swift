@@ -126,17 +126,19 @@ public final class TLSContext: @unchecked Sendable {
             throw TLSConfigurationError(
                 setting: .privateKey(index: index), file: key, message: "this private key does not match the certificate in \(chain)")
         }
-        var secondsLeft = 0
-        if portico_tls_ctx_certificate_seconds_left(context, &secondsLeft) == 1, secondsLeft <= 0 {
-            throw TLSConfigurationError(
-                setting: .certificateChain(index: index), file: chain,
-                message: "the certificate expired \(-secondsLeft / 86400) day(s) ago")
-        }
-        var secondsUntilValid = 0
-        if portico_tls_ctx_certificate_seconds_until_valid(context, &secondsUntilValid) == 1, secondsUntilValid > 0 {
-            throw TLSConfigurationError(
-                setting: .certificateChain(index: index), file: chain,
-                message: "the certificate is not valid yet (for another \(secondsUntilValid / 3600) hour(s); check the clock)")
+        var untilValid = 0
+        var untilExpiry = 0
+        if portico_tls_ctx_certificate_validity(context, &untilValid, &untilExpiry) == 1 {
+            if untilExpiry <= 0 {
+                throw TLSConfigurationError(
+                    setting: .certificateChain(index: index), file: chain,
+                    message: "the certificate expired \(-untilExpiry / 86400) day(s) ago")
+            }
+            if untilValid > 0 {
+                throw TLSConfigurationError(
+                    setting: .certificateChain(index: index), file: chain,
+                    message: "the certificate is not valid yet (for another \(untilValid / 3600) hour(s); check the clock)")
+            }
         }
         guard SSL_CTX_set_cipher_list(context, configuration.cipherList) == 1 else {
             throw TLSConfigurationError(

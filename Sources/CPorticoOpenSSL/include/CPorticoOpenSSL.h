@@ -37,10 +37,9 @@ int portico_tls_ctx_set_groups(SSL_CTX *context, const char *groups);
 void portico_tls_ctx_set_servername_callback(SSL_CTX *context, int (*callback)(SSL *, int *, void *), void *argument);
 // Client certificates checked against `ca_file`; `required` fails handshakes without one.
 int portico_tls_ctx_verify_clients(SSL_CTX *context, const char *ca_file, int required);
-// Seconds from now until the context's certificate expires (negative: expired), and until it
-// becomes valid (positive: not yet valid).
-int portico_tls_ctx_certificate_seconds_left(SSL_CTX *context, long *seconds);
-int portico_tls_ctx_certificate_seconds_until_valid(SSL_CTX *context, long *seconds);
+// Seconds from now until the context's certificate becomes valid (positive: not yet valid) and
+// until it expires (negative: expired). Returns 1 on success.
+int portico_tls_ctx_certificate_validity(SSL_CTX *context, long *until_valid, long *until_expiry);
 // Gives `to` the session-ticket keys of `from`, so tickets issued under one context resume under
 // the other (after a certificate reload). Returns 1 on success.
 int portico_tls_ctx_copy_ticket_keys(SSL_CTX *from, SSL_CTX *to);
