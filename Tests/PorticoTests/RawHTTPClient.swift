@@ -26,7 +26,14 @@ final class RawHTTPClient {
     private var buffer: [UInt8] = []
 
     init(port: Int, receiveTimeout: Double = 10) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard let fd = Self.connectLoopback(port: port, receiveTimeout: receiveTimeout) else { throw ClosedError() }
+        self.fd = fd
+    }
+
+    /// A blocking TCP socket connected to 127.0.0.1:`port`, whose reads give up after
+    /// `receiveTimeout` seconds; nil when the connection is refused.
+    static func connectLoopback(port: Int, receiveTimeout: Double) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -36,10 +43,11 @@ final class RawHTTPClient {
         }
         guard result == 0 else {
             close(fd)
-            throw ClosedError()
+            return nil
         }
         var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - receiveTimeout.rounded(.down)) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return fd
     }
 
     deinit { close(fd) }

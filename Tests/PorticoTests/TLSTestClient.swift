@@ -50,17 +50,12 @@ final class TLSTestClient {
         }
         self.context = context
         ssl = SSL_new(context)!
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        guard let fd = RawHTTPClient.connectLoopback(port: port, receiveTimeout: 10) else {
+            SSL_free(ssl)
+            SSL_CTX_free(context)
+            throw Failure(description: "connect failed: \(errno)")
         }
-        guard connected == 0 else { throw Failure(description: "connect failed: \(errno)") }
+        self.fd = fd
         SSL_set_fd(ssl, fd)
         if let name = options.serverName {
             _ = portico_tls_set_host_name(ssl, name)
