@@ -9,6 +9,9 @@ let structuredHeaders: Package.Dependency = .package(
     url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0")
 let argumentParser: Package.Dependency = .package(
     url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2")
+// The client library's HMAC and hashes: CryptoKit's API on Apple platforms, its own BoringSSL copy
+// elsewhere, never the system OpenSSL.
+let crypto: Package.Dependency = .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0")
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
@@ -25,8 +28,10 @@ let package = Package(
         .library(name: "PorticoUpstream", targets: ["PorticoUpstream"]),
         .library(name: "PorticoSigning", targets: ["PorticoSigning"]),
         .library(name: "PorticoTLS", targets: ["PorticoTLS"]),
+        // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
+        .library(name: "PorticoClient", targets: ["PorticoClient"]),
     ],
-    dependencies: [nio, yams, log, argumentParser, structuredHeaders],
+    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
         .target(
@@ -43,6 +48,14 @@ let package = Package(
         .target(
             name: "PorticoSigning",
             dependencies: [.product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers")],
+            swiftSettings: swiftSettings
+        ),
+        // The client-side signer and service-locator client for apps (iOS, macOS, Linux). Its
+        // dependency graph must stay free of NIO, OpenSSL and libcurl (PorticoClientTests'
+        // DependencyGraphTests checks what its compile actually read).
+        .target(
+            name: "PorticoClient",
+            dependencies: ["PorticoSigning", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         // The NIO channel handler that terminates TLS with the system OpenSSL, and its contexts.
@@ -102,6 +115,8 @@ let package = Package(
                 "Portico",
                 "PorticoPolicy",
                 "PorticoSigning",
+                "PorticoClient",
+                "PorticoUpstream",
                 "PorticoDemoBackends",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -125,6 +140,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "PorticoClientTests",
+            dependencies: [
+                "PorticoClient",
+                "PorticoSigning",
+                "PorticoDemoBackends",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "PorticoUpstreamTests",
             dependencies: [
                 "PorticoUpstream",
@@ -141,6 +167,7 @@ let package = Package(
                 "PorticoPolicy",
                 "PorticoUpstream",
                 "PorticoSigning",
+                "PorticoClient",
                 "PorticoTLS",
                 "PorticoDemoBackends",
                 "CPorticoOpenSSL",

@@ -3,8 +3,8 @@
 # As root on Debian/Ubuntu it installs what is missing; otherwise it says exactly what to install.
 set -euo pipefail
 
-# openssl (the command) makes development and test certificates.
-packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl)
+# openssl (the command) makes development and test certificates; the curl command is used by a test.
+packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
   for package in "${packages[@]}"; do

@@ -5,6 +5,8 @@ struct PorticoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "portico",
         abstract: "An API gateway: signed requests, per-backend limits, versioned remote facades.",
-        subcommands: [ServeCommand.self, CheckCommand.self, KeygenCommand.self, SignCommand.self, DemoBackendsCommand.self]
+        subcommands: [
+            ServeCommand.self, CheckCommand.self, KeygenCommand.self, SignCommand.self, CallCommand.self, DemoBackendsCommand.self,
+        ]
     )
 }

@@ -13,8 +13,13 @@ private func porticoExecutable() throws -> URL {
 }
 
 private func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    try runTool(try porticoExecutable().path, arguments)
+}
+
+/// Runs a program to completion, collecting what it prints.
+private func runTool(_ path: String, _ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
     let process = Process()
-    process.executableURL = try porticoExecutable()
+    process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
     let output = Pipe()
     let errors = Pipe()
@@ -86,6 +91,74 @@ struct CommandLineTests {
         let noSecret = try run(["sign", "--key-id", "app-one", "http://gateway.test/"])
         #expect(noSecret.status != 0)
         #expect(noSecret.errors.contains("exactly one of --secret-file and --secret-env"))
+    }
+
+    @Test("portico sign's fields, sent by the curl command-line tool, get a 200; a second send is a replay")
+    func signThenCurl() async throws {
+        let secretFile = try Self.secretFile()
+        defer { try? FileManager.default.removeItem(at: secretFile) }
+        try await withGateway(policy: SignatureAuthTests.policy) { gateway, _ in
+            for (method, data) in [("GET", nil), ("POST", #"{"symbol": "AAPL"}"#), ("DELETE", nil)] as [(String, String?)] {
+                let url = "http://127.0.0.1:\(gateway.port)/signed/orders/a%20b?id=7&q=caf%C3%A9"
+                var arguments = [
+                    "sign", "--key-id", "app-one", "--secret-file", secretFile.path, "-X", method, "-H", "X-Client-Version: 3.1.0",
+                ]
+                if let data { arguments += ["--data", data] }
+                let signed = try run(arguments + [url])
+                #expect(signed.status == 0, "\(signed.errors)")
+                var curl = ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, "-H", "X-Client-Version: 3.1.0"]
+                for line in signed.output.split(separator: "\n") { curl += ["-H", String(line)] }
+                if let data { curl += ["--data-binary", data] }
+                #expect(try runTool("/usr/bin/curl", curl + [url]).output == "200", "\(method) \(signed.output)")
+                #expect(try runTool("/usr/bin/curl", curl + [url]).output == "401", "a replayed \(method) must be refused")
+            }
+        }
+    }
+
+    @Test("portico call signs and sends: 200 with the body, -i adds status and headers, a refusal exits 22")
+    func call() async throws {
+        let secretFile = try Self.secretFile()
+        defer { try? FileManager.default.removeItem(at: secretFile) }
+        let wrongSecret = FileManager.default.temporaryDirectory.appendingPathComponent("portico-call-\(UUID()).secret")
+        try "not-the-secret-0123456789abcdefghijklmnopqrstuvwxyz".write(to: wrongSecret, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: wrongSecret) }
+        try await withGateway(policy: SignatureAuthTests.policy) { gateway, _ in
+            let base = "http://127.0.0.1:\(gateway.port)"
+            let key = ["--key-id", "app-one", "--secret-file", secretFile.path]
+            let get = try run(["call"] + key + ["\(base)/signed/items?x=1"])
+            #expect(get.status == 0, "\(get.errors)")
+            let echoed = try JSONSerialization.jsonObject(with: Data(get.output.utf8)) as? [String: Any]
+            #expect(echoed?["path"] as? String == "/signed/items")
+            #expect(echoed?["query"] as? String == "x=1")
+
+            let post = try run(
+                ["call"] + key + ["-i", "-X", "POST", "-H", "Content-Type: text/plain", "--data", "hello", "\(base)/signed/notes"])
+            #expect(post.status == 0, "\(post.errors)")
+            #expect(post.output.hasPrefix("HTTP 200\n"))
+            #expect(post.output.lowercased().contains("\nx-api-version: 1\n"))
+            let postBody = try #require(post.output.split(separator: "\n\n", maxSplits: 1).last)
+            let postEchoed = try JSONSerialization.jsonObject(with: Data(postBody.utf8)) as? [String: Any]
+            #expect(postEchoed?["body"] as? String == "hello")
+            #expect(postEchoed?["method"] as? String == "POST")
+
+            let refused = try run(["call", "--key-id", "app-one", "--secret-file", wrongSecret.path, "\(base)/signed/items"])
+            #expect(refused.status == 22)
+            #expect(refused.errors.contains("HTTP 401"))
+            #expect(refused.output.contains("urn:portico:problem:signature-invalid"))
+            #expect(
+                try run(["call", "--no-fail", "--key-id", "app-one", "--secret-file", wrongSecret.path, "\(base)/signed/items"]).status == 0
+            )
+
+            let unreachable = try run(["call"] + key + ["http://127.0.0.1:9/signed/items"])
+            #expect(unreachable.status != 0 && unreachable.status != 22)
+            #expect(unreachable.errors.contains("the request failed"))
+        }
+    }
+
+    static func secretFile() throws -> URL {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("portico-cli-\(UUID()).secret")
+        try (SignatureAuthTests.appSecret + "\n").write(to: file, atomically: true, encoding: .utf8)
+        return file
     }
 
     @Test("portico check lists every mistake of a broken policy and exits non-zero")

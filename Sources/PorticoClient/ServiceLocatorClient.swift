@@ -1,0 +1,168 @@
+import Foundation
+
+/// Finds service endpoints through the gateway's service locator document, and keeps a copy.
+///
+/// The document is cached as HTTP says: fresh for its `Cache-Control: max-age` (less its `Age`,
+/// when a CDN served it), then revalidated with `If-None-Match` and its `ETag`, so an unchanged
+/// document costs a 304. A failed refresh never loses the last good document: an app that goes
+/// offline keeps resolving to the endpoints it last saw.
+///
+/// ```swift
+/// let locator = ServiceLocatorClient(url: URL(string: "https://api.example.com/serviceLocator.json")!)
+/// let quotes = try await locator.url(for: "stockQuote", version: "2")
+/// ```
+public actor ServiceLocatorClient {
+    public struct Configuration: Sendable {
+        /// How long a document without `Cache-Control: max-age` stays fresh.
+        public var defaultMaxAge: Duration = .seconds(300)
+        /// The least time between two fetches that were not asked for explicitly: after a failure,
+        /// a stale document is used without retrying until this has passed, and an endpoint missing
+        /// from the document triggers at most one refresh per interval.
+        public var minimumRefreshInterval: Duration = .seconds(30)
+
+        public init(defaultMaxAge: Duration = .seconds(300), minimumRefreshInterval: Duration = .seconds(30)) {
+            self.defaultMaxAge = defaultMaxAge
+            self.minimumRefreshInterval = minimumRefreshInterval
+        }
+    }
+
+    /// The last good document and what HTTP said about it.
+    private struct Cached {
+        var document: ServiceLocatorDocument
+        var etag: String?
+        var freshUntil: Date
+    }
+
+    public nonisolated let url: URL
+    private let transport: any ServiceLocatorTransport
+    private let configuration: Configuration
+    private let clock: @Sendable () -> Date
+    private var cached: Cached?
+    private var lastAttempt: Date?
+    private var lastFailure: Date?
+    private var inFlight: Task<ServiceLocatorDocument, any Error>?
+
+    /// - Parameters:
+    ///   - url: where the gateway publishes the document (its `locator.path`).
+    ///   - transport: how to fetch it; `URLSession` by default.
+    ///   - clock: the time freshness is judged by; tests pass their own.
+    public init(
+        url: URL, transport: any ServiceLocatorTransport = URLSessionLocatorTransport(), configuration: Configuration = .init(),
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.url = url
+        self.transport = transport
+        self.configuration = configuration
+        self.clock = clock
+    }
+
+    /// The last good document, if one was ever fetched.
+    public var document: ServiceLocatorDocument? { cached?.document }
+
+    /// The URL of `service` at `version`.
+    ///
+    /// Uses the cached document while it is fresh and refreshes it when stale; if the refresh fails
+    /// the stale document answers. A service or version the document does not list triggers one
+    /// refresh (it may be newer than the document), then fails with
+    /// ``ServiceLocatorError/unknownEndpoint``.
+    public func url(for service: String, version: String) async throws -> URL {
+        try await endpoint(service: service, version: version).url
+    }
+
+    /// The whole entry of `service` at `version`, metadata included; see ``url(for:version:)``.
+    public func endpoint(service: String, version: String) async throws -> ServiceLocatorDocument.Endpoint {
+        var refreshed = false
+        if cached == nil || (clock() >= cached!.freshUntil && !recently(lastFailure)) {
+            do {
+                _ = try await refresh()
+                refreshed = true
+            } catch {
+                if cached == nil { throw error }
+            }
+        }
+        if let found = cached?.document.endpoint(service: service, version: version) { return found }
+        if !refreshed, !recently(lastAttempt) {
+            _ = try? await refresh()
+            if let found = cached?.document.endpoint(service: service, version: version) { return found }
+        }
+        throw ServiceLocatorError.unknownEndpoint(service: service, version: version)
+    }
+
+    /// Fetches the document now (conditionally, when one is cached), whatever its freshness.
+    ///
+    /// Concurrent callers share one fetch. On failure the last good document stays and the error
+    /// is thrown: a ``ServiceLocatorError`` (`unreachable`, `httpStatus` or `invalidDocument`).
+    @discardableResult
+    public func refresh() async throws -> ServiceLocatorDocument {
+        if let inFlight { return try await inFlight.value }
+        let task = Task { try await self.fetch() }
+        inFlight = task
+        defer { inFlight = nil }
+        return try await task.value
+    }
+
+    /// Whether `moment` lies within the minimum refresh interval before now.
+    private func recently(_ moment: Date?) -> Bool {
+        guard let moment else { return false }
+        return clock().timeIntervalSince(moment) < Self.seconds(configuration.minimumRefreshInterval)
+    }
+
+    private func fetch() async throws -> ServiceLocatorDocument {
+        do {
+            lastAttempt = clock()
+            let document = try await fetchOnce()
+            lastFailure = nil
+            return document
+        } catch {
+            lastFailure = clock()
+            throw error
+        }
+    }
+
+    private func fetchOnce() async throws -> ServiceLocatorDocument {
+        var headers = ["Accept": "application/json"]
+        if let etag = cached?.etag { headers["If-None-Match"] = etag }
+        let response: ServiceLocatorResponse
+        do {
+            response = try await transport.get(url, headers: headers)
+        } catch {
+            throw ServiceLocatorError.unreachable(error)
+        }
+        let freshUntil = clock().addingTimeInterval(lifetime(of: response))
+        switch response.status {
+        case 304 where cached != nil:
+            cached!.freshUntil = freshUntil
+            if let etag = response.header("etag") { cached!.etag = etag }
+            return cached!.document
+        case 200:
+            let document = try ServiceLocatorDocument.decode(response.body)
+            cached = Cached(document: document, etag: response.header("etag"), freshUntil: freshUntil)
+            return document
+        default:
+            throw ServiceLocatorError.httpStatus(response.status)
+        }
+    }
+
+    /// Seconds the response stays fresh (RFC 9111 §4.2): `max-age` less `Age`; none for
+    /// `no-cache` or `no-store`; the configured default without `Cache-Control`.
+    private func lifetime(of response: ServiceLocatorResponse) -> TimeInterval {
+        guard let cacheControl = response.header("cache-control") else { return Self.seconds(configuration.defaultMaxAge) }
+        var maxAge: TimeInterval?
+        for directive in cacheControl.split(separator: ",") {
+            let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            switch parts[0] {
+            case "no-cache", "no-store": return 0
+            case "max-age" where parts.count == 2: maxAge = TimeInterval(parts[1].trimmingCharacters(in: ["\""]))
+            default: continue
+            }
+        }
+        guard let maxAge else { return Self.seconds(configuration.defaultMaxAge) }
+        let age = response.header("age").flatMap(TimeInterval.init) ?? 0
+        return max(0, maxAge - age)
+    }
+
+    private static func seconds(_ duration: Duration) -> TimeInterval {
+        let (seconds, attoseconds) = duration.components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    }
+}

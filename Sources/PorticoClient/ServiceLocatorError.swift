@@ -1,0 +1,46 @@
+/// Why the service locator could not answer.
+public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConvertible {
+    private enum Reason: Sendable, Hashable {
+        case unreachable, httpStatus, invalidDocument, unknownEndpoint
+    }
+
+    private let reason: Reason
+    /// Words for a log line: what failed and, where known, why.
+    public let detail: String
+
+    private init(_ reason: Reason, _ detail: String) {
+        self.reason = reason
+        self.detail = detail
+    }
+
+    /// The document could not be fetched (no connection, a timeout, TLS failure).
+    public static let unreachable = ServiceLocatorError(.unreachable, "")
+    /// The locator answered with a status other than 200 or 304.
+    public static let httpStatus = ServiceLocatorError(.httpStatus, "")
+    /// The document is not valid JSON or does not have the locator's shape.
+    public static let invalidDocument = ServiceLocatorError(.invalidDocument, "")
+    /// The document (even after a refresh) does not list the requested service and version.
+    public static let unknownEndpoint = ServiceLocatorError(.unknownEndpoint, "")
+
+    static func unreachable(_ error: any Error) -> ServiceLocatorError {
+        ServiceLocatorError(.unreachable, "the service locator could not be fetched: \(error)")
+    }
+
+    static func httpStatus(_ status: Int) -> ServiceLocatorError {
+        ServiceLocatorError(.httpStatus, "the service locator answered HTTP \(status)")
+    }
+
+    static func invalidDocument(_ reason: String) -> ServiceLocatorError {
+        ServiceLocatorError(.invalidDocument, "the service locator document is invalid: \(reason)")
+    }
+
+    static func unknownEndpoint(service: String, version: String) -> ServiceLocatorError {
+        ServiceLocatorError(.unknownEndpoint, "the service locator lists no \(service) version \(version)")
+    }
+
+    public var description: String { detail.isEmpty ? "\(reason)" : detail }
+
+    /// Same reason, whatever the detail, so that `error == .unknownEndpoint` reads naturally.
+    public static func == (lhs: ServiceLocatorError, rhs: ServiceLocatorError) -> Bool { lhs.reason == rhs.reason }
+    public func hash(into hasher: inout Hasher) { hasher.combine(reason) }
+}

@@ -1,0 +1,59 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One answer to a locator fetch.
+public struct ServiceLocatorResponse: Sendable {
+    public var status: Int
+    /// Field names lowercased.
+    public var headers: [String: String]
+    public var body: Data
+
+    public init(status: Int, headers: [String: String], body: Data) {
+        self.status = status
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
+        self.body = body
+    }
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// How the locator client fetches its document. ``URLSessionLocatorTransport`` is the real one;
+/// an app with its own HTTP stack (or a test) supplies another.
+public protocol ServiceLocatorTransport: Sendable {
+    /// A GET of `url` with `headers`; throws only when no HTTP answer arrived.
+    func get(_ url: URL, headers: [String: String]) async throws -> ServiceLocatorResponse
+}
+
+/// Fetches with `URLSession`, with its own cache turned off: the locator client keeps the document
+/// and revalidates it with `If-None-Match` itself, so it must see the server's 304s.
+public struct URLSessionLocatorTransport: ServiceLocatorTransport {
+    private let session: URLSession
+    private let timeout: TimeInterval
+
+    public init(session: URLSession? = nil, timeout: TimeInterval = 10) {
+        if let session {
+            self.session = session
+        } else {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.urlCache = nil
+            configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            self.session = URLSession(configuration: configuration)
+        }
+        self.timeout = timeout
+    }
+
+    public func get(_ url: URL, headers: [String: String]) async throws -> ServiceLocatorResponse {
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await session.data(for: request)
+        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+        var fields: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            if let name = name as? String, let value = value as? String { fields[name] = value }
+        }
+        return ServiceLocatorResponse(status: http.statusCode, headers: fields, body: data)
+    }
+}
