@@ -18,6 +18,8 @@ public final class Gateway: Sendable {
     /// Lives as long as the gateway, across policy reloads, like every piece of state that must
     /// outlast a snapshot.
     private let nonces: any NonceStore
+    /// Rate-limit buckets and backend in-flight counts; like the nonces, they outlive reloads.
+    public let rateLimiter: RateLimiter
     private let logger: Logger
     private let state = NIOLockedValueBox(RunState())
 
@@ -35,11 +37,14 @@ public final class Gateway: Sendable {
     ///     by the policy's `upstream` section, shut down with the gateway.
     ///   - nonces: where signature nonces are remembered; by default in memory, bounded by the
     ///     policy's `signatures.nonceCacheSize` (read at start: a reload does not resize it).
+    ///   - rateLimiter: where rate-limit state lives; by default an ``InMemoryRateLimitStore``.
     public init(
         snapshot: PolicySnapshot, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        upstream: (any UpstreamClient)? = nil, nonces: (any NonceStore)? = nil, logger: Logger = Logger(label: "portico")
+        upstream: (any UpstreamClient)? = nil, nonces: (any NonceStore)? = nil, rateLimiter: RateLimiter = RateLimiter(),
+        logger: Logger = Logger(label: "portico")
     ) {
         self.nonces = nonces ?? InMemoryNonceStore(capacity: snapshot.policy.signatures.nonceCacheSize)
+        self.rateLimiter = rateLimiter
         self.store = PolicyStore(snapshot)
         self.group = group
         let sizing = snapshot.policy.upstream
@@ -81,7 +86,8 @@ public final class Gateway: Sendable {
             for listener in snapshot.listeners {
                 let tls = tlsStores[listener.name]
                 let services = GatewayServices(
-                    store: store, upstream: upstream, nonces: nonces, accessLogger: accessLogger, scheme: tls == nil ? "http" : "https")
+                    store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
+                    scheme: tls == nil ? "http" : "https")
                 let channel: any Channel
                 do {
                     channel = try await bootstrap(services: services, limits: limits, tls: tls)

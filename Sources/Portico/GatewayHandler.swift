@@ -12,11 +12,13 @@ struct GatewayServices: Sendable {
     let upstream: any UpstreamClient
     /// Nonces of accepted signatures; outlives policy reloads.
     let nonces: any NonceStore
+    /// Rate-limit buckets and backend concurrency; outlive policy reloads.
+    let rateLimiter: RateLimiter
     let accessLogger: Logger
     let scheme: String
 }
 
-/// Carries one request through the stages (route → handler) and its response back to the client.
+/// Carries one request through the stages (route → authenticate → rate-limit → handler) and its response back to the client.
 ///
 /// One per connection; requests arrive one at a time (NIO's pipelining handler holds back the next
 /// one until this response has ended), so the handler is always in exactly one ``Phase``.
@@ -55,6 +57,16 @@ final class GatewayHandler: ChannelInboundHandler {
         var credentialHeader: String?
         var task: (any UpstreamTask)?
         var responseStarted = false
+        /// The most restrictive rate limit that admitted the request, reported in the response.
+        var rateLimit: AppliedLimit?
+        /// The backend concurrency slot this exchange holds while forwarding.
+        var concurrencySlot: BackendConcurrency.Counter?
+
+        /// Gives the backend slot back, once, whichever way the exchange ended.
+        func releaseConcurrencySlot() {
+            concurrencySlot?.release()
+            concurrencySlot = nil
+        }
 
         init(serial: Int, head: HTTPRequestHead, requestID: String, snapshot: PolicySnapshot, keepAlive: Bool, record: AccessRecord) {
             self.serial = serial
@@ -151,6 +163,14 @@ final class GatewayHandler: ChannelInboundHandler {
             exchange!.backend = snapshot.backend(named: proxy.backend)
             exchange!.record.backend = proxy.backend
         }
+        let keyID = exchange!.record.keyID
+        let tier = keyID.flatMap { snapshot.policy.keys[$0]?.tier }.flatMap { snapshot.policy.tiers[$0] }
+        switch services.rateLimiter.admit(
+            service: routed.service.policy, tier: tier, keyID: keyID, clientAddress: clientAddress, backend: exchange!.backend)
+        {
+        case .failure(let problem): return answerEarly(problem, context: context)
+        case .success(let applied): exchange!.rateLimit = applied
+        }
         // RFC 9110 §10.1.1: a client waiting on `Expect: 100-continue` sends its body only when told.
         if let expectation = head.headers.first(name: "expect") {
             guard HeaderName.matches(expectation, "100-continue") else {
@@ -205,6 +225,7 @@ final class GatewayHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         if case .forwarding = phase, let exchange {
             exchange.task?.cancel()
+            exchange.releaseConcurrencySlot()
             exchange.record.failure = "client closed the connection"
             exchange.record.status = exchange.responseStarted ? exchange.record.status : 499
             log(exchange.record, snapshot: exchange.snapshot)
@@ -227,6 +248,13 @@ final class GatewayHandler: ChannelInboundHandler {
             writeProblem(.badGateway(backend: self.exchange?.proxy?.backend ?? "unknown"), context: context)
             return endResponse(requestEnded: true, closing: false, context: context)
         }
+        if let limit = backend.maxConcurrent {
+            guard let slot = services.rateLimiter.concurrency.acquire(backend.name, max: limit) else {
+                writeProblem(.backendBusy(backend: backend.name, limit: limit), context: context)
+                return endResponse(requestEnded: true, closing: false, context: context)
+            }
+            exchange.concurrencySlot = slot
+        }
         let request = ProxyForwarding.upstreamRequest(
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend,
             clientAddress: clientAddress, scheme: services.scheme, requestID: exchange.requestID, dropping: exchange.credentialHeader)
@@ -245,9 +273,13 @@ final class GatewayHandler: ChannelInboundHandler {
                 keepAlive = false  // an HTTP/1.0 client can only see the end of such a body as a close
             }
             exchange.keepAlive = keepAlive
-            let responseHead = ProxyForwarding.responseHead(
+            var responseHead = ProxyForwarding.responseHead(
                 head, version: exchange.head.version, requestID: exchange.requestID, apiVersion: exchange.routed!.version,
                 keepAlive: keepAlive)
+            if let limit = exchange.rateLimit {
+                responseHead.headers.add(name: "ratelimit-policy", value: limit.policyField)
+                responseHead.headers.add(name: "ratelimit", value: limit.statusField)
+            }
             exchange.record.status = responseHead.status.code
             exchange.responseStarted = true
             context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
@@ -263,6 +295,7 @@ final class GatewayHandler: ChannelInboundHandler {
                 context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
             }
         }
+        if events.result != nil { exchange.releaseConcurrencySlot() }
         switch events.result {
         case nil:
             context.flush()

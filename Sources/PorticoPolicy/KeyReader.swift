@@ -23,7 +23,7 @@ struct KeyReader {
     /// Shorter secrets are refused: 32 characters of base64url is 192 bits, the least `keygen` makes.
     static let minimumSecretLength = 32
 
-    func read(id: String, services: Set<String>) -> ClientKeyPolicy? {
+    func read(id: String, services: Set<String>, tiers: Set<String>) -> ClientKeyPolicy? {
         let known = ["secret", "secretFile", "secretEnv", "previousSecret", "status", "services", "tier", "demo"]
         guard let fields = value.fields(known: known) else { return nil }
         // Key ids travel in signature parameters (any string) and before the '.' of X-API-Key.
@@ -53,7 +53,15 @@ struct KeyReader {
                 return name
             }
         }
-        let tier = fields.optional("tier") { $0.nonEmptyString() }
+        let tier = fields.optional("tier") { value -> String? in
+            guard let name = value.nonEmptyString() else { return nil }
+            guard tiers.contains(name) else {
+                let known = tiers.sorted().joined(separator: ", ")
+                value.error("unknown tier \"\(name)\"; expected one of: \(known.isEmpty ? "(no tiers defined)" : known)")
+                return nil
+            }
+            return name
+        }
         if demo {
             value.warning("demo key: its secret is published with this policy; never let it guard real traffic")
         }

@@ -12,6 +12,8 @@ public struct Policy: Sendable {
     public var signatures: SignaturePolicy
     public var apiKeys: APIKeyPolicy
     public var keys: [String: ClientKeyPolicy]
+    /// Rate-limit tiers by name; a key's `tier` names one.
+    public var tiers: [String: TierPolicy] = [:]
 }
 
 /// A socket the gateway accepts connections on.
@@ -64,6 +66,11 @@ public struct BackendPolicy: Sendable, Hashable {
     public var connectTimeout: Duration = .seconds(2)
     /// Whole-exchange limit, from hand-off to curl until the last body byte.
     public var timeout: Duration = .seconds(30)
+    /// Requests the gateway sends this backend, counted over every service, key and facade that
+    /// uses it; over it, clients get 429.
+    public var rateLimit: RateLimitPolicy?
+    /// Requests in flight to this backend at once; one more gets 503.
+    public var maxConcurrent: Int?
 }
 
 /// A backend's base URL, split into what the proxy needs.
@@ -91,6 +98,8 @@ public struct ServicePolicy: Sendable, Hashable {
     /// The version served when a request names none.
     public var defaultVersion: DefaultVersion
     public var auth: AuthMode = .none
+    /// For requests no key authenticated (`auth: none`): each client address gets this limit.
+    public var addressRateLimit: RateLimitPolicy?
 }
 
 public enum DefaultVersion: Sendable, Hashable {

@@ -24,12 +24,18 @@ struct PolicyDocumentReader {
         let signatures = single("signatures", in: sections).flatMap(readSignatures) ?? SignaturePolicy()
         let apiKeys = single("apiKeys", in: sections).flatMap(readAPIKeys) ?? APIKeyPolicy()
         warnAboutClearTextKeys(listeners: listenerEntries, services: services.values.map(\.policy))
-        let keys = merged("keys", in: sections, namesChecked: false) { KeyReader(value: $0).read(id: $1, services: Set(services.keys)) }
+        let tiers = merged("tiers", in: sections) { readTier($0, name: $1, services: Set(services.keys)) }
+        // Keys are checked against every tier named, even one with mistakes of its own, so that a
+        // broken tier is reported once rather than again at each key that uses it.
+        let tierNames = Set(tiers.keys).union(names("tiers", in: sections))
+        let keys = merged("keys", in: sections, namesChecked: false) {
+            KeyReader(value: $0).read(id: $1, services: Set(services.keys), tiers: tierNames)
+        }
         guard sink.diagnostics.isEmpty else { return nil }
         return Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
             backends: backends.mapValues(\.policy), services: services.mapValues(\.policy),
-            signatures: signatures, apiKeys: apiKeys, keys: keys.mapValues(\.policy))
+            signatures: signatures, apiKeys: apiKeys, keys: keys.mapValues(\.policy), tiers: tiers.mapValues(\.policy))
     }
 
     /// A section that may appear in one file only.
@@ -60,6 +66,11 @@ struct PolicyDocumentReader {
             }
         }
         return result
+    }
+
+    /// The entry names of a merged section, read without reporting anything.
+    private func names(_ key: String, in sections: [String: [PolicyValue]]) -> [String] {
+        (sections[key] ?? []).flatMap { $0.mappingKeys() }
     }
 
     static func isValidName(_ name: String) -> Bool {
@@ -255,12 +266,15 @@ struct PolicyDocumentReader {
     }
 
     private func readBackend(_ value: PolicyValue, name: String) -> BackendPolicy? {
-        guard let fields = value.fields(known: ["url", "connectTimeout", "timeout"]) else { return nil }
+        guard let fields = value.fields(known: ["url", "connectTimeout", "timeout", "rateLimit", "maxConcurrent"]) else { return nil }
         let url = fields.required("url", readBackendURL)
         let connectTimeout = fields.optional("connectTimeout", default: Duration.seconds(2)) { $0.duration() }
         let timeout = fields.optional("timeout", default: Duration.seconds(30)) { $0.duration() }
+        let rateLimit = fields.optional("rateLimit", readRateLimit)
+        let maxConcurrent = fields.optional("maxConcurrent") { $0.int(in: 1...1_000_000) }
         guard let url else { return nil }
-        return BackendPolicy(name: name, url: url, connectTimeout: connectTimeout, timeout: timeout)
+        return BackendPolicy(
+            name: name, url: url, connectTimeout: connectTimeout, timeout: timeout, rateLimit: rateLimit, maxConcurrent: maxConcurrent)
     }
 
     private func readBackendURL(_ value: PolicyValue) -> BackendURL? {
@@ -289,7 +303,7 @@ struct PolicyDocumentReader {
     private func readService(
         _ value: PolicyValue, name: String, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> (ServicePolicy)? {
-        guard let fields = value.fields(known: ["path", "host", "auth", "versions", "default"]) else { return nil }
+        guard let fields = value.fields(known: ["path", "host", "auth", "versions", "default", "addressRateLimit"]) else { return nil }
         let path = fields.required("path", readServicePath)
         let host = fields.optional("host") { $0.nonEmptyString()?.lowercased() }
         let auth = fields.optional("auth", default: AuthMode.none) { $0.oneOf(AuthMode.allCases) }
@@ -320,8 +334,14 @@ struct PolicyDocumentReader {
                 defaultValue.error("expected \"latest\" or one of this service's versions (\(known)), found \(defaultValue.describe())")
             }
         }
+        let addressRateLimit = fields.optional("addressRateLimit", readRateLimit)
+        if addressRateLimit != nil, auth != .none, let limitValue = fields["addressRateLimit"] {
+            limitValue.warning("applies to unauthenticated requests only; with auth: \(auth.rawValue), the keys' tiers limit this service")
+        }
         guard let path else { return nil }
-        return ServicePolicy(name: name, path: path, host: host, versions: versions, defaultVersion: defaultVersion, auth: auth)
+        return ServicePolicy(
+            name: name, path: path, host: host, versions: versions, defaultVersion: defaultVersion, auth: auth,
+            addressRateLimit: addressRateLimit)
     }
 
     private func readServicePath(_ value: PolicyValue) -> String? {

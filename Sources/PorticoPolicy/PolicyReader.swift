@@ -77,6 +77,12 @@ struct PolicyValue {
         return result
     }
 
+    /// The keys of this mapping (none if it is not one), without reporting anything.
+    func mappingKeys() -> [String] {
+        guard case .mapping(let mapping) = node else { return [] }
+        return mapping.compactMap { $0.key.scalar?.string }
+    }
+
     /// The value under `key` of this mapping, without reporting anything (for locating a
     /// diagnostic found later, such as a duplicate route).
     func value(forKey key: String) -> PolicyValue? {

@@ -31,6 +31,8 @@ struct KeyPolicyTests {
         try Self.withDirectory([
             "gateway.yaml": Self.base,
             "keys.yaml": """
+            tiers:
+              standard: { rate: 50/s, burst: 20 }
             keys:
               from-file: { secretFile: secrets/app.secret, services: [signed], tier: standard }
               from-env: { secretEnv: PORTICO_TEST_SECRET, services: ["*"], status: revoked }

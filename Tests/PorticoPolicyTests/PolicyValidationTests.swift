@@ -39,11 +39,13 @@ struct PolicyValidationTests {
         BrokenCase(
             name: "unknown top-level key", yaml: listener + "servics: {}\n",
             expected: [
-                "p.yaml:3: servics: unknown key \"servics\"; expected one of: listeners, limits, upstream, accessLog, backends, services, signatures, apiKeys, keys"
+                "p.yaml:3: servics: unknown key \"servics\"; expected one of: listeners, limits, upstream, accessLog, backends, services, signatures, apiKeys, keys, tiers"
             ]),
         BrokenCase(
             name: "unknown key in a backend", yaml: listener + "backends:\n  quotes: { url: \"http://127.0.0.1:1\", tiemout: 5s }\n",
-            expected: ["p.yaml:4: backends.quotes.tiemout: unknown key \"tiemout\"; expected one of: url, connectTimeout, timeout"]),
+            expected: [
+                "p.yaml:4: backends.quotes.tiemout: unknown key \"tiemout\"; expected one of: url, connectTimeout, timeout, rateLimit, maxConcurrent"
+            ]),
         BrokenCase(
             name: "port of the wrong type", yaml: "listeners:\n  - { name: a, port: eighty }\n",
             expected: ["p.yaml:2: listeners.0.port: expected an integer, found eighty"]),

@@ -215,11 +215,13 @@ struct ProxyTests {
         while backend.requestsReceived == 0, ContinuousClock.now < inFlightBy { try await Task.sleep(for: .milliseconds(5)) }
         #expect(backend.requestsReceived == 1)
         async let stopped: Void = gateway.gateway.shutdown(gracePeriod: .seconds(5))
-        let response = try busy.readResponse()
+        let (response, busyClosed, idleClosed) = try await offThePool {
+            (try busy.readResponse(), busy.waitForClose(), idle.waitForClose())
+        }
         #expect(response.status == 200)
         #expect(response.json?["path"] as? String == "/base/v1/items/slow")
-        #expect(busy.waitForClose())
-        #expect(idle.waitForClose())
+        #expect(busyClosed)
+        #expect(idleClosed)
         await stopped
         #expect(throws: (any Error).self) { try gateway.connect().request("GET", "/api/1/things") }
         try await backend.shutdown()

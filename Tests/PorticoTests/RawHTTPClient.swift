@@ -6,7 +6,7 @@ import Glibc
 
 /// A deliberately simple blocking HTTP/1.1 client over a plain socket, so tests control every byte
 /// they send (malformed requests, half heads, pipelining) and see every byte the gateway answers.
-final class RawHTTPClient {
+final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a client
     struct Response {
         var status: Int
         var headers: [(String, String)]
@@ -51,6 +51,9 @@ final class RawHTTPClient {
     }
 
     deinit { close(fd) }
+
+    /// Hangs up, as a client that gives up waiting does (the descriptor is released with this object).
+    func hangUp() { shutdown(fd, Int32(SHUT_RDWR)) }
 
     func send(_ text: String) throws { try send(Array(text.utf8)) }
 

@@ -31,6 +31,8 @@ struct SignatureAuthTests {
             path: /keyed
             auth: apiKey
             versions: { 1: { proxy: { backend: echo } } }
+        tiers:
+          standard: { rate: 10000/s, burst: 10000 }
         keys:
           app-one: { secret: "\(appSecret)", demo: true, services: [signed, keyed], tier: standard }
           old-app: { secret: "\(revokedSecret)", demo: true, status: revoked, services: ["*"] }

@@ -15,18 +15,28 @@ struct TestGateway {
     /// With a `logger`, the access log is on and goes to it; without, it is off.
     /// With `tls` (a listener `tls` mapping), the listener serves HTTPS.
     static func start(policy: String, logger: Logger? = nil, tls: String? = nil) async throws -> TestGateway {
-        let text = """
-            listeners:
-              - { name: test, address: 127.0.0.1, port: 0\(tls.map { ", tls: \($0)" } ?? "") }
-            accessLog: { enabled: \(logger != nil) }
-            \(policy)
-            """
-        let snapshot = try PolicyLoader().load(sources: [(file: "test.yaml", text: text)])
+        let snapshot = try Self.snapshot(policy: policy, accessLog: logger != nil, tls: tls)
         var quiet = Logger(label: "portico.test")
         quiet.logLevel = .warning
         let gateway = Gateway(snapshot: snapshot, logger: logger ?? quiet)
         try await gateway.start()
         return TestGateway(gateway: gateway, port: gateway.boundPorts["test"]!)
+    }
+
+    /// The policy the gateway would load from `policy` plus its test listener.
+    static func snapshot(policy: String, accessLog: Bool = false, tls: String? = nil) throws -> PolicySnapshot {
+        let text = """
+            listeners:
+              - { name: test, address: 127.0.0.1, port: 0\(tls.map { ", tls: \($0)" } ?? "") }
+            accessLog: { enabled: \(accessLog) }
+            \(policy)
+            """
+        return try PolicyLoader().load(sources: [(file: "test.yaml", text: text)])
+    }
+
+    /// Installs a new policy for new requests, as a reload does (listeners stay as they are).
+    func reload(policy: String) throws {
+        gateway.store.replace(with: try Self.snapshot(policy: policy))
     }
 
     func shutdown() async { await gateway.shutdown() }
@@ -104,5 +114,16 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         let record = Record(level: event.level, message: event.message.description, metadata: merged)
         lock.withLock { storage.append(record) }
+    }
+}
+
+/// Runs blocking work (socket reads, waits for threads) on a thread of its own.
+///
+/// Swift's cooperative pool has as many threads as cores, two here. A test that blocks one of them
+/// for seconds, while other tests block the other, starves every task in the process, the
+/// gateway's own shutdown task among them: blocking waits that last belong here.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }
