@@ -20,7 +20,8 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "Portico",
-    platforms: [.macOS(.v14)],
+    // iOS for apps that add PorticoClient (Duration and async URLSession need iOS 16).
+    platforms: [.macOS(.v14), .iOS(.v16)],
     products: [
         .executable(name: "portico", targets: ["portico"]),
         .library(name: "Portico", targets: ["Portico"]),

@@ -4,6 +4,8 @@
 #   bench/run.sh [duration-seconds] [connections] [rounds]
 #   SIGNED=1 bench/run.sh ...   also runs Portico verifying an RFC 9421 signature on every request
 #   TLS=1 bench/run.sh ...      nginx and Portico both terminate TLS (the same certificate, keep-alive)
+#   LIMITS=1 bench/run.sh ...   also runs Portico with rate limits on (an address limit and a backend
+#                               rate limit and concurrency cap, all too high to refuse: their cost only)
 #
 # The backend is nginx answering a small JSON body from memory (so the backend costs the same for
 # both proxies). Each proxy forwards over keep-alive connections. wrk drives keep-alive load at
@@ -19,7 +21,9 @@ BACKEND_PORT=18190
 NGINX_PORT=18191
 PORTICO_PORT=18192
 SIGNED_PORT=18193
+LIMITS_PORT=18194
 SIGNED=${SIGNED:-0}
+LIMITS=${LIMITS:-0}
 TLS=${TLS:-0}
 SCHEME=http
 [ "$TLS" = 1 ] && SCHEME=https
@@ -133,6 +137,15 @@ keys:
   bench: { secretFile: $WORK/bench.secret, services: [stockQuote] }
 YAML
 
+# The same service with every kind of limit that applies to it: a bucket per client address, the
+# backend's rate limit and its concurrency cap. The limits are far above what wrk can send, so no
+# request is refused: what is measured is what checking them costs.
+mkdir -p "$WORK/limited-policies"
+sed -e "s/name: bench, address: 127.0.0.1, port: $PORTICO_PORT/name: bench, address: 127.0.0.1, port: $LIMITS_PORT/" \
+    -e "s|  quotes: { url: \"http://127.0.0.1:$BACKEND_PORT\", timeout: 5s }|  quotes: { url: \"http://127.0.0.1:$BACKEND_PORT\", timeout: 5s, rateLimit: { rate: 1000000000/s, burst: 1000000 }, maxConcurrent: 100000 }|" \
+    -e "s|    path: /api/{version}/stockquote|    path: /api/{version}/stockquote\n    addressRateLimit: { rate: 1000000000/s, burst: 1000000 }|" \
+    "$WORK/policies/bench.yaml" >"$WORK/limited-policies/bench.yaml"
+
 nginx -p "$WORK/backend" -c "$WORK/backend/nginx.conf" & PIDS+=($!)
 nginx -p "$WORK/proxy" -c "$WORK/proxy/nginx.conf" & PIDS+=($!)
 NGINX_PROXY_MASTER=$!
@@ -141,6 +154,10 @@ PORTICO_PID=$!
 if [ "$SIGNED" = 1 ]; then
   .build/release/portico serve --policies "$WORK/signed-policies" --log-level warning & PIDS+=($!)
   SIGNED_PID=$!
+fi
+if [ "$LIMITS" = 1 ]; then
+  .build/release/portico serve --policies "$WORK/limited-policies" --log-level warning & PIDS+=($!)
+  LIMITS_PID=$!
 fi
 sleep 1.5
 
@@ -170,6 +187,10 @@ if [ "$SIGNED" = 1 ]; then
   curl -fsS "${CURL_TLS[@]}" -H "${SIGNATURE[0]}" -H "${SIGNATURE[1]}" "$SIGNED_URL" >/dev/null || { echo "no answer from $SIGNED_URL" >&2; exit 1; }
   [ "$(curl -s "${CURL_TLS[@]}" -o /dev/null -w '%{http_code}' "$SIGNED_URL")" = 401 ] || { echo "$SIGNED_URL answers unsigned requests" >&2; exit 1; }
 fi
+if [ "$LIMITS" = 1 ]; then
+  LIMITS_URL="$SCHEME://localhost:$LIMITS_PORT$PATH_UNDER_TEST"
+  curl -fsS "${CURL_TLS[@]}" -D - -o /dev/null "$LIMITS_URL" | grep -qi '^ratelimit:' || { echo "$LIMITS_URL sends no RateLimit field" >&2; exit 1; }
+fi
 
 run_wrk() { # name round url pids...
   local name=$1 round=$2 url=$3; shift 3
@@ -189,11 +210,12 @@ for round in $(seq 1 "$ROUNDS"); do
   run_wrk nginx "$round" "$SCHEME://127.0.0.1:$NGINX_PORT$PATH_UNDER_TEST" $(nginx_proxy_pids)
   run_wrk portico "$round" "$SCHEME://127.0.0.1:$PORTICO_PORT$PATH_UNDER_TEST" $PORTICO_PID
   if [ "$SIGNED" = 1 ]; then run_wrk portico-sig "$round" "$SIGNED_URL" $SIGNED_PID; fi
+  if [ "$LIMITS" = 1 ]; then run_wrk portico-lim "$round" "$LIMITS_URL" $LIMITS_PID; fi
 done
 
-python3 - "$WORK" "$HZ" "$ROUNDS" "$SIGNED" <<'PY'
+python3 - "$WORK" "$HZ" "$ROUNDS" "$SIGNED" "$LIMITS" <<'PY'
 import re, statistics, sys
-work, hz, rounds, signed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+work, hz, rounds, signed, limits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
 cpu = {(name, int(r)): int(t) for name, r, t in (line.split() for line in open(f"{work}/cpu"))}
 def parse(name, r):
     text = open(f"{work}/{name}.{r}.wrk").read()
@@ -206,7 +228,7 @@ def parse(name, r):
         "errors": int(errors.group(1)) if errors else 0,
     }
 rows = {}
-for name in ("backend", "nginx", "portico") + (("portico-sig",) if signed else ()):
+for name in ("backend", "nginx", "portico") + (("portico-sig",) if signed else ()) + (("portico-lim",) if limits else ()):
     runs = sorted((parse(name, r) for r in range(1, rounds + 1)), key=lambda run: run["rps"])
     median = runs[len(runs) // 2]
     median["errors"] = sum(run["errors"] for run in runs)
@@ -225,4 +247,8 @@ if signed:
     s = rows["portico-sig"]
     print(f"Portico with signature auth/nginx: throughput {s['rps']/n['rps']:.2f}x, CPU per request {s['cpu']/n['cpu']:.2f}x"
           f" (verification adds {s['cpu'] - p['cpu']:.1f} µs of CPU per request)")
+if limits:
+    l = rows["portico-lim"]
+    print(f"Portico with rate limits/nginx: throughput {l['rps']/n['rps']:.2f}x, CPU per request {l['cpu']/n['cpu']:.2f}x"
+          f" (checking the limits adds {l['cpu'] - p['cpu']:.1f} µs of CPU per request)")
 PY

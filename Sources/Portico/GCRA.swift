@@ -60,14 +60,23 @@ public struct GCRAState: Sendable {
     private var tatNanos: Int64
     /// In `0 ..< limit.count`.
     private var tatFraction: Int64 = 0
+    /// The latest time this bucket has been asked at.
+    private var latest: Int64
 
     public init(limit: GCRALimit, now: Int64) {
         self.limit = limit
         self.tatNanos = now
+        self.latest = now
     }
 
     /// Admits or refuses one request arriving at `now` (monotonic nanoseconds).
-    public mutating func acquire(now: Int64) -> RateLimitDecision {
+    ///
+    /// Callers read the clock before they take the bucket's lock, so a thread preempted in between
+    /// arrives with an older `now` than one that came after it; the bucket uses the latest time it
+    /// has seen instead, or such a request would look early by the preemption and be refused.
+    public mutating func acquire(now reported: Int64) -> RateLimitDecision {
+        let now = max(reported, latest)
+        latest = now
         if tatNanos < now {
             tatNanos = now
             tatFraction = 0

@@ -70,6 +70,16 @@ struct GCRATests {
         #expect(!state.isIdle(at: 219_999_999))
     }
 
+    @Test("a request whose clock reading is older than the bucket's latest is judged at the latest time")
+    func staleClockReadings() {
+        // A tolerance of 1 ms: a thread preempted for 2 ms between reading the clock and taking the
+        // bucket must not be refused because another thread went first.
+        let limit = GCRALimit(count: 1_000_000_000, periodNanos: Self.second, burst: 1_000_000)
+        var state = GCRAState(limit: limit, now: 0)
+        #expect(state.acquire(now: 10_000_000).allowed)
+        #expect(state.acquire(now: 8_000_000).allowed)
+    }
+
     @Test("policy rates become the same integers whatever their unit")
     func fromPolicy() {
         #expect(

@@ -22,6 +22,15 @@ let package = Package(
             ],
             path: "Benchmarks/SignatureVerification",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        )
+        ),
+        .executableTarget(
+            name: "RateLimiting",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "Portico", package: "Portico"),
+            ],
+            path: "Benchmarks/RateLimiting",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ]
 )
