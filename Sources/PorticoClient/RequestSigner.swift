@@ -126,8 +126,7 @@ public struct RequestSigner: Sendable {
         let fields = [("host", authority)] + headers.filter { !replaced.contains($0.name.lowercased()) } + added
         let request = HTTPRequestParts(method: method, scheme: scheme, authority: authority, requestTarget: requestTarget, fields: fields)
 
-        let covered = coverage(
-            requestTarget: requestTarget, request: request, hasBody: added.contains { $0.name == "Content-Digest" })
+        let covered = coverage(of: request, hasBody: added.contains { $0.name == "Content-Digest" })
         let signed = try signature(for: request, covering: covered)
         return added + [("Signature-Input", signed.signatureInput), ("Signature", signed.signature)]
     }
@@ -154,12 +153,12 @@ public struct RequestSigner: Sendable {
 
     /// ``components``, then `@query`, `content-digest`, the identity fields and whichever
     /// ``coveredFields`` the request carries, each once.
-    private func coverage(requestTarget: String, request: HTTPRequestParts, hasBody: Bool) -> [ComponentIdentifier] {
+    private func coverage(of request: HTTPRequestParts, hasBody: Bool) -> [ComponentIdentifier] {
         var covered = components
         func add(_ component: ComponentIdentifier) {
             if !covered.contains(component) { covered.append(component) }
         }
-        if requestTarget.contains("?") { add(.query) }
+        if request.requestTarget.contains("?") { add(.query) }
         if hasBody { add(.field("content-digest")) }
         for field in identity?.fields ?? [] { add(.field(field.name)) }
         for name in coveredFields where !request.fieldValues(name.lowercased()).isEmpty { add(.field(name)) }
