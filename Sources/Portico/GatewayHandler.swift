@@ -146,6 +146,7 @@ final class GatewayHandler: ChannelInboundHandler {
         exchange!.record.version = routed.version
         exchange!.routed = routed
 
+        var tierName: String?
         if routed.service.policy.auth != .none {
             let authenticator = RequestAuthenticator(
                 policy: snapshot.policy, credentials: active.credentials, nonces: services.nonces, scheme: services.scheme)
@@ -154,6 +155,7 @@ final class GatewayHandler: ChannelInboundHandler {
             case .success(let authentication):
                 exchange!.record.keyID = authentication.keyID
                 exchange!.contentDigest = authentication.contentDigest
+                tierName = authentication.tier
                 if routed.service.policy.auth == .apiKey { exchange!.credentialHeader = snapshot.policy.apiKeys.header.lowercased() }
             }
         }
@@ -164,7 +166,7 @@ final class GatewayHandler: ChannelInboundHandler {
             exchange!.record.backend = proxy.backend
         }
         let keyID = exchange!.record.keyID
-        let tier = keyID.flatMap { snapshot.policy.keys[$0]?.tier }.flatMap { snapshot.policy.tiers[$0] }
+        let tier = tierName.flatMap { snapshot.policy.tiers[$0] }
         switch services.rateLimiter.admit(
             service: routed.service.policy, tier: tier, keyID: keyID, clientAddress: clientAddress, backend: exchange!.backend)
         {

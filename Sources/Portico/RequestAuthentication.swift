@@ -17,6 +17,8 @@ struct SignableRequestHead: SignableRequest {
 /// Who a request was authenticated as, and what is still to check once its body has arrived.
 struct Authentication {
     var keyID: String?
+    /// The key's rate-limit tier, if it has one (read here, where the key was looked up anyway).
+    var tier: String?
     /// The `Content-Digest` value to check against the whole body before anything is forwarded.
     var contentDigest: String?
 }
@@ -59,7 +61,7 @@ struct RequestAuthenticator {
         }
         guard let credential, matchesCurrent || matchesPrevious else { return .failure(.apiKeyInvalid(header: header)) }
         if let refusal = Self.authorize(credential.policy, service: service) { return .failure(refusal) }
-        return .success(Authentication(keyID: credential.policy.id))
+        return .success(Authentication(keyID: credential.policy.id, tier: credential.policy.tier))
     }
 
     /// `<key id>.<secret>`; key ids cannot contain '.', so the first one separates them.
@@ -138,7 +140,8 @@ struct RequestAuthenticator {
             case .full(let retryAfter): return .failure(.nonceStoreFull(retryAfter: retryAfter))
             }
         }
-        return .success(Authentication(keyID: keyID, contentDigest: head.headers.first(name: "content-digest")))
+        return .success(
+            Authentication(keyID: keyID, tier: credential.policy.tier, contentDigest: head.headers.first(name: "content-digest")))
     }
 
     /// The policy's components, plus `@query` when there is a query, `content-digest` when there is

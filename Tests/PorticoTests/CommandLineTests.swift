@@ -68,8 +68,7 @@ struct CommandLineTests {
 
     @Test("portico sign prints fields the gateway accepts, and never the secret")
     func sign() async throws {
-        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("portico-sign-\(UUID()).secret")
-        try (SignatureAuthTests.appSecret + "\n").write(to: secretFile, atomically: true, encoding: .utf8)
+        let secretFile = try Self.secretFile()
         defer { try? FileManager.default.removeItem(at: secretFile) }
         try await withGateway(policy: SignatureAuthTests.policy) { gateway, _ in
             let body = #"{"order": 7}"#
