@@ -100,6 +100,11 @@ public struct ServicePolicy: Sendable, Hashable {
     public var auth: AuthMode = .none
     /// For requests no key authenticated (`auth: none`): each client address gets this limit.
     public var addressRateLimit: RateLimitPolicy?
+    /// Whether a path segment may hold an encoded slash or backslash (`%2F`, `%5C`), forwarded as
+    /// is. Off by default: backends disagree on whether one separates segments, which is how a
+    /// request escapes the route it was checked against. Turn it on only for a backend that needs
+    /// such paths (resource names that contain slashes, say) and treats them as data.
+    public var allowEncodedSlashes: Bool = false
 }
 
 public enum DefaultVersion: Sendable, Hashable {

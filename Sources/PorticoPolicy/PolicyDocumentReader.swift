@@ -303,7 +303,8 @@ struct PolicyDocumentReader {
     private func readService(
         _ value: PolicyValue, name: String, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> (ServicePolicy)? {
-        guard let fields = value.fields(known: ["path", "host", "auth", "versions", "default", "addressRateLimit"]) else { return nil }
+        let known = ["path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes"]
+        guard let fields = value.fields(known: known) else { return nil }
         let path = fields.required("path", readServicePath)
         let host = fields.optional("host") { $0.nonEmptyString()?.lowercased() }
         let auth = fields.optional("auth", default: AuthMode.none) { $0.oneOf(AuthMode.allCases) }
@@ -335,13 +336,14 @@ struct PolicyDocumentReader {
             }
         }
         let addressRateLimit = fields.optional("addressRateLimit", readRateLimit)
+        let allowEncodedSlashes = fields.optional("allowEncodedSlashes", default: false) { $0.bool() }
         if addressRateLimit != nil, auth != .none, let limitValue = fields["addressRateLimit"] {
             limitValue.warning("applies to unauthenticated requests only; with auth: \(auth.rawValue), the keys' tiers limit this service")
         }
         guard let path else { return nil }
         return ServicePolicy(
             name: name, path: path, host: host, versions: versions, defaultVersion: defaultVersion, auth: auth,
-            addressRateLimit: addressRateLimit)
+            addressRateLimit: addressRateLimit, allowEncodedSlashes: allowEncodedSlashes)
     }
 
     private func readServicePath(_ value: PolicyValue) -> String? {
