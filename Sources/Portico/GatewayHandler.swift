@@ -31,7 +31,8 @@ final class GatewayHandler: ChannelInboundHandler {
         case idle
         /// A proxied request's body is being collected (bodies are forwarded whole).
         case receivingBody
-        /// Answered before the request ended (an error); the rest of the request is read and dropped.
+        /// Answered before the request ended (an error); the rest of a small body is read and
+        /// dropped so the connection can serve the next request (see ``maxDrainBytes``).
         case discardingBody
         /// Sent upstream; the response is awaited or streaming.
         case forwarding
@@ -46,6 +47,15 @@ final class GatewayHandler: ChannelInboundHandler {
         let requestID: String
         let snapshot: PolicySnapshot
         var keepAlive: Bool
+        /// The body length the head announced (`nil`: none announced, or chunked).
+        var declaredLength: Int?
+        /// Whether a body follows the head (announced length over zero, or chunked).
+        var expectsBody = false
+        /// An HTTP/1.1 client sent `Expect: 100-continue` and has not been told to go on: it may
+        /// never send its body, so a request answered early cannot be drained.
+        var awaitingContinue = false
+        /// Body bytes read and dropped after an early answer.
+        var drainedBytes = 0
         var record: AccessRecord
         var routed: RoutedRequest?
         var proxy: ProxyPolicy?
@@ -77,6 +87,12 @@ final class GatewayHandler: ChannelInboundHandler {
             self.record = record
         }
     }
+
+    /// The most of an unread body the gateway reads and throws away after answering early, so that
+    /// the connection can carry the next request. A longer body (or one whose client waits for
+    /// `100 Continue`) is not read at all: the answer says `Connection: close` and the connection
+    /// closes, which costs the client a new connection rather than the gateway an unbounded read.
+    static let maxDrainBytes = 64 * 1024
 
     private let services: GatewayServices
     /// The same connection's timeout handler, told where each request stands.
@@ -132,8 +148,16 @@ final class GatewayHandler: ChannelInboundHandler {
 
         let contentLength = head.headers.first(name: "content-length").flatMap(Int.init)
         let expectsBody = (contentLength ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
+        exchange!.declaredLength = contentLength
+        exchange!.expectsBody = expectsBody
+        // RFC 9110 §10.1.1: an HTTP/1.0 client's expectation is ignored (it cannot know `100`).
+        let expectation = head.version == .http1_1 ? head.headers.first(name: "expect") : nil
+        exchange!.awaitingContinue = expectation.map { HeaderName.matches($0, "100-continue") } ?? false
         timeouts.requestHeadReceived(expectsBody: expectsBody)
 
+        if let problem = Self.checkHost(head) {
+            return answerEarly(problem, context: context)
+        }
         if let contentLength, contentLength > limits.maxBodyBytes {
             return answerEarly(.bodyTooLarge(limit: limits.maxBodyBytes), context: context)
         }
@@ -173,17 +197,51 @@ final class GatewayHandler: ChannelInboundHandler {
         case .failure(let problem): return answerEarly(problem, context: context)
         case .success(let applied): exchange!.rateLimit = applied
         }
-        // RFC 9110 §10.1.1: a client waiting on `Expect: 100-continue` sends its body only when told.
-        if let expectation = head.headers.first(name: "expect") {
-            guard HeaderName.matches(expectation, "100-continue") else {
+        // RFC 9110 §10.1.1: a client waiting on `Expect: 100-continue` sends its body only when told,
+        // and is told only once the request has passed every check that needs no body.
+        if let expectation {
+            guard exchange!.awaitingContinue else {
                 return answerEarly(.expectationFailed(expectation), context: context)
             }
+            exchange!.awaitingContinue = false
             context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
         }
         phase = .receivingBody
     }
 
+    /// RFC 9112 §3.2: an HTTP/1.1 request carries exactly one `Host` field, an HTTP/1.0 one at most
+    /// one; its value is a URI authority (RFC 3986 §3.2.2), possibly empty.
+    static func checkHost(_ head: HTTPRequestHead) -> Problem? {
+        var count = 0
+        var value = ""
+        for (name, fieldValue) in head.headers where HeaderName.matches(name, "host") {
+            count += 1
+            value = fieldValue
+        }
+        if count > 1 { return .badRequest("The request has \(count) Host fields; send exactly one.") }
+        if count == 0 && head.version == .http1_1 { return .badRequest("An HTTP/1.1 request must carry a Host field.") }
+        let allowed = value.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            default:
+                "-._~!$&'()*+,;=:[]%".utf8.contains(byte)
+            }
+        }
+        return allowed ? nil : .badRequest("The Host field is not a valid authority (a host name or address and an optional port).")
+    }
+
     private func receivedBody(_ part: ByteBuffer, context: ChannelHandlerContext) {
+        if case .discardingBody = phase, let exchange {
+            exchange.drainedBytes += part.readableBytes
+            // A chunked body announces no length: stop reading once it is clearly not small.
+            if exchange.drainedBytes > Self.maxDrainBytes {
+                phase = .closed
+                self.exchange = nil
+                context.close(promise: nil)
+            }
+            return
+        }
         guard case .receivingBody = phase else { return }
         let limit = exchange!.snapshot.limits.maxBodyBytes
         let received = exchange!.body?.readableBytes ?? 0
@@ -324,18 +382,29 @@ final class GatewayHandler: ChannelInboundHandler {
 
     // MARK: Answers
 
-    /// Answers with a problem while the request may still be arriving.
+    /// Answers with a problem while the request's body may still be arriving.
+    ///
+    /// The connection stays open only if what is left of the body is small enough to read and drop
+    /// (``maxDrainBytes``) and the client is not waiting for `100 Continue`; the rest must arrive
+    /// within the head timeout, counted from now and not extended by each byte.
     private func answerEarly(_ problem: Problem, context: ChannelHandlerContext) {
-        writeProblem(problem, context: context)
-        endResponse(requestEnded: false, closing: problem.closesConnection, context: context)
+        let exchange = self.exchange!
+        var drainable = !exchange.expectsBody
+        if exchange.expectsBody && !exchange.awaitingContinue {
+            drainable = (exchange.declaredLength ?? 0) <= Self.maxDrainBytes
+        }
+        let closing = problem.closesConnection || !drainable
+        writeProblem(problem, closing: closing, context: context)
+        endResponse(requestEnded: false, closing: closing, context: context)
+        if !closing && exchange.expectsBody { timeouts.drainStarted() }
     }
 
     /// Writes a problem response's head and body; ``endResponse`` writes its end.
-    private func writeProblem(_ problem: Problem, context: ChannelHandlerContext) {
+    private func writeProblem(_ problem: Problem, closing: Bool = false, context: ChannelHandlerContext) {
         let exchange = self.exchange!
         let body = problem.body(requestID: exchange.requestID)
         var head = problem.head(requestID: exchange.requestID, contentLength: body.readableBytes, version: exchange.head.version)
-        if !exchange.keepAlive && !problem.closesConnection { head.headers.add(name: "connection", value: "close") }
+        if (closing || !exchange.keepAlive) && !problem.closesConnection { head.headers.add(name: "connection", value: "close") }
         exchange.record.status = problem.status.code
         exchange.record.bytesSent = body.readableBytes
         context.write(wrapOutboundOut(.head(head)), promise: nil)
