@@ -171,6 +171,7 @@ final class GatewayHandler: ChannelInboundHandler {
         exchange!.routed = routed
 
         var tierName: String?
+        var nonce: PendingNonce?
         if routed.service.policy.auth != .none {
             let authenticator = RequestAuthenticator(
                 policy: snapshot.policy, credentials: active.credentials, nonces: services.nonces, scheme: services.scheme)
@@ -180,6 +181,7 @@ final class GatewayHandler: ChannelInboundHandler {
                 exchange!.record.keyID = authentication.keyID
                 exchange!.contentDigest = authentication.contentDigest
                 tierName = authentication.tier
+                nonce = authentication.nonce
                 if routed.service.policy.auth == .apiKey { exchange!.credentialHeader = snapshot.policy.apiKeys.header.lowercased() }
             }
         }
@@ -196,6 +198,10 @@ final class GatewayHandler: ChannelInboundHandler {
         {
         case .failure(let problem): return answerEarly(problem, context: context)
         case .success(let applied): exchange!.rateLimit = applied
+        }
+        // Only now, with the key's own limit passed, does its nonce take room in the shared store.
+        if let nonce, let problem = nonce.record(in: services.nonces, now: RequestAuthenticator.now()) {
+            return answerEarly(problem, context: context)
         }
         // RFC 9110 §10.1.1: a client waiting on `Expect: 100-continue` sends its body only when told,
         // and is told only once the request has passed every check that needs no body.

@@ -222,7 +222,7 @@ struct PolicyDocumentReader {
     }
 
     private func readSignatures(_ value: PolicyValue) -> SignaturePolicy? {
-        let known = ["maxClockSkew", "requireNonce", "label", "requiredComponents", "nonceCacheSize"]
+        let known = ["maxClockSkew", "requireNonce", "label", "requiredComponents", "nonceCacheSize", "defaultNonceQuota"]
         guard let fields = value.fields(known: known) else { return nil }
         var policy = SignaturePolicy()
         policy.maxClockSkew = fields.optional("maxClockSkew", default: policy.maxClockSkew) { $0.duration() }
@@ -248,6 +248,7 @@ struct PolicyDocumentReader {
             }
         }
         policy.nonceCacheSize = fields.optional("nonceCacheSize", default: policy.nonceCacheSize) { $0.int(in: 16...100_000_000) }
+        policy.defaultNonceQuota = fields.optional("defaultNonceQuota") { $0.int(in: 1...100_000_000) }
         return policy
     }
 
