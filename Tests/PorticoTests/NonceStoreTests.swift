@@ -110,7 +110,8 @@ struct NonceStoreTests {
         let inserted = await withTaskGroup(of: Int.self) { group in
             for task in 0..<8 {
                 group.addTask {
-                    (0..<50).filter { store.insert(keyID: "k\(task)", nonce: "n\($0)", expiry: 200, now: 100, quota: 1000) == .inserted }.count
+                    (0..<50).filter { store.insert(keyID: "k\(task)", nonce: "n\($0)", expiry: 200, now: 100, quota: 1000) == .inserted }
+                        .count
                 }
             }
             return await group.reduce(0, +)
