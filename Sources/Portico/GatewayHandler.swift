@@ -101,6 +101,8 @@ final class GatewayHandler: ChannelInboundHandler {
     private var exchange: Exchange?
     private var serial = 0
     private var clientAddress: String?
+    /// What the per-address rate limit counts this client as (its /64 for IPv6).
+    private var addressSubject: String?
     /// What the TLS handshake established (nil on a plain-HTTP listener), including the verified
     /// client certificate's subject for later stages and the access log.
     private var tls: TLSConnectionInfo?
@@ -112,6 +114,7 @@ final class GatewayHandler: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         clientAddress = context.channel.remoteAddress?.ipAddress
+        addressSubject = ClientAddress.rateLimitSubject(context.channel.remoteAddress)
     }
 
     // MARK: Inbound
@@ -194,7 +197,7 @@ final class GatewayHandler: ChannelInboundHandler {
         let keyID = exchange!.record.keyID
         let tier = tierName.flatMap { snapshot.policy.tiers[$0] }
         switch services.rateLimiter.admit(
-            service: routed.service.policy, tier: tier, keyID: keyID, clientAddress: clientAddress, backend: exchange!.backend)
+            service: routed.service.policy, tier: tier, keyID: keyID, clientAddress: addressSubject, backend: exchange!.backend)
         {
         case .failure(let problem): return answerEarly(problem, context: context)
         case .success(let applied): exchange!.rateLimit = applied

@@ -40,6 +40,9 @@ public struct LimitsPolicy: Sendable, Hashable {
     public var headTimeout: Duration = .seconds(10)
     /// How long a keep-alive connection may sit between requests before the gateway closes it.
     public var idleTimeout: Duration = .seconds(60)
+    /// Client connections one listener keeps open at once; one more is closed as soon as it is
+    /// accepted, so a flood of connections cannot use up the process's file descriptors.
+    public var maxConnections: Int = 10_000
 }
 
 /// How the libcurl driver is sized.
