@@ -32,10 +32,28 @@ struct PolicyDocumentReader {
             KeyReader(value: $0).read(id: $1, services: Set(services.keys), tiers: tierNames)
         }
         guard sink.diagnostics.isEmpty else { return nil }
-        return Policy(
+        let policy = Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
             backends: backends.mapValues(\.policy), services: services.mapValues(\.policy),
             signatures: signatures, apiKeys: apiKeys, keys: keys.mapValues(\.policy), tiers: tiers.mapValues(\.policy))
+        warnAboutWholeStoreShares(policy, tiers: tiers)
+        return policy
+    }
+
+    /// A key's share of the nonce store is capped at the whole store; a tier whose limits would
+    /// let one key fill it protects other keys only through its rate limit.
+    private func warnAboutWholeStoreShares(_ policy: Policy, tiers: [String: (policy: TierPolicy, value: PolicyValue)]) {
+        let capacity = policy.signatures.nonceCacheSize
+        for (name, tier) in tiers.sorted(by: { $0.key < $1.key }) {
+            let keys = policy.keys.values.filter { $0.tier == name }
+            guard let key = keys.max(by: { policy.nonceQuota(for: $0) < policy.nonceQuota(for: $1) }),
+                policy.nonceQuota(for: key) >= capacity
+            else { continue }
+            let cause = tier.policy.nonceQuota == nil ? "its limits admit" : "its nonceQuota allows"
+            tier.value.warning(
+                "one key of this tier may hold the whole nonce store (\(cause) at least signatures.nonceCacheSize = \(capacity) live nonces); set a smaller nonceQuota or raise nonceCacheSize"
+            )
+        }
     }
 
     /// A section that may appear in one file only.
