@@ -23,6 +23,10 @@ public final class ScriptedBackend: Sendable {
         /// Writes and flushes these bytes in one write, so bytes of one step reach the socket
         /// together (a test relies on this to put a body's last byte and the excess in one segment).
         case send(ByteBuffer)
+        /// Waits before the next step. Only shapes the stream (the steps before it usually reach the
+        /// client in a read of their own): nothing guarantees when the client reads, so no test may
+        /// depend on it for its outcome.
+        case pause(TimeAmount)
         /// Closes the connection; later steps and requests are ignored.
         case close
 
@@ -131,10 +135,19 @@ final class ScriptedBackendHandler: ChannelInboundHandler {
         }
         let request = ScriptedRequest(
             method: requestLine.first.map(String.init) ?? "", target: requestLine.dropFirst().first.map(String.init) ?? "")
-        for step in script(request) {
+        perform(script(request)[...], context: context)
+    }
+
+    private func perform(_ steps: ArraySlice<ScriptedBackend.Step>, context: ChannelHandlerContext) {
+        for (index, step) in zip(steps.indices, steps) {
+            guard !closed else { return }
             switch step {
             case .send(let bytes):
                 context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+            case .pause(let delay):
+                let rest = steps[(index + 1)...]
+                context.eventLoop.assumeIsolated().scheduleTask(in: delay) { self.perform(rest, context: context) }
+                return
             case .close:
                 closed = true
                 context.close(promise: nil)
@@ -144,6 +157,7 @@ final class ScriptedBackendHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        closed = true
         counters.closed.wrappingAdd(1, ordering: .relaxed)
         context.fireChannelInactive()
     }

@@ -71,9 +71,9 @@ func exchange(_ client: CurlUpstreamClient, _ request: UpstreamRequest, on loop:
         return NIOLoopBound(collector, eventLoop: loop)
     }.get()
     return try await loop.flatSubmit {
-        let value = collector.value
-        return value.done.futureResult.map {
-            Outcome(
+        collector.value.done.futureResult.map {
+            let value = collector.value
+            return Outcome(
                 head: value.head, body: value.body, result: value.result, deliveries: value.deliveries,
                 headDelivery: value.headDelivery)
         }
