@@ -27,6 +27,9 @@ public final class ScriptedBackend: Sendable {
         /// client in a read of their own): nothing guarantees when the client reads, so no test may
         /// depend on it for its outcome.
         case pause(TimeAmount)
+        /// Waits for `future` (a test's promise) before the next step, to write at a moment the test
+        /// chooses, such as after the client has finished reading the response.
+        case after(EventLoopFuture<Void>)
         /// Closes the connection; later steps and requests are ignored.
         case close
 
@@ -52,6 +55,7 @@ public final class ScriptedBackend: Sendable {
         let accepted = Atomic<Int>(0)
         let closed = Atomic<Int>(0)
         let requests = Atomic<Int>(0)
+        let bytesSent = Atomic<Int>(0)
     }
 
     /// Connections accepted so far.
@@ -60,6 +64,20 @@ public final class ScriptedBackend: Sendable {
     public var connectionsClosed: Int { counters.closed.load(ordering: .relaxed) }
     /// Request heads read so far.
     public var requestsReceived: Int { counters.requests.load(ordering: .relaxed) }
+    /// Bytes of `send` steps the socket has taken so far (on loopback: the client can read them).
+    public var bytesSent: Int { counters.bytesSent.load(ordering: .relaxed) }
+
+    /// Waits until `condition` holds for this backend's counters, checking every 20 ms at most
+    /// `tries` times (10 s by default); false if it never did. For tests waiting on what another
+    /// thread does to the backend: the bound only keeps a broken test from hanging, and nothing may
+    /// be concluded from how long the wait took.
+    public func waitUntil(tries: Int = 500, _ condition: (ScriptedBackend) -> Bool) async throws -> Bool {
+        for _ in 0..<tries {
+            if condition(self) { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return condition(self)
+    }
 
     private init(port: Int, channel: any Channel, counters: Counters) {
         self.port = port
@@ -143,10 +161,16 @@ final class ScriptedBackendHandler: ChannelInboundHandler {
             guard !closed else { return }
             switch step {
             case .send(let bytes):
-                context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+                let count = bytes.readableBytes
+                let counters = self.counters
+                context.writeAndFlush(wrapOutboundOut(bytes)).whenSuccess { counters.bytesSent.wrappingAdd(count, ordering: .relaxed) }
             case .pause(let delay):
                 let rest = steps[(index + 1)...]
                 context.eventLoop.assumeIsolated().scheduleTask(in: delay) { self.perform(rest, context: context) }
+                return
+            case .after(let future):
+                let rest = steps[(index + 1)...]
+                future.hop(to: context.eventLoop).assumeIsolated().whenComplete { _ in self.perform(rest, context: context) }
                 return
             case .close:
                 closed = true

@@ -212,11 +212,40 @@ final class CurlTransfer {
     }
 
     /// Pre-request callback: libcurl has a connection for this transfer, new or reused, and is about
-    /// to send the request on it.
-    func connectionReady(_ connection: BackendSockets.Connection) {
-        guard peeksForExcess else { return }
+    /// to send the request on it. Returns false to abort the transfer before the request is sent.
+    func connectionReady(_ connection: BackendSockets.Connection) -> Bool {
+        guard peeksForExcess else { return true }
+        let reused = openedSockets.isEmpty
         socket = sockets.socket(for: connection, opened: openedSockets)
         openedSockets.removeAll()
+        // Bytes waiting on an idle connection answer no request: most likely the rest of an earlier
+        // response that overran its framing after its exchange had ended. libcurl 7.88 would read
+        // them as this request's response.
+        if reused, let socket, BackendSockets.hasPendingBytes(socket) {
+            framingFailure = UpstreamError(.badResponse, detail: "backend sent bytes on an idle connection")
+            foundStaleConnection = true
+            return false
+        }
+        return true
+    }
+
+    /// Whether the transfer was aborted, its request unsent, because its connection held stale bytes.
+    private var foundStaleConnection = false
+    /// Whether it has been started again for that reason already.
+    private var restarted = false
+
+    /// After a transfer ended: whether to start it again, once, because it was aborted before its
+    /// request was sent on a connection holding stale bytes. Nothing was sent, so this is safe for
+    /// any method; the aborted transfer made libcurl close that connection. Resets what the first
+    /// attempt recorded.
+    func restartsAfterStaleConnection() -> Bool {
+        guard foundStaleConnection, !restarted else { return false }
+        restarted = true
+        foundStaleConnection = false
+        framingFailure = nil
+        socket = nil
+        errorBuffer[0] = 0
+        return true
     }
 
     /// Whether bytes wait on the backend connection right now. Called when the response has just

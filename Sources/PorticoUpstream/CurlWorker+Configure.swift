@@ -46,8 +46,8 @@ private let preRequestCallback: portico_curl_prereq_callback = { userdata, peerA
     guard let userdata, let peerAddress else { return CURL_PREREQFUNC_OK }
     let connection = BackendSockets.Connection(
         localPort: Int(localPort), peerPort: Int(peerPort), peerAddress: String(cString: peerAddress))
-    Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue().connectionReady(connection)
-    return CURL_PREREQFUNC_OK
+    let ready = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue().connectionReady(connection)
+    return ready ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT
 }
 
 /// Only libcurl's informational text is read (see ``CurlTransfer/libcurlSaid(_:)``); the header and

@@ -145,6 +145,13 @@ final class CurlWorker: @unchecked Sendable {
             _ = portico_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &privateData)
             guard let privateData else { continue }
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(privateData).takeUnretainedValue()
+            if transfer.restartsAfterStaleConnection() {
+                // Same handle, same options: libcurl picks another connection or opens one.
+                curl_multi_remove_handle(multi, easy)
+                if curl_multi_add_handle(multi, easy) == CURLM_OK { continue }
+                finish(transfer.id, result: .failure(UpstreamError(.badResponse, detail: "could not restart the exchange")), added: false)
+                continue
+            }
             finish(transfer.id, result: result(of: transfer, code: code, easy: easy))
         }
     }

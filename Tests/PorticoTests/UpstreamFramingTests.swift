@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOPosix
 import PorticoDemoBackends
 import Testing
 
@@ -128,6 +129,23 @@ struct UpstreamFramingTests {
             }
             #expect(received < length)
             try expectStillServing(try gateway.connect())
+        }
+    }
+
+    @Test("a response a backend sends unasked on an idle connection never reaches a client")
+    func unaskedResponse() async throws {
+        let first = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst"
+        let injected = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil"
+        let later = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: Void.self)
+        defer { later.succeed() }
+        try await withBackend([.text(first), .after(later.futureResult), .text(injected)]) { gateway, backend in
+            let client = try gateway.connect()
+            #expect(try client.request("GET", "/inventory/first").bodyText == "first")
+            // Only once that exchange is over does the backend send a response nobody asked for.
+            later.succeed()
+            try #require(try await backend.waitUntil { $0.bytesSent == first.utf8.count + injected.utf8.count })
+            try expectStillServing(client)
+            #expect(backend.connectionsAccepted == 2)
         }
     }
 

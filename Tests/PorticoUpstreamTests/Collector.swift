@@ -1,6 +1,4 @@
 import NIOCore
-import NIOPosix
-import Testing
 
 @testable import PorticoUpstream
 
@@ -78,15 +76,4 @@ func exchange(_ client: CurlUpstreamClient, _ request: UpstreamRequest, on loop:
                 headDelivery: value.headDelivery)
         }
     }.get()
-}
-
-/// Waits until `condition` holds, checking every 20 ms at most `tries` times (10 s by default);
-/// false if it never did. For events another thread causes: the bound only keeps a broken test
-/// from hanging, and nothing is concluded from how long the wait took.
-func eventually(tries: Int = 500, _ condition: () async throws -> Bool) async throws -> Bool {
-    for _ in 0..<tries {
-        if try await condition() { return true }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
 }

@@ -133,13 +133,13 @@ struct CurlUpstreamClientTests {
                 handler: collector)
             return NIOLoopBound(collector, eventLoop: loop)
         }.get()
-        try #require(try await eventually { server.requestsReceived == 1 }, "the request never reached the backend")
+        try #require(try await server.waitUntil { $0.requestsReceived == 1 }, "the request never reached the backend")
         #expect(server.connectionsClosed == 0)
 
         try await loop.submit { bound.value.task?.cancel() }.get()
         // The backend sees the connection close: the cancel reached libcurl, which dropped it (the
         // timeout is far beyond the wait's bound, so nothing else could have closed it).
-        #expect(try await eventually { server.connectionsClosed == 1 }, "the backend connection stayed open after cancel()")
+        #expect(try await server.waitUntil { $0.connectionsClosed == 1 }, "the backend connection stayed open after cancel()")
         // Anything the curl thread shipped before it hung up was queued on the loop before this.
         #expect(try await loop.submit { bound.value.deliveries }.get() == 0)
         try await loop.submit { bound.value.done.succeed() }.get()

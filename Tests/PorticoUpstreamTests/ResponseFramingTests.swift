@@ -150,6 +150,34 @@ struct ResponseFramingTests {
         #expect(connections == 2)
     }
 
+    @Test("bytes a backend sends on an idle connection are not read as the next exchange's response")
+    func staleBytesOnIdleConnection() async throws {
+        let first = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst"
+        let injected = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil"
+        let later = group.next().makePromise(of: Void.self)
+        defer { later.succeed() }
+        let backend = try await ScriptedBackend.start { request in
+            request.target == "/first" ? [.text(first), .after(later.futureResult), .text(injected)] : [.text(Self.okResponse)]
+        }
+        let client = CurlUpstreamClient()
+        defer { client.shutdown() }
+        let url = "http://127.0.0.1:\(backend.port)"
+        let one = try await exchange(client, UpstreamRequest(method: "GET", url: url + "/first"), on: group.next())
+        #expect(one.succeeded)
+        #expect(String(buffer: one.body) == "first")
+
+        // Only once that exchange is over does the backend send a response nobody asked for.
+        later.succeed()
+        try #require(try await backend.waitUntil { $0.bytesSent == first.utf8.count + injected.utf8.count })
+        let two = try await exchange(client, UpstreamRequest(method: "GET", url: url + "/ok"), on: group.next())
+        #expect(two.succeeded)
+        #expect(String(buffer: two.body) == "ok")
+        // The pooled connection was given up before the request was sent, and the exchange ran on a new one.
+        #expect(backend.connectionsAccepted == 2)
+        #expect(backend.requestsReceived == 2)
+        try await backend.shutdown()
+    }
+
     // MARK: Well-framed responses
 
     @Test("a small response arrives with its checked length, as head, body and end in one delivery")
