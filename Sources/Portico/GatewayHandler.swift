@@ -338,7 +338,7 @@ final class GatewayHandler: ChannelInboundHandler {
         guard case .forwarding = phase, let exchange, exchange.serial == serial else { return }
         if let head = events.head {
             var keepAlive = exchange.keepAlive
-            if exchange.head.version == .http1_0 && !head.headers.contains(where: { HeaderName.matches($0.name, "content-length") }) {
+            if exchange.head.version == .http1_0 && head.contentLength == nil {
                 keepAlive = false  // an HTTP/1.0 client can only see the end of such a body as a close
             }
             exchange.keepAlive = keepAlive
