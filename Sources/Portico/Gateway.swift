@@ -190,7 +190,10 @@ public final class Gateway: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         let remaining = state.withLockedValue { Array($0.connections.values) }
-        for connection in remaining { try? await connection.close() }
+        // All at once: a TLS connection may wait up to its close deadline for close_notify, and
+        // those waits must not add up. Then wait until each is gone (and so no longer counted).
+        for connection in remaining { connection.close(promise: nil) }
+        for connection in remaining { try? await connection.closeFuture.get() }
         upstream.shutdown()
     }
 }
