@@ -128,6 +128,7 @@ public final class Gateway: Sendable {
         let decoderLimitsValue = decoderLimits
         let headTimeout = TimeAmount(limits.headTimeout)
         let idleTimeout = TimeAmount(limits.idleTimeout)
+        let sendTimeout = TimeAmount(limits.sendTimeout)
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -141,7 +142,8 @@ public final class Gateway: Sendable {
                         guard let handler = TLSServerHandler(context: tls.current) else { throw TLSError.setupFailed }
                         try pipeline.addHandler(handler)
                     }
-                    let timeouts = ConnectionTimeoutHandler(headTimeout: headTimeout, idleTimeout: idleTimeout)
+                    let timeouts = ConnectionTimeoutHandler(
+                        headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout)
                     try pipeline.addHandler(timeouts)
                     try pipeline.configureHTTPServerPipeline(
                         withPipeliningAssistance: true, withErrorHandling: false,

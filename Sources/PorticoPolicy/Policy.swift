@@ -40,6 +40,10 @@ public struct LimitsPolicy: Sendable, Hashable {
     public var headTimeout: Duration = .seconds(10)
     /// How long a keep-alive connection may sit between requests before the gateway closes it.
     public var idleTimeout: Duration = .seconds(60)
+    /// How long response bytes may wait to be written without any progress (a write completing)
+    /// before the connection is closed at once. A client that stops reading would otherwise hold its
+    /// connection and the bytes queued for it for ever. 60 s, like nginx's `send_timeout`.
+    public var sendTimeout: Duration = .seconds(60)
 }
 
 /// How the libcurl driver is sized.

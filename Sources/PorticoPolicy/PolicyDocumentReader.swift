@@ -182,9 +182,8 @@ struct PolicyDocumentReader {
     }
 
     private func readLimits(_ value: PolicyValue) -> LimitsPolicy? {
-        guard let fields = value.fields(known: ["maxBodyBytes", "maxHeadBytes", "maxHeaderCount", "headTimeout", "idleTimeout"]) else {
-            return nil
-        }
+        let known = ["maxBodyBytes", "maxHeadBytes", "maxHeaderCount", "headTimeout", "idleTimeout", "sendTimeout"]
+        guard let fields = value.fields(known: known) else { return nil }
         var limits = LimitsPolicy()
         limits.maxBodyBytes = fields.optional("maxBodyBytes", default: limits.maxBodyBytes) { $0.byteCount() }
         limits.maxHeadBytes = fields.optional("maxHeadBytes", default: limits.maxHeadBytes) { value in
@@ -198,6 +197,7 @@ struct PolicyDocumentReader {
         limits.maxHeaderCount = fields.optional("maxHeaderCount", default: limits.maxHeaderCount) { $0.int(in: 1...10_000) }
         limits.headTimeout = fields.optional("headTimeout", default: limits.headTimeout) { $0.duration() }
         limits.idleTimeout = fields.optional("idleTimeout", default: limits.idleTimeout) { $0.duration() }
+        limits.sendTimeout = fields.optional("sendTimeout", default: limits.sendTimeout) { $0.duration() }
         return limits
     }
 

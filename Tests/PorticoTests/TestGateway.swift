@@ -42,8 +42,8 @@ struct TestGateway {
     func shutdown() async { await gateway.shutdown() }
 
     /// A fresh raw connection to the gateway.
-    func connect(receiveTimeout: Double = 10) throws -> RawHTTPClient {
-        try RawHTTPClient(port: port, receiveTimeout: receiveTimeout)
+    func connect(receiveTimeout: Double = 10, socketOptions: RawHTTPClient.SocketOptions = .init()) throws -> RawHTTPClient {
+        try RawHTTPClient(port: port, receiveTimeout: receiveTimeout, socketOptions: socketOptions)
     }
 }
 
