@@ -21,9 +21,13 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
 
     struct ClosedError: Error {}
     struct TimeoutError: Error {}
+    /// What arrived is not an HTTP/1.1 status line.
+    struct MalformedResponseError: Error {}
 
     private let fd: Int32
     private var buffer: [UInt8] = []
+    /// Bytes received since the connection opened, consumed or not.
+    private(set) var receivedBytes = 0
 
     init(port: Int, receiveTimeout: Double = 10, socketOptions: SocketOptions = SocketOptions()) throws {
         guard let fd = Self.connectLoopback(port: port, receiveTimeout: receiveTimeout, options: socketOptions) else {
@@ -98,8 +102,16 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
             throw ClosedError()
         }
         if count == 0 { return false }
+        receivedBytes += count
         buffer.append(contentsOf: chunk[0..<count])
         return true
+    }
+
+    /// Whether bytes, an EOF or an error wait to be read now (without blocking).
+    func hasInput() -> Bool {
+        if !buffer.isEmpty { return true }
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) > 0
     }
 
     /// True when the peer closed the connection (reads EOF) before `timeout`.
@@ -141,7 +153,7 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
     func readResponse(headRequest: Bool = false, bodySink: (([UInt8]) -> Void)? = nil) throws -> Response {
         let statusLine = try readLine()
         let parts = statusLine.split(separator: " ")
-        guard parts.count >= 2, let status = Int(parts[1]) else { throw ClosedError() }
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else { throw MalformedResponseError() }
         var headers: [(String, String)] = []
         while true {
             let line = try readLine()
