@@ -214,7 +214,8 @@ struct ProxyTests {
         try busy.send("GET /api/1/things/slow HTTP/1.1\r\nHost: t\r\n\r\n")
         // Shut down only once the request is in flight (the backend has it), however loaded the machine.
         #expect(await eventually { backend.requestsReceived == 1 })
-        async let stopped: Void = gateway.gateway.shutdown(gracePeriod: .seconds(5))
+        // A grace period far longer than the request needs: shutdown ends as soon as it is answered.
+        async let stopped: Void = gateway.gateway.shutdown(gracePeriod: .seconds(60))
         let (response, busyClosed, idleClosed) = try await offThePool {
             (try busy.readResponse(), busy.waitForClose(), idle.waitForClose())
         }

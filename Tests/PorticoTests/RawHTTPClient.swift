@@ -107,11 +107,17 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
         return true
     }
 
-    /// Whether bytes, an EOF or an error wait to be read now (without blocking).
-    func hasInput() -> Bool {
+    /// Whether bytes, an EOF or an error wait to be read, now or within `seconds`.
+    func hasInput(waitingUpTo seconds: Double = 0) -> Bool {
         if !buffer.isEmpty { return true }
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return poll(&descriptor, 1, 0) > 0
+        return poll(&descriptor, 1, Int32(seconds * 1000)) > 0
+    }
+
+    /// The next byte to read, without consuming it; nil at EOF.
+    func peekByte() -> UInt8? {
+        if buffer.isEmpty, (try? fill()) != true { return nil }
+        return buffer.first
     }
 
     /// True when the peer closed the connection (reads EOF) before `timeout`.
