@@ -181,7 +181,8 @@ struct RateLimitTests {
                 #expect(try await offThePool { try timedOut.request("GET", "/quick/hang") }.status == 504)
                 #expect(concurrency.inFlight("brief") == 0)
             }
-            #expect(servers[0].requestsReceived == 6)
+            // (Not how many reached the backend: on a loaded machine a 200 ms timeout can expire
+            // while the request is still on its way.)
         }
     }
 
