@@ -212,7 +212,9 @@ struct ProxyTests {
         }
         let backendGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let backend = try await BackendServer.start(group: backendGroup, handler: slow)
-        let gateway = try await TestGateway.start(policy: Self.echoPolicy([backend.port]))
+        // The backend timeout must outlast the hold, however long the shutdown takes to start.
+        let policy = Self.echoPolicy([backend.port]).replacingOccurrences(of: "timeout: 5s", with: "timeout: 120s")
+        let gateway = try await TestGateway.start(policy: policy)
         let idle = try gateway.connect(receiveTimeout: 60)
         let busy = try gateway.connect(receiveTimeout: 60)
         try busy.send("GET /api/1/things/slow HTTP/1.1\r\nHost: t\r\n\r\n")
