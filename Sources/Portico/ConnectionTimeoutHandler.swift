@@ -1,31 +1,42 @@
 import NIOCore
+import PorticoTLS
 
-/// Enforces the head/body read timeout and the keep-alive idle timeout on one connection.
+/// Enforces the head/body read timeout, the keep-alive idle timeout and the send timeout on one
+/// connection.
 ///
-/// It sits directly above the socket (and, once TLS lands, above the TLS handler) so it sees every
-/// inbound byte; its 408 answer is written as raw bytes because the HTTP codec may hold a
-/// half-parsed request at that moment. The request handler of the same connection tells it where a
-/// request stands by calling ``requestHeadReceived(expectsBody:)``, ``requestEndReceived()`` and
-/// ``responseEndSent()`` directly (both live on the connection's event loop), rather than sending
-/// events through the whole pipeline three times per request.
-final class ConnectionTimeoutHandler: ChannelInboundHandler {
+/// It sits directly above the socket (or the TLS handler) so it sees every inbound byte, and every
+/// outbound write with its completion; its 408 answer is written as raw bytes because the HTTP
+/// codec may hold a half-parsed request at that moment. The request handler of the same connection
+/// tells it where a request stands by calling ``requestHeadReceived(expectsBody:)``,
+/// ``requestEndReceived()`` and ``responseEndSent()`` directly (both live on the connection's event
+/// loop), rather than sending events through the whole pipeline three times per request.
+///
+/// Time is read from `context.eventLoop.now`, so tests on an `EmbeddedChannel` drive it with
+/// `advanceTime(by:)`.
+final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
+    /// Whatever the codec above writes (it is passed on untouched; only its completion is watched).
+    typealias OutboundIn = IOData
     typealias OutboundOut = ByteBuffer
 
     private var machine = ConnectionTimeoutStateMachine()
     private var timer: Scheduled<Void>?
     /// When the scheduled timer task runs; `nil` when none is scheduled.
     private var wakeUp: NIODeadline?
-    /// When the state machine's current timer expires; `nil` when it wants none.
-    private var deadline: NIODeadline?
+    /// When the read timer (idle or head) expires; `nil` when the state machine wants none.
+    private var readDeadline: NIODeadline?
+    /// When the send timer expires; `nil` when nothing waits to be written.
+    private var sendDeadline: NIODeadline?
     private var context: ChannelHandlerContext?
     private let headTimeout: TimeAmount
     private let idleTimeout: TimeAmount
+    private let sendTimeout: TimeAmount
 
-    init(headTimeout: TimeAmount, idleTimeout: TimeAmount) {
+    init(headTimeout: TimeAmount, idleTimeout: TimeAmount, sendTimeout: TimeAmount) {
         self.headTimeout = headTimeout
         self.idleTimeout = idleTimeout
+        self.sendTimeout = sendTimeout
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -34,7 +45,7 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        stopTimer()
+        stopTimers()
         self.context = nil
     }
 
@@ -51,6 +62,29 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         perform(machine.bytesReceived(), context: context)
         context.fireChannelRead(data)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { perform(machine.becameWritable(), context: context) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: Outbound
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        send(data, promise: promise, context: context)
+    }
+
+    /// Passes a write on and reports it, and later its completion, to the state machine.
+    private func send(_ data: NIOAny, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+        let written = promise ?? context.eventLoop.makePromise()
+        perform(machine.writeQueued(), context: context)
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { _ in
+            let (handler, context) = bound.value
+            handler.perform(handler.machine.writeCompleted(), context: context)
+        }
+        context.write(data, promise: written)
     }
 
     // MARK: Progress reported by the request handler
@@ -80,33 +114,57 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler {
         case .none:
             break
         case .cancelTimer:
-            deadline = nil
+            readDeadline = nil
+        case .cancelSendTimer:
+            sendDeadline = nil
         case .startTimer(let kind):
-            let now = NIODeadline.now()
-            let newDeadline = now + (kind == .idle ? idleTimeout : headTimeout)
-            deadline = newDeadline
+            let now = context.eventLoop.now
+            let newDeadline: NIODeadline
+            switch kind {
+            case .idle:
+                newDeadline = now + idleTimeout
+                readDeadline = newDeadline
+            case .head:
+                newDeadline = now + headTimeout
+                readDeadline = newDeadline
+            case .send:
+                newDeadline = now + sendTimeout
+                sendDeadline = newDeadline
+            }
             if let wakeUp, wakeUp <= newDeadline { return }  // the pending wake-up comes first; it re-arms
             scheduleWakeUp(at: min(newDeadline, now + granularity), context: context)
+        case .stopTimers:
+            stopTimers()
         case .close:
-            stopTimer()
+            readDeadline = nil
             context.close(promise: nil)
         case .respondTimeoutAndClose:
-            stopTimer()
+            readDeadline = nil
             let response = Problem.requestTimeout().rawResponse(requestID: RequestID.generate())
             let channel = context.channel
-            context.writeAndFlush(wrapOutboundOut(response)).whenComplete { _ in channel.close(promise: nil) }
+            let written = context.eventLoop.makePromise(of: Void.self)
+            // Sent like any response, so a client that does not read it meets the send timeout.
+            send(wrapOutboundOut(response), promise: written, context: context)
+            context.flush()
+            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+        case .closeImmediately:
+            stopTimers()
+            // The TLS handler, if there is one, drops its close_notify; the close then ends the socket.
+            context.triggerUserOutboundEvent(CloseImmediatelyEvent(), promise: nil)
+            context.close(promise: nil)
         }
     }
 
     // MARK: The timer
     //
-    // Deadlines move on every request (first byte, head, response end), but the timer task does not:
-    // it wakes at most every `granularity` (the shorter of the two timeouts), compares the clock with
-    // the current deadline and either fires the state machine or sleeps again. Moving a deadline is
-    // then an assignment, not a cancel and a schedule on the event loop's timer heap, and since a
-    // wake-up is never further away than the shortest timeout, no deadline is ever missed.
+    // Deadlines move on every request (first byte, head, response end) and on every completed
+    // write, but the timer task does not: it wakes at most every `granularity` (the shortest of the
+    // timeouts), compares the clock with the current deadlines and either fires the state machine
+    // or sleeps again. Moving a deadline is then an assignment, not a cancel and a schedule on the
+    // event loop's timer heap, and since a wake-up is never further away than the shortest timeout,
+    // no deadline is ever missed.
 
-    private var granularity: TimeAmount { min(headTimeout, idleTimeout) }
+    private var granularity: TimeAmount { min(headTimeout, idleTimeout, sendTimeout) }
 
     private func scheduleWakeUp(at time: NIODeadline, context: ChannelHandlerContext) {
         timer?.cancel()
@@ -121,20 +179,25 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler {
     private func wokeUp(context: ChannelHandlerContext) {
         timer = nil
         wakeUp = nil
-        guard let deadline else { return }  // no timer wanted now; the next deadline schedules anew
-        let now = NIODeadline.now()
-        if now >= deadline {
-            self.deadline = nil
-            perform(machine.timerFired(), context: context)
-        } else {
-            scheduleWakeUp(at: min(deadline, now + granularity), context: context)
+        let now = context.eventLoop.now
+        if let deadline = sendDeadline, now >= deadline {
+            sendDeadline = nil
+            perform(machine.sendTimerFired(), context: context)
         }
+        if let deadline = readDeadline, now >= deadline {
+            readDeadline = nil
+            perform(machine.timerFired(), context: context)
+        }
+        // Sleep again towards whichever deadline is left (none: the next one schedules anew).
+        guard wakeUp == nil, let next = [readDeadline, sendDeadline].compactMap({ $0 }).min() else { return }
+        scheduleWakeUp(at: min(next, now + granularity), context: context)
     }
 
-    private func stopTimer() {
+    private func stopTimers() {
         timer?.cancel()
         timer = nil
         wakeUp = nil
-        deadline = nil
+        readDeadline = nil
+        sendDeadline = nil
     }
 }

@@ -1,8 +1,11 @@
-/// Decides which timer guards a connection at each point of its life, and what happens when it fires.
+/// Decides which timers guard a connection at each point of its life, and what happens when one fires.
 ///
 /// Kept apart from the channel handler so it can be tested without a channel: each event returns an
 /// ``Action`` that the handler performs.
 ///
+/// Two timers, independent of each other:
+///
+/// The **read timer** follows the request being received (``state``):
 /// - `idle`: between requests; the keep-alive idle timer runs and closes the connection quietly.
 /// - `readingHead`: a request's first byte arrived; the head timer runs from that byte (a deadline,
 ///   not reset by further bytes, so a client dribbling one byte at a time cannot hold on).
@@ -12,6 +15,13 @@
 ///   read and dropped; it must arrive within the head timeout from the answer (a deadline, as for
 ///   the head), or the connection closes.
 /// - `handling`: the request is complete; the gateway owns the clock (upstream timeouts).
+///
+/// The **send timer** runs while response bytes wait to be written (``sending``), whatever the read
+/// side is doing: a client that stops reading would otherwise pin the connection, its pending bytes
+/// and its descriptor for ever (flow control stops the backend, so nothing else ever ends the
+/// exchange). Each completed write, and the channel becoming writable again, is progress and
+/// restarts it; when it fires the connection is closed at once, since nothing queued (a TLS
+/// close_notify included) would ever reach such a client.
 struct ConnectionTimeoutStateMachine {
     enum State: Equatable {
         case idle
@@ -23,22 +33,45 @@ struct ConnectionTimeoutStateMachine {
         case closed
     }
 
+    /// Where the connection's outbound bytes stand.
+    enum Sending: Equatable {
+        /// Every write handed down has completed.
+        case caughtUp
+        /// `writes` writes were handed down and have not completed yet.
+        case waiting(writes: Int)
+        /// The connection is gone; late write completions change nothing.
+        case closed
+    }
+
     enum Timer: Equatable {
+        /// The read timer, as the keep-alive idle timeout.
         case idle
+        /// The read timer, as the head (and body pause) timeout.
         case head
+        /// The send timer: no write progress for the send timeout.
+        case send
     }
 
     enum Action: Equatable {
         case none
+        /// Stops the read timer.
         case cancelTimer
+        /// Starts the given timer from now (for `.idle`/`.head` it replaces the read timer's deadline).
         case startTimer(Timer)
+        /// Stops the send timer: nothing waits to be written.
+        case cancelSendTimer
+        /// Stops both timers: the connection is gone.
+        case stopTimers
         /// Close without a response (idle keep-alive connection).
         case close
         /// Answer 408 and close (a request was being received).
         case respondTimeoutAndClose
+        /// Close at once, dropping whatever is unwritten and skipping TLS's close_notify.
+        case closeImmediately
     }
 
     private(set) var state: State = .idle
+    private(set) var sending: Sending = .caughtUp
 
     /// The connection became active: wait for its first request.
     mutating func connectionOpened() -> Action {
@@ -100,6 +133,7 @@ struct ConnectionTimeoutStateMachine {
         }
     }
 
+    /// The read timer expired.
     mutating func timerFired() -> Action {
         switch state {
         case .idle, .draining:
@@ -114,8 +148,55 @@ struct ConnectionTimeoutStateMachine {
         }
     }
 
+    // MARK: Sending
+
+    /// A write was handed towards the socket. The first one to wait starts the send timer; later
+    /// ones leave it alone (only progress moves it).
+    mutating func writeQueued() -> Action {
+        switch sending {
+        case .caughtUp:
+            sending = .waiting(writes: 1)
+            return .startTimer(.send)
+        case .waiting(let writes):
+            sending = .waiting(writes: writes + 1)
+            return .none
+        case .closed:
+            return .none
+        }
+    }
+
+    /// A write completed (written, or failed because the channel closed): progress.
+    mutating func writeCompleted() -> Action {
+        switch sending {
+        case .waiting(let writes) where writes > 1:
+            sending = .waiting(writes: writes - 1)
+            return .startTimer(.send)
+        case .waiting:
+            sending = .caughtUp
+            return .cancelSendTimer
+        case .caughtUp, .closed:
+            return .none
+        }
+    }
+
+    /// The channel's outbound buffer fell below its low-water mark: bytes did move, even if no
+    /// write has completed yet (a large one is written in pieces).
+    mutating func becameWritable() -> Action {
+        guard case .waiting = sending else { return .none }
+        return .startTimer(.send)
+    }
+
+    /// The send timer expired: bytes have been waiting with no progress for the send timeout.
+    mutating func sendTimerFired() -> Action {
+        guard case .waiting = sending else { return .none }
+        state = .closed
+        sending = .closed
+        return .closeImmediately
+    }
+
     mutating func connectionClosed() -> Action {
         state = .closed
-        return .cancelTimer
+        sending = .closed
+        return .stopTimers
     }
 }

@@ -139,6 +139,7 @@ public final class Gateway: Sendable {
         let decoderLimitsValue = decoderLimits
         let headTimeout = TimeAmount(limits.headTimeout)
         let idleTimeout = TimeAmount(limits.idleTimeout)
+        let sendTimeout = TimeAmount(limits.sendTimeout)
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -155,7 +156,8 @@ public final class Gateway: Sendable {
                         guard let handler = TLSServerHandler(context: tls.current) else { throw TLSError.setupFailed }
                         try pipeline.addHandler(handler)
                     }
-                    let timeouts = ConnectionTimeoutHandler(headTimeout: headTimeout, idleTimeout: idleTimeout)
+                    let timeouts = ConnectionTimeoutHandler(
+                        headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout)
                     try pipeline.addHandler(timeouts)
                     try pipeline.configureHTTPServerPipeline(
                         withPipeliningAssistance: true, withErrorHandling: false,
@@ -204,7 +206,10 @@ public final class Gateway: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         let remaining = state.withLockedValue { Array($0.connections.values) }
-        for connection in remaining { try? await connection.close() }
+        // All at once: a TLS connection may wait up to its close deadline for close_notify, and
+        // those waits must not add up. Then wait until each is gone (and so no longer counted).
+        for connection in remaining { connection.close(promise: nil) }
+        for connection in remaining { try? await connection.closeFuture.get() }
         upstream.shutdown()
     }
 }

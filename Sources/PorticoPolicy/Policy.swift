@@ -43,6 +43,10 @@ public struct LimitsPolicy: Sendable, Hashable {
     /// Client connections one listener keeps open at once; one more is closed as soon as it is
     /// accepted, so a flood of connections cannot use up the process's file descriptors.
     public var maxConnections: Int = 10_000
+    /// How long response bytes may wait to be written without any progress (a write completing)
+    /// before the connection is closed at once. A client that stops reading would otherwise hold its
+    /// connection and the bytes queued for it for ever. 60 s, like nginx's `send_timeout`.
+    public var sendTimeout: Duration = .seconds(60)
 }
 
 /// How the libcurl driver is sized.

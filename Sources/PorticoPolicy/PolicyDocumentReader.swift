@@ -200,7 +200,9 @@ struct PolicyDocumentReader {
     }
 
     private func readLimits(_ value: PolicyValue) -> LimitsPolicy? {
-        let known = ["maxBodyBytes", "maxHeadBytes", "maxHeaderCount", "headTimeout", "idleTimeout", "maxConnections"]
+        let known = [
+            "maxBodyBytes", "maxHeadBytes", "maxHeaderCount", "headTimeout", "idleTimeout", "sendTimeout", "maxConnections",
+        ]
         guard let fields = value.fields(known: known) else { return nil }
         var limits = LimitsPolicy()
         limits.maxBodyBytes = fields.optional("maxBodyBytes", default: limits.maxBodyBytes) { $0.byteCount() }
@@ -215,6 +217,7 @@ struct PolicyDocumentReader {
         limits.maxHeaderCount = fields.optional("maxHeaderCount", default: limits.maxHeaderCount) { $0.int(in: 1...10_000) }
         limits.headTimeout = fields.optional("headTimeout", default: limits.headTimeout) { $0.duration() }
         limits.idleTimeout = fields.optional("idleTimeout", default: limits.idleTimeout) { $0.duration() }
+        limits.sendTimeout = fields.optional("sendTimeout", default: limits.sendTimeout) { $0.duration() }
         limits.maxConnections = fields.optional("maxConnections", default: limits.maxConnections) { $0.int(in: 1...10_000_000) }
         return limits
     }

@@ -38,6 +38,11 @@ public struct TLSConfiguration: Sendable, Hashable {
     public var clientCertificates = ClientCertificates.none
     /// Longest time from accept to a completed handshake.
     public var handshakeTimeout: Duration = .seconds(10)
+    /// Longest time a closing connection waits for its close_notify (or a failure's alert) to be
+    /// written before it closes the socket anyway. Short: a peer that reads answers at once, and one
+    /// that stopped reading never will, yet each such wait holds a descriptor, and a graceful
+    /// shutdown waits for it after its grace period.
+    public var closeTimeout: Duration = .seconds(3)
 
     public static let defaultCipherList = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL"
     public static let defaultGroups = "X25519:P-256:P-384"

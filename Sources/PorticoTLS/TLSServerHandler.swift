@@ -5,12 +5,25 @@ public struct TLSHandshakeCompleted: Sendable {
     public let info: TLSConnectionInfo
 }
 
+/// Asks, as a user outbound event, for the connection to be closed at once, dropping whatever is
+/// still unwritten.
+///
+/// For a peer that stopped reading: a close_notify queued behind bytes it will never read would
+/// never be written, so waiting for it only keeps the connection (and its descriptor) alive. The
+/// TLS handler closes the socket without it. Below a plain-HTTP pipeline nothing handles the event
+/// (the channel fails its promise as unsupported); the sender closes the channel itself
+/// afterwards, and a socket's close never waits for pending writes anyway.
+public struct CloseImmediatelyEvent: Sendable {
+    public init() {}
+}
+
 /// Terminates TLS on an accepted connection with the system OpenSSL. It sits first in the pipeline:
 /// ciphertext below, plaintext above.
 ///
 /// Writes that arrive before the handshake completes are held and flushed after it; each write's
 /// promise completes when its ciphertext has been written to the socket. Closing sends
-/// close_notify first; a peer that closes without one is reported with
+/// close_notify first, and waits for it to be written at most `closeTimeout` (not at all when the
+/// channel is not writable); a peer that closes without one is reported with
 /// ``TLSError/Kind/uncleanShutdown`` rather than taken for a clean end of data.
 public final class TLSServerHandler: ChannelDuplexHandler {
     public typealias InboundIn = ByteBuffer
@@ -23,19 +36,26 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         case handshaking
         case active
         /// close_notify has been queued (ours, or in answer to the peer's); the connection closes
-        /// once it has been written.
+        /// once it has been written, or when the close deadline passes, whichever comes first.
         case closing
         case closed
     }
 
     private let connection: TLSConnection
     private let handshakeTimeout: TimeAmount
+    private let closeTimeout: TimeAmount
     private var state = State.handshaking
     private var pendingWrites: [(data: ByteBuffer, promise: EventLoopPromise<Void>?)] = []
     /// A flush arrived during the handshake; honour it once the handshake is done.
     private var flushPending = false
     private var handshakeTimer: Scheduled<Void>?
     private var receivedBytes = false
+    /// Runs from the first wait for a close_notify (or alert) to be written; closes anyway.
+    private var closeTimer: Scheduled<Void>?
+    /// Close requests waiting for that write; completed when the socket closes.
+    private var closeWaiters: [EventLoopPromise<Void>] = []
+    /// ``closeNow(context:)`` has closed the socket (a write failing then calls it again).
+    private var socketClosed = false
 
     /// - Parameter context: the listener's context at accept time; the connection keeps it for its
     ///   whole life, even if a certificate reload installs another.
@@ -43,6 +63,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         guard let connection = TLSConnection(context: context) else { return nil }
         self.connection = connection
         self.handshakeTimeout = TimeAmount(context.configuration.handshakeTimeout)
+        self.closeTimeout = TimeAmount(context.configuration.closeTimeout)
     }
 
     public func handlerAdded(context: ChannelHandlerContext) {
@@ -137,6 +158,8 @@ public final class TLSServerHandler: ChannelDuplexHandler {
 
     public func channelInactive(context: ChannelHandlerContext) {
         stopHandshakeTimer()
+        closeTimer?.cancel()
+        closeTimer = nil
         let previous = state
         state = .closed
         failPendingWrites(ChannelError.ioOnClosedChannel)
@@ -149,6 +172,13 @@ public final class TLSServerHandler: ChannelDuplexHandler {
             break
         }
         context.fireChannelInactive()
+    }
+
+    public func channelWritabilityChanged(context: ChannelHandlerContext) {
+        // A close_notify waiting behind more than the high-water mark of unread bytes will not be
+        // written: stop waiting for it.
+        if case .closing = state, !context.channel.isWritable { closeNow(context: context) }
+        context.fireChannelWritabilityChanged()
     }
 
     // MARK: Outbound
@@ -183,9 +213,25 @@ public final class TLSServerHandler: ChannelDuplexHandler {
             stopHandshakeTimer()
             failPendingWrites(ChannelError.ioOnClosedChannel)
             context.close(mode: .all, promise: promise)
-        case .closing, .closed:
+        case .closing:
+            // Asked again while close_notify waits (a shutdown's last round): stop waiting.
+            if let promise { closeWaiters.append(promise) }
+            closeNow(context: context)
+        case .closed:
             context.close(mode: .all, promise: promise)
         }
+    }
+
+    public func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is CloseImmediatelyEvent else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        stopHandshakeTimer()
+        state = .closed
+        failPendingWrites(ChannelError.ioOnClosedChannel)
+        if let promise { closeWaiters.append(promise) }
+        closeNow(context: context)
     }
 
     /// Encrypts every held write and sends the ciphertext in one socket write, whose completion
@@ -240,12 +286,50 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         closeAfterWriting(context: context, promise: promise)
     }
 
+    /// Writes what OpenSSL queued (close_notify, an alert) and closes once it has been written, or
+    /// after `closeTimeout` if it has not been by then; at once if the channel is not writable, as
+    /// the peer is evidently not reading.
     private func closeAfterWriting(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        if let promise { closeWaiters.append(promise) }
+        guard context.channel.isWritable else {
+            closeNow(context: context)
+            return
+        }
         let written = context.eventLoop.makePromise(of: Void.self)
         writeCiphertext(context: context, flush: true, promise: written)
-        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         written.futureResult.whenComplete { _ in
-            loopBound.value.close(mode: .all, promise: promise)
+            let (handler, context) = loopBound.value
+            handler.closeNow(context: context)
+        }
+        guard closeTimer == nil else { return }  // an earlier wait's deadline stands
+        closeTimer = context.eventLoop.scheduleTask(in: closeTimeout) {
+            let (handler, context) = loopBound.value
+            handler.closeTimer = nil
+            handler.closeNow(context: context)
+        }
+    }
+
+    /// Closes the socket now, completing every close request that waited. Called again once the
+    /// channel is closed (a late write completion), it does nothing.
+    private func closeNow(context: ChannelHandlerContext) {
+        closeTimer?.cancel()
+        closeTimer = nil
+        let waiters = closeWaiters
+        closeWaiters.removeAll()
+        guard !socketClosed || !waiters.isEmpty else { return }
+        socketClosed = true
+        switch waiters.count {
+        case 0:
+            context.close(mode: .all, promise: nil)
+        case 1:
+            context.close(mode: .all, promise: waiters[0])
+        default:
+            let closed = context.eventLoop.makePromise(of: Void.self)
+            closed.futureResult.whenComplete { result in
+                for waiter in waiters { waiter.completeWith(result) }
+            }
+            context.close(mode: .all, promise: closed)
         }
     }
 

@@ -173,7 +173,7 @@ struct PolicyValidationTests {
             (
                 file: "p.yaml",
                 text: Self.listener + Self.backends + """
-                    limits: { maxBodyBytes: 2MiB, headTimeout: 1500ms }
+                    limits: { maxBodyBytes: 2MiB, headTimeout: 1500ms, sendTimeout: 20s }
                     services:
                       quotes:
                         path: /api/{version}/quotes
@@ -186,6 +186,8 @@ struct PolicyValidationTests {
         #expect(snapshot.limits.maxBodyBytes == 2 * 1024 * 1024)
         #expect(snapshot.limits.headTimeout == .milliseconds(1500))
         #expect(snapshot.limits.idleTimeout == .seconds(60))
+        #expect(snapshot.limits.sendTimeout == .seconds(20))
+        #expect(LimitsPolicy().sendTimeout == .seconds(60))
         let backend = try #require(snapshot.backend(named: "quotes"))
         #expect(backend.url.port == 18081)
         #expect(backend.timeout == .seconds(5))

@@ -59,8 +59,71 @@ struct ConnectionTimeoutStateMachineTests {
     func closed() {
         var machine = ConnectionTimeoutStateMachine()
         _ = machine.connectionOpened()
-        #expect(machine.connectionClosed() == .cancelTimer)
+        #expect(machine.connectionClosed() == .stopTimers)
         #expect(machine.timerFired() == .none)
         #expect(machine.bytesReceived() == .none)
+        #expect(machine.writeQueued() == .none)
+        #expect(machine.sendTimerFired() == .none)
+    }
+
+    @Test("the first write waiting starts the send timer; further writes do not push it back")
+    func sendTimerStarts() {
+        var machine = ConnectionTimeoutStateMachine()
+        _ = machine.connectionOpened()
+        _ = machine.bytesReceived()
+        _ = machine.requestHeadReceived(expectsBody: false)
+        #expect(machine.writeQueued() == .startTimer(.send))
+        #expect(machine.writeQueued() == .none)
+        #expect(machine.writeQueued() == .none)
+        #expect(machine.sending == .waiting(writes: 3))
+        #expect(machine.sendTimerFired() == .closeImmediately)
+        #expect(machine.state == .closed)
+    }
+
+    @Test("each completed write is progress and restarts the send timer; the last one stops it")
+    func sendProgress() {
+        var machine = ConnectionTimeoutStateMachine()
+        _ = machine.connectionOpened()
+        _ = machine.writeQueued()
+        _ = machine.writeQueued()
+        #expect(machine.writeCompleted() == .startTimer(.send))
+        #expect(machine.writeCompleted() == .cancelSendTimer)
+        #expect(machine.sending == .caughtUp)
+        // Caught up, a late expiry closes nothing.
+        #expect(machine.sendTimerFired() == .none)
+        #expect(machine.writeCompleted() == .none)
+    }
+
+    @Test("the channel becoming writable again is progress while writes wait, and nothing otherwise")
+    func writability() {
+        var machine = ConnectionTimeoutStateMachine()
+        _ = machine.connectionOpened()
+        #expect(machine.becameWritable() == .none)
+        _ = machine.writeQueued()
+        #expect(machine.becameWritable() == .startTimer(.send))
+    }
+
+    @Test("the send timer is independent of the read side: an idle connection with unwritten bytes is closed at once")
+    func sendTimerWhileIdle() {
+        var machine = ConnectionTimeoutStateMachine()
+        _ = machine.connectionOpened()
+        _ = machine.bytesReceived()
+        _ = machine.requestHeadReceived(expectsBody: false)
+        _ = machine.writeQueued()
+        #expect(machine.responseEndSent() == .startTimer(.idle))
+        #expect(machine.state == .idle)
+        #expect(machine.sendTimerFired() == .closeImmediately)
+        // The read timer, still scheduled in the handler, finds nothing to do.
+        #expect(machine.timerFired() == .none)
+    }
+
+    @Test("a 408 that the client does not read still meets the send timer")
+    func timeoutAnswerNotRead() {
+        var machine = ConnectionTimeoutStateMachine()
+        _ = machine.connectionOpened()
+        _ = machine.bytesReceived()
+        #expect(machine.timerFired() == .respondTimeoutAndClose)
+        #expect(machine.writeQueued() == .startTimer(.send))
+        #expect(machine.sendTimerFired() == .closeImmediately)
     }
 }

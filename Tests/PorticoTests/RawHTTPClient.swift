@@ -21,19 +21,41 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
 
     struct ClosedError: Error {}
     struct TimeoutError: Error {}
+    /// What arrived is not an HTTP/1.1 status line.
+    struct MalformedResponseError: Error {}
 
     private let fd: Int32
     private var buffer: [UInt8] = []
+    /// Bytes received since the connection opened, consumed or not.
+    private(set) var receivedBytes = 0
 
-    init(port: Int, receiveTimeout: Double = 10) throws {
-        guard let fd = Self.connectLoopback(port: port, receiveTimeout: receiveTimeout) else { throw ClosedError() }
+    init(port: Int, receiveTimeout: Double = 10, socketOptions: SocketOptions = SocketOptions()) throws {
+        guard let fd = Self.connectLoopback(port: port, receiveTimeout: receiveTimeout, options: socketOptions) else {
+            throw ClosedError()
+        }
         self.fd = fd
+    }
+
+    /// For clients that misbehave on purpose.
+    struct SocketOptions {
+        /// `SO_RCVBUF`, set before connecting so the advertised window stays small: a client that
+        /// stops reading then stops the gateway's writes soon.
+        var receiveBufferSize: Int32?
+        /// Seconds after which a blocked send gives up (`SO_SNDTIMEO`); nil blocks for ever.
+        var sendTimeout: Double?
     }
 
     /// A blocking TCP socket connected to 127.0.0.1:`port`, whose reads give up after
     /// `receiveTimeout` seconds; nil when the connection is refused.
-    static func connectLoopback(port: Int, receiveTimeout: Double) -> Int32? {
+    static func connectLoopback(port: Int, receiveTimeout: Double, options: SocketOptions = SocketOptions()) -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = options.receiveBufferSize {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if let seconds = options.sendTimeout {
+            var timeout = Self.timeval(seconds)
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -45,9 +67,13 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
             close(fd)
             return nil
         }
-        var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - receiveTimeout.rounded(.down)) * 1_000_000))
+        var timeout = Self.timeval(receiveTimeout)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         return fd
+    }
+
+    private static func timeval(_ seconds: Double) -> Glibc.timeval {
+        Glibc.timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
     }
 
     deinit { close(fd) }
@@ -76,12 +102,26 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
             throw ClosedError()
         }
         if count == 0 { return false }
+        receivedBytes += count
         buffer.append(contentsOf: chunk[0..<count])
         return true
     }
 
     /// Bytes received but not yet read as part of a response.
     var unreadBytes: Int { buffer.count }
+
+    /// Whether bytes, an EOF or an error wait to be read, now or within `seconds`.
+    func hasInput(waitingUpTo seconds: Double = 0) -> Bool {
+        if !buffer.isEmpty { return true }
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, Int32(seconds * 1000)) > 0
+    }
+
+    /// The next byte to read, without consuming it; nil at EOF.
+    func peekByte() -> UInt8? {
+        if buffer.isEmpty, (try? fill()) != true { return nil }
+        return buffer.first
+    }
 
     /// True when the peer closed the connection (reads EOF) before `timeout`.
     func waitForClose() -> Bool {
@@ -122,7 +162,7 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
     func readResponse(headRequest: Bool = false, bodySink: (([UInt8]) -> Void)? = nil) throws -> Response {
         let statusLine = try readLine()
         let parts = statusLine.split(separator: " ")
-        guard parts.count >= 2, let status = Int(parts[1]) else { throw ClosedError() }
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else { throw MalformedResponseError() }
         var headers: [(String, String)] = []
         while true {
             let line = try readLine()

@@ -94,6 +94,11 @@ struct TLSServerHandlerTests {
         let channel: EmbeddedChannel
         let client: MemoryClient
         let recorder: Recorder
+        /// Below the TLS handler: holds ciphertext while `stuck`, like a peer that stopped reading.
+        let socket: StuckSocket
+
+        /// Moves the virtual clock.
+        func advance(_ amount: TimeAmount) { channel.embeddedEventLoop.advanceTime(by: amount) }
 
         /// Carries bytes both ways until neither side has anything to say.
         func pump() throws {
@@ -113,17 +118,22 @@ struct TLSServerHandlerTests {
         }
     }
 
-    static func setUp() throws -> Setup {
+    /// A TLS handler (default handshake and close timeouts: 10 s and 3 s) on an embedded channel;
+    /// `above` goes between it and the recorder.
+    static func setUp(above: (any ChannelHandler)? = nil) throws -> Setup {
         let configuration = TLSConfiguration(certificates: [
             .init(certificateChain: TestCertificates.path("localhost.pem"), privateKey: TestCertificates.path("localhost-key.pem"))
         ])
         let context = try TLSContext(configuration: configuration)
         let recorder = Recorder()
+        let socket = StuckSocket()
         let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(socket)
         try channel.pipeline.syncOperations.addHandler(try #require(TLSServerHandler(context: context)))
+        if let above { try channel.pipeline.syncOperations.addHandler(above) }
         try channel.pipeline.syncOperations.addHandler(recorder)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        return Setup(channel: channel, client: MemoryClient(), recorder: recorder)
+        return Setup(channel: channel, client: MemoryClient(), recorder: recorder, socket: socket)
     }
 
     @Test("writes before the handshake are held, flushed after it, and their promises complete then")
@@ -199,5 +209,89 @@ struct TLSServerHandlerTests {
         let alert = try setup.channel.readOutbound(as: ByteBuffer.self)
         #expect(alert?.getInteger(at: alert!.readerIndex, as: UInt8.self) == 0x15)  // an alert record
         #expect(!setup.channel.isActive)
+    }
+
+    @Test("a handshake not finished within handshakeTimeout fails and closes, not a moment before")
+    func handshakeTimeout() throws {
+        let setup = try Self.setUp()
+        _ = setup.client.handshake()
+        try setup.channel.writeInbound(try #require(setup.client.take()))  // a ClientHello, then silence
+        setup.advance(.milliseconds(9_999))
+        #expect(setup.channel.isActive)
+        #expect(setup.recorder.errors.isEmpty)
+        setup.advance(.milliseconds(1))
+        #expect(setup.recorder.errors.map(\.kind) == [.handshakeTimeout])
+        #expect(!setup.channel.isActive)
+    }
+
+    @Test("a close_notify that cannot be written within the close deadline: the connection closes anyway")
+    func closeDeadline() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        setup.socket.stuck = true  // the client stops reading
+        let closed = setup.channel.eventLoop.makePromise(of: Void.self)
+        setup.channel.close(promise: closed)
+        #expect(setup.socket.held.count == 1)  // close_notify, waiting
+        setup.advance(.milliseconds(2_999))
+        #expect(setup.channel.isActive)
+        setup.advance(.milliseconds(1))
+        #expect(!setup.channel.isActive)
+        let succeeded = NIOLockedValueBox(false)
+        closed.futureResult.whenSuccess { succeeded.withLockedValue { $0 = true } }
+        #expect(succeeded.withLockedValue { $0 })
+    }
+
+    @Test("closing while the channel is not writable closes at once, without close_notify")
+    func closeWhileNotWritable() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        setup.channel.isWritable = false
+        setup.channel.close(promise: nil)
+        #expect(!setup.channel.isActive)
+        #expect(try setup.channel.readOutbound(as: ByteBuffer.self) == nil)
+    }
+
+    @Test("a channel that stops being writable while close_notify waits closes at once")
+    func writabilityLostWhileClosing() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        setup.socket.stuck = true
+        setup.channel.close(promise: nil)
+        #expect(setup.channel.isActive)
+        setup.channel.isWritable = false
+        setup.channel.pipeline.fireChannelWritabilityChanged()
+        #expect(!setup.channel.isActive)
+    }
+
+    @Test("a second close while close_notify waits closes at once, and completes both requests")
+    func secondClose() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        setup.socket.stuck = true
+        let first = setup.channel.eventLoop.makePromise(of: Void.self)
+        let second = setup.channel.eventLoop.makePromise(of: Void.self)
+        setup.channel.close(promise: first)
+        #expect(setup.channel.isActive)
+        setup.channel.close(promise: second)
+        #expect(!setup.channel.isActive)
+        let completed = NIOLockedValueBox(0)
+        first.futureResult.whenSuccess { completed.withLockedValue { $0 += 1 } }
+        second.futureResult.whenSuccess { completed.withLockedValue { $0 += 1 } }
+        #expect(completed.withLockedValue { $0 } == 2)
+    }
+
+    @Test("CloseImmediatelyEvent drops unwritten ciphertext and closes at once, without close_notify")
+    func closeImmediately() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        setup.socket.stuck = true
+        let write = setup.channel.eventLoop.makePromise(of: Void.self)
+        setup.channel.writeAndFlush(ByteBuffer(string: "never read"), promise: write)
+        let failed = NIOLockedValueBox(false)
+        write.futureResult.whenFailure { _ in failed.withLockedValue { $0 = true } }
+        setup.channel.pipeline.triggerUserOutboundEvent(CloseImmediatelyEvent(), promise: nil)
+        #expect(!setup.channel.isActive)
+        #expect(failed.withLockedValue { $0 })
+        #expect(setup.recorder.errors.isEmpty)  // our own decision, not a peer's unclean shutdown
     }
 }

@@ -10,7 +10,7 @@ import Glibc
 /// A blocking TLS client over a plain socket, driven with OpenSSL directly, so that tests choose
 /// every parameter of the handshake (versions, SNI, client certificate, session to resume) and can
 /// misbehave on purpose (close without close_notify).
-final class TLSTestClient {
+final class TLSTestClient: @unchecked Sendable {  // one thread at a time uses a client
     struct Options {
         var serverName: String? = "localhost"
         /// Verify the server against this CA (and `serverName` as its host name); nil skips verification.
@@ -20,6 +20,7 @@ final class TLSTestClient {
         var maxVersion: Int32 = 0
         var offerALPN = true
         var session: OpaquePointer?
+        var socket = RawHTTPClient.SocketOptions()
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -50,7 +51,7 @@ final class TLSTestClient {
         }
         self.context = context
         ssl = SSL_new(context)!
-        guard let fd = RawHTTPClient.connectLoopback(port: port, receiveTimeout: 10) else {
+        guard let fd = RawHTTPClient.connectLoopback(port: port, receiveTimeout: 10, options: options.socket) else {
             SSL_free(ssl)
             SSL_CTX_free(context)
             throw Failure(description: "connect failed: \(errno)")

@@ -180,27 +180,28 @@ struct TLSTests {
         return bytes
     }
 
-    @Test("half a ClientHello, random bytes, a silent client, a close without close_notify: no crash, no leak, still serving")
+    @Test("half a ClientHello, random bytes, a silent client, mutated hellos, plain HTTP: all closed, a new hello still answered")
     func robustness() async throws {
+        // A short handshake timeout, for the clients that wait on it. No client here has to finish a
+        // handshake within it (on a loaded machine one might not): the last check only needs the
+        // gateway's answer to a ClientHello.
         let tls = TestCertificates.listenerTLS("localhost", extra: ", handshakeTimeout: 1s")
         try await withGateway(tls: tls, policy: echoServicePolicy) { gateway, _ in
             let hello = Self.clientHello()
             #expect(hello.count > 100 && hello[0] == 0x16)  // a handshake record
 
-            let started = ContinuousClock.now
-            let half = try gateway.connect(receiveTimeout: 5)
+            // Closed by the handshake timeout (when exactly: TLSServerHandlerTests, on a virtual clock).
+            let half = try gateway.connect(receiveTimeout: 30)
             try half.send(Array(hello.prefix(hello.count / 2)))
-            let silent = try gateway.connect(receiveTimeout: 5)
-            #expect(half.waitForClose())  // closed by the handshake timeout
-            #expect(silent.waitForClose())
-            let waited = ContinuousClock.now - started
-            #expect(waited >= .milliseconds(900) && waited < .seconds(8), "\(waited)")  // 1 s timeout; other tests load the machine
+            let silent = try gateway.connect(receiveTimeout: 30)
+            #expect(try await offThePool { half.waitForClose() })
+            #expect(try await offThePool { silent.waitForClose() })
 
             var generator = SystemRandomNumberGenerator()
             for _ in 0..<20 {
-                let garbage = try gateway.connect(receiveTimeout: 5)
+                let garbage = try gateway.connect(receiveTimeout: 30)
                 try garbage.send((0..<512).map { _ in UInt8.random(in: 0...255, using: &generator) })
-                #expect(garbage.waitForClose())
+                #expect(try await offThePool { garbage.waitForClose() })
             }
             // ClientHellos with a few bytes changed reach deeper into OpenSSL's parser.
             // (All sent first: one whose lengths now promise more bytes waits for the handshake timeout.)
@@ -210,16 +211,28 @@ struct TLSTests {
                 for _ in 0..<4 {
                     mutated[Int.random(in: 5..<mutated.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
                 }
-                let client = try gateway.connect(receiveTimeout: 5)
+                let client = try gateway.connect(receiveTimeout: 30)
                 try client.send(mutated)
                 mutatedClients.append(client)
             }
-            for client in mutatedClients { #expect(client.waitForClose()) }
+            let closed = try await offThePool { [mutatedClients] in mutatedClients.map { $0.waitForClose() } }
+            #expect(closed.allSatisfy { $0 })
             // A plain-HTTP request to the TLS port is not a ClientHello either.
-            let plain = try gateway.connect(receiveTimeout: 5)
+            let plain = try gateway.connect(receiveTimeout: 30)
             try plain.send("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            #expect(plain.waitForClose())
+            #expect(try await offThePool { plain.waitForClose() })
 
+            // Every connection above is gone, and the listener still answers a ClientHello.
+            #expect(await eventually { gateway.gateway.openConnections == 0 })
+            let fresh = try gateway.connect(receiveTimeout: 30)
+            try fresh.send(hello)
+            #expect(try await offThePool { fresh.hasInput(waitingUpTo: 30) && fresh.peekByte() == 0x16 })  // a ServerHello
+        }
+    }
+
+    @Test("clients that close without close_notify leave nothing behind, and the listener still serves")
+    func abruptClients() async throws {
+        try await withGateway(tls: Self.localhost, policy: echoServicePolicy) { gateway, _ in
             for _ in 0..<20 {
                 let abrupt = try TLSTestClient(port: gateway.port)
                 #expect(try abrupt.request("GET", "/echo/abrupt").status == 200)
@@ -229,10 +242,7 @@ struct TLSTests {
             #expect(try polite.request("GET", "/echo/polite").status == 200)
             polite.close()
 
-            // Every connection above is gone, and the listener still serves.
-            let deadline = ContinuousClock.now + .seconds(5)
-            while gateway.gateway.openConnections > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(gateway.gateway.openConnections == 0)
+            #expect(await eventually { gateway.gateway.openConnections == 0 })
             #expect(try TLSTestClient(port: gateway.port).request("GET", "/echo/still-serving").status == 200)
         }
     }

@@ -14,11 +14,14 @@ struct TestGateway {
     /// Starts the gateway. `policy` is YAML with everything but the listener, which is added here.
     /// With a `logger`, the access log is on and goes to it; without, it is off.
     /// With `tls` (a listener `tls` mapping), the listener serves HTTPS.
-    static func start(policy: String, logger: Logger? = nil, tls: String? = nil) async throws -> TestGateway {
+    /// With a `rateLimiter`, rate limits use it (and its clock).
+    static func start(
+        policy: String, logger: Logger? = nil, tls: String? = nil, rateLimiter: RateLimiter = RateLimiter()
+    ) async throws -> TestGateway {
         let snapshot = try Self.snapshot(policy: policy, accessLog: logger != nil, tls: tls)
         var quiet = Logger(label: "portico.test")
         quiet.logLevel = .warning
-        let gateway = Gateway(snapshot: snapshot, logger: logger ?? quiet)
+        let gateway = Gateway(snapshot: snapshot, rateLimiter: rateLimiter, logger: logger ?? quiet)
         try await gateway.start()
         return TestGateway(gateway: gateway, port: gateway.boundPorts["test"]!)
     }
@@ -42,8 +45,8 @@ struct TestGateway {
     func shutdown() async { await gateway.shutdown() }
 
     /// A fresh raw connection to the gateway.
-    func connect(receiveTimeout: Double = 10) throws -> RawHTTPClient {
-        try RawHTTPClient(port: port, receiveTimeout: receiveTimeout)
+    func connect(receiveTimeout: Double = 10, socketOptions: RawHTTPClient.SocketOptions = .init()) throws -> RawHTTPClient {
+        try RawHTTPClient(port: port, receiveTimeout: receiveTimeout, socketOptions: socketOptions)
     }
 }
 
@@ -66,6 +69,7 @@ func withGateway(
     backends: [BackendServer.Handler] = [DemoBackends.echo],
     tls: String? = nil,
     logger: Logger? = nil,
+    rateLimiter: RateLimiter = RateLimiter(),
     policy: ([Int]) -> String,
     _ body: (TestGateway, [BackendServer]) async throws -> Void
 ) async throws {
@@ -73,7 +77,8 @@ func withGateway(
     for handler in backends { servers.append(try await BackendServer.start(handler: handler)) }
     let gateway: TestGateway
     do {
-        gateway = try await TestGateway.start(policy: policy(servers.map(\.port)), logger: logger, tls: tls)
+        gateway = try await TestGateway.start(
+            policy: policy(servers.map(\.port)), logger: logger, tls: tls, rateLimiter: rateLimiter)
     } catch {
         for server in servers { try? await server.shutdown() }
         throw error

@@ -1,0 +1,73 @@
+import Foundation
+import NIOHTTP1
+import Portico
+import PorticoDemoBackends
+import Testing
+
+/// Clients that stop reading their answers, through the running gateway.
+///
+/// The read timeouts, the backend timeout and the send timeouts of these policies are far apart:
+/// only the behaviour under test can end the connection within the tests' guards, so the tests
+/// assert what happened (a close, the connection gone), never how long it took.
+@Suite("Clients that stop reading")
+struct SlowReaderTests {
+    /// A client whose receive window is tiny and who never reads.
+    static let stalling = RawHTTPClient.SocketOptions(receiveBufferSize: 4096, sendTimeout: 60)
+
+    @Test("a client that sends large pipelined requests and never reads is closed by the send timeout")
+    func pipelinedNeverRead() async throws {
+        let policy: ([Int]) -> String = { ports in
+            """
+            limits: { headTimeout: 120s, idleTimeout: 120s, sendTimeout: 300ms }
+            backends:
+              echo: { url: "http://127.0.0.1:\(ports[0])", timeout: 120s }
+            services:
+              echo: { path: /echo, versions: { 1: { proxy: { backend: echo } } } }
+            """
+        }
+        try await withGateway(policy: policy) { gateway, servers in
+            let client = try gateway.connect(receiveTimeout: 60, socketOptions: Self.stalling)
+            let body = String(repeating: "x", count: 512 * 1024)
+            let request = "POST /echo/big HTTP/1.1\r\nHost: t\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            // 12 MiB of requests, more than every buffer between the two can hold: sending blocks once
+            // the gateway stops reading, and fails once it closes.
+            let sending = Task {
+                try await offThePool {
+                    for _ in 0..<24 { try? client.send(request) }
+                }
+            }
+            #expect(await eventually { servers[0].requestsReceived > 0 })
+            #expect(await eventually { gateway.gateway.openConnections == 0 }, "the stalled connection is still open")
+            try await sending.value
+            #expect(try await offThePool { client.waitForClose() })  // what was in flight, then EOF or reset
+            #expect(try gateway.connect().request("GET", "/echo/after").status == 200)
+        }
+    }
+
+    @Test("shutdown completes while a TLS client that stopped reading is connected")
+    func shutdownWithStalledTLSClient() async throws {
+        let huge: BackendServer.Handler = { _ in .stream(status: .ok, headers: HTTPHeaders(), totalBytes: 1 << 30) }
+        let backend = try await BackendServer.start(handler: huge)
+        let policy = """
+            limits: { idleTimeout: 120s, sendTimeout: 120s }
+            backends:
+              huge: { url: "http://127.0.0.1:\(backend.port)", timeout: 120s }
+            services:
+              huge: { path: /huge, versions: { 1: { proxy: { backend: huge } } } }
+            """
+        let gateway = try await TestGateway.start(policy: policy, tls: TLSTests.localhost)
+        var options = TLSTestClient.Options()
+        options.socket = Self.stalling
+        let client = try TLSTestClient(port: gateway.port, options: options)
+        try client.send("GET /huge HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        // The answer is under way and stuck behind the client's closed window.
+        #expect(await eventually { backend.streamedBytes > 1 << 20 })
+        #expect(gateway.gateway.openConnections == 1)
+
+        let stopped = await returns(within: .seconds(60)) { await gateway.gateway.shutdown(gracePeriod: .milliseconds(200)) }
+        #expect(stopped, "shutdown hung on a connection whose close_notify cannot be written")
+        #expect(gateway.gateway.openConnections == 0)
+        #expect(try await offThePool { client.waitForClose() })
+        try await backend.shutdown()
+    }
+}
