@@ -211,7 +211,9 @@ struct NonceStoreTests {
 
     /// One key floods with genuinely signed requests (fresh nonces) on one connection while
     /// another key calls on its own; the other key must keep getting 200s.
-    func flood(gateway: TestGateway, refusal: (status: Int, type: String)) throws {
+    /// `admitted` is how many of the flood's 400 requests its tier (on a clock that stands still)
+    /// or its share of the store lets through.
+    func flood(gateway: TestGateway, refusal: (status: Int, type: String), admitted: Int) throws {
         let flooder = TestSigner(keyID: "flood", secret: SignatureAuthTests.appSecret)
         let honest = TestSigner(keyID: "honest", secret: SignatureAuthTests.appSecret)
         let floodClient = try gateway.connect()
@@ -230,21 +232,24 @@ struct NonceStoreTests {
                 #expect(answer.status == 200, "round \(round): \(answer.status) \(answer.bodyText)")
             }
         }
-        // The flood was refused (for itself), and not only at the start.
-        #expect(refused >= 300)
+        // The flood was refused for itself: all but what its bucket or its share allowed.
+        #expect(refused == 400 - admitted)
     }
 
     @Test("a key flooding signed requests is stopped by its own rate limit before its nonces are recorded")
     func floodStoppedByRateLimit() async throws {
-        try await withGateway(policy: Self.floodPolicy(floodTier: "slow")) { gateway, _ in
-            try flood(gateway: gateway, refusal: (429, "rate-limited"))
+        // The limiter's clock stands still, so the tier admits exactly its burst of 5.
+        let limiter = RateLimiter(clock: { 0 })
+        try await withGateway(rateLimiter: limiter, policy: Self.floodPolicy(floodTier: "slow")) { gateway, _ in
+            try flood(gateway: gateway, refusal: (429, "rate-limited"), admitted: 5)
         }
     }
 
     @Test("a key with no rate limit flooding signed requests is held to its share of the nonce store")
     func floodHeldToQuota() async throws {
+        // No tier: a tenth of the 300-nonce store, 30.
         try await withGateway(policy: Self.floodPolicy(floodTier: nil)) { gateway, _ in
-            try flood(gateway: gateway, refusal: (429, "replay-quota-exceeded"))
+            try flood(gateway: gateway, refusal: (429, "replay-quota-exceeded"), admitted: 30)
         }
     }
 }
