@@ -55,22 +55,15 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
         switch machine.startExchange(isHeadRequest: exchange.isHeadRequest, keepAlive: exchange.keepAlive) {
         case .writeRequest(let read):
             self.exchange = exchange
-            let written = context.eventLoop.makePromise(of: Void.self)
+            // No write promise (it would cost three allocations per request): whether the request
+            // has left is read from the channel's outbound buffer, here and at each read batch. A
+            // failed write closes the channel, which the state machine hears as inactive.
             context.write(wrapOutboundOut(.head(exchange.head)), promise: nil)
             if let body = exchange.body, body.readableBytes > 0 {
                 context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
             }
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
-            written.futureResult.assumeIsolated().whenComplete { [self] result in
-                guard self.exchange === exchange else { return }
-                switch result {
-                case .success:
-                    perform(machine.requestWritten())
-                case .failure(let error):
-                    let neverSent = (error as? ChannelError) == .ioOnClosedChannel
-                    perform(machine.requestWriteFailed(error, neverSent: neverSent))
-                }
-            }
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            noteRequestWritten(context: context)
             if read { context.read() }
             return true
         default:
@@ -115,7 +108,13 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        noteRequestWritten(context: context)
         perform(machine.readComplete())
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        noteRequestWritten(context: context)
+        context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -162,6 +161,14 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
         case .forget:
             informPool()
         }
+    }
+
+    /// Tells the state machine once the request has left: nothing is waiting in the channel's
+    /// outbound buffer any more (writes leave in order, so the request went before anything later).
+    private func noteRequestWritten(context: ChannelHandlerContext) {
+        guard machine.isWritingRequest else { return }
+        let buffered = (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 1
+        if buffered == 0 { perform(machine.requestWritten()) }
     }
 
     /// Closes the channel (if still open) and tells the pool this connection is gone.

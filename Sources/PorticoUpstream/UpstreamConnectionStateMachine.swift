@@ -38,8 +38,6 @@ struct UpstreamConnectionStateMachine {
         /// The backend may have seen the request: only a method that may be repeated (RFC 9110
         /// §9.2.2) runs again.
         case ifIdempotent
-        /// The request never reached the backend: any method may run again.
-        case always
     }
 
     enum Action {
@@ -127,14 +125,9 @@ struct UpstreamConnectionStateMachine {
         return .none
     }
 
-    /// - Parameter neverSent: the write failed before any byte could leave (the channel was
-    ///   already closed), so even a non-idempotent request may run again.
-    mutating func requestWriteFailed(_ error: any Error, neverSent: Bool) -> Action {
-        guard isInExchange else { return .none }
-        let detail = "the request could not be sent: \(error)"
-        if neverSent { return fail(UpstreamError(.badResponse, detail: detail), retry: .always) }
-        return failure(transport: true, detail: detail)
-    }
+    /// Whether the current request may still be on its way out (the handler then watches the
+    /// channel's outbound buffer and calls ``requestWritten()`` once it is empty).
+    var isWritingRequest: Bool { isInExchange && !requestSent }
 
     // MARK: The response
 

@@ -161,7 +161,6 @@ final class UpstreamExchange: UpstreamTask, NIOScheduledCallbackHandler, @unchec
             switch retry {
             case .never: false
             case .ifIdempotent: isIdempotent && !retried
-            case .always: !retried
             }
         guard retrying, let pool else {
             finish(.failure(error))
