@@ -112,11 +112,15 @@ final class UpstreamConnectionPool: NIOScheduledCallbackHandler {
         }
         if let id = action.create { open(id) }
         if let lease = action.lease {
-            guard let connection = connections[lease.connection] else { return }
+            // Neither guard can fail (connections and waiters leave these tables together with the
+            // state machine's); if one did, the connection or the request is kept, not lost.
             guard let exchange = waiters.removeValue(forKey: lease.request) else {
-                // Cannot happen (a waiter leaves the queue and this table together); keep the
-                // connection rather than lose it.
                 perform(machine.connectionReleased(lease.connection, now: eventLoop.now))
+                return
+            }
+            guard let connection = connections[lease.connection] else {
+                perform(machine.connectionClosed(lease.connection))
+                self.lease(exchange, fresh: exchange.needsFreshConnection)
                 return
             }
             hand(connection, to: exchange)
@@ -124,9 +128,14 @@ final class UpstreamConnectionPool: NIOScheduledCallbackHandler {
     }
 
     private func hand(_ connection: UpstreamConnectionHandler, to exchange: UpstreamExchange) {
+        guard case .waiting = exchange.state else {
+            // The request went away meanwhile: the connection is still good.
+            perform(machine.connectionReleased(connection.id, now: eventLoop.now))
+            return
+        }
         if !exchange.run(on: connection) {
             // The connection closed while pooled (and is forgotten by now): try again.
-            if case .waiting = exchange.state { lease(exchange, fresh: false) }
+            if case .waiting = exchange.state { lease(exchange, fresh: exchange.needsFreshConnection) }
         }
     }
 

@@ -42,6 +42,8 @@ final class UpstreamExchange: UpstreamTask, NIOScheduledCallbackHandler, @unchec
     private var started = NIODeadline.uptimeNanoseconds(0)
     private var timer: NIOScheduledCallback?
     private var retried = false
+    /// A retry after a stale connection runs on a fresh one only.
+    var needsFreshConnection: Bool { retried }
     private var newConnections = 0
 
     init(
@@ -120,7 +122,6 @@ final class UpstreamExchange: UpstreamTask, NIOScheduledCallbackHandler, @unchec
     /// Runs the request on `connection`. Returns false, with nothing sent, when the connection
     /// turned out to be closed; the pool then leases again.
     func run(on connection: UpstreamConnectionHandler) -> Bool {
-        guard case .waiting = state else { return false }
         let fresh = connection.isFresh
         state = .running(connection)
         // The write may fail at once and retry re-entrantly, so the state is set first and not
