@@ -72,9 +72,14 @@ final class UpstreamExchange: UpstreamTask, NIOScheduledCallbackHandler, @unchec
         guard case .created = state else { return }
         self.pool = pool
         state = .waiting
+        armTimeout()
+        pool.lease(self, fresh: false)
+    }
+
+    /// Starts the whole-exchange clock, on the loop's own time (so an `EmbeddedEventLoop` can move it).
+    func armTimeout() {
         started = eventLoop.now
         timer = try? eventLoop.assumeIsolated().scheduleCallback(in: timeout, handler: self)
-        pool.lease(self, fresh: false)
     }
 
     /// Fails an exchange that never reached a pool, on the next loop turn (never inside `execute`,
