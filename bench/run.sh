@@ -6,6 +6,7 @@
 #   TLS=1 bench/run.sh ...      nginx and Portico both terminate TLS (the same certificate, keep-alive)
 #   LIMITS=1 bench/run.sh ...   also runs Portico with rate limits on (an address limit and a backend
 #                               rate limit and concurrency cap, all too high to refuse: their cost only)
+#   CLIENT=curl bench/run.sh ...  Portico reaches the backend through libcurl instead of its NIO client
 #   LOCAL=1 bench/run.sh ...    also measures an answer given without a backend (Portico's 404 problem,
 #                               nginx returning the same bytes from its config)
 #
@@ -33,6 +34,7 @@ LIMITS=${LIMITS:-0}
 TLS=${TLS:-0}
 LOCAL=${LOCAL:-0}
 CADDY=${CADDY:-1}
+CLIENT=${CLIENT:-}
 SCHEME=http
 [ "$TLS" = 1 ] && SCHEME=https
 WORK=$(mktemp -d /tmp/portico-bench.XXXXXX)
@@ -98,7 +100,7 @@ listeners:
 accessLog: { enabled: false }
 upstream: { threads: 1, maxConnectionsPerHost: 64 }
 backends:
-  quotes: { url: "http://127.0.0.1:$BACKEND_PORT", timeout: 5s }
+  quotes: { url: "http://127.0.0.1:$BACKEND_PORT", timeout: 5s${CLIENT:+, client: $CLIENT} }
 services:
   stockQuote:
     path: /api/{version}/stockquote
@@ -124,7 +126,7 @@ YAML
 # request is refused: what is measured is what checking them costs.
 mkdir -p "$WORK/limited-policies"
 sed -e "s/name: bench, address: 127.0.0.1, port: $PORTICO_PORT/name: bench, address: 127.0.0.1, port: $LIMITS_PORT/" \
-    -e "s|  quotes: { url: \"http://127.0.0.1:$BACKEND_PORT\", timeout: 5s }|  quotes: { url: \"http://127.0.0.1:$BACKEND_PORT\", timeout: 5s, rateLimit: { rate: 1000000000/s, burst: 1000000 }, maxConcurrent: 100000 }|" \
+    -e "s|  quotes: { url: \"http://127.0.0.1:$BACKEND_PORT\", timeout: 5s|  quotes: { url: \"http://127.0.0.1:$BACKEND_PORT\", timeout: 5s, rateLimit: { rate: 1000000000/s, burst: 1000000 }, maxConcurrent: 100000|" \
     -e "s|    path: /api/{version}/stockquote|    path: /api/{version}/stockquote\n    addressRateLimit: { rate: 1000000000/s, burst: 1000000 }|" \
     "$WORK/policies/bench.yaml" >"$WORK/limited-policies/bench.yaml"
 

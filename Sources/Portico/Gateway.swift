@@ -33,8 +33,9 @@ public final class Gateway: Sendable {
     }
 
     /// - Parameters:
-    ///   - upstream: the client backends are called through; by default a ``CurlUpstreamClient`` sized
-    ///     by the policy's `upstream` section, shut down with the gateway.
+    ///   - upstream: the client backends are called through; by default NIO for `http://` backends
+    ///     and libcurl for `https://` ones (each backend's `client` may choose), sized by the
+    ///     policy's `upstream` section, shut down with the gateway.
     ///   - nonces: where signature nonces are remembered; by default in memory, bounded by the
     ///     policy's `signatures.nonceCacheSize` (read at start: a reload does not resize it).
     ///   - rateLimiter: where rate-limit state lives; by default an ``InMemoryRateLimitStore``.
@@ -47,13 +48,7 @@ public final class Gateway: Sendable {
         self.rateLimiter = rateLimiter
         self.store = PolicyStore(snapshot)
         self.group = group
-        let sizing = snapshot.policy.upstream
-        self.upstream =
-            upstream
-            ?? CurlUpstreamClient(
-                configuration: .init(
-                    threads: sizing.threads, maxConnectionsPerHost: sizing.maxConnectionsPerHost,
-                    maxIdleConnections: sizing.maxIdleConnections))
+        self.upstream = upstream ?? RoutingUpstreamClient.gatewayDefault(sizedBy: snapshot.policy.upstream, group: group)
         self.logger = logger
     }
 

@@ -81,9 +81,11 @@ enum ProxyForwarding {
         headers.append(("X-Request-Id", requestID))
 
         let target = upstreamTarget(routed, proxy: proxy, backend: backend)
-        return UpstreamRequest(
+        var request = UpstreamRequest(
             method: head.method.rawValue, url: "\(url.scheme)://\(url.hostForURL):\(url.port)\(target)", headers: headers,
             body: body, connectTimeout: backend.connectTimeout, timeout: backend.timeout)
+        request.client = backend.client.map(UpstreamClientKind.init)
+        return request
     }
 
     /// The response head sent to the client: the backend's end-to-end fields plus the gateway's own.

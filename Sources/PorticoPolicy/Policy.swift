@@ -58,6 +58,8 @@ public struct UpstreamPolicy: Sendable, Hashable {
     public var maxConnectionsPerHost: Int = 64
     /// Idle keep-alive connections one curl thread keeps for reuse.
     public var maxIdleConnections: Int = 256
+    /// How long the NIO client keeps an idle keep-alive connection to a backend for reuse.
+    public var idleConnectionTimeout: Duration = .seconds(60)
 }
 
 /// The per-request log line.
@@ -78,6 +80,17 @@ public struct BackendPolicy: Sendable, Hashable {
     public var rateLimit: RateLimitPolicy?
     /// Requests in flight to this backend at once; one more gets 503.
     public var maxConcurrent: Int?
+    /// Which upstream client calls it, as the file says; `nil` (not set) means NIO for `http://`
+    /// and libcurl for `https://`. NIO with `https://` is refused when the policy is read.
+    public var client: BackendClient?
+}
+
+/// The upstream clients a backend can be called through.
+public enum BackendClient: String, Sendable, Hashable, CaseIterable {
+    /// HTTP/1.1 on the gateway's own event loops, pooled per loop: the fast path, `http://` only.
+    case nio
+    /// libcurl on dedicated threads: `http://` and `https://`.
+    case curl
 }
 
 /// A backend's base URL, split into what the proxy needs.

@@ -223,7 +223,8 @@ struct PolicyDocumentReader {
     }
 
     private func readUpstream(_ value: PolicyValue) -> UpstreamPolicy? {
-        guard let fields = value.fields(known: ["threads", "maxConnectionsPerHost", "maxIdleConnections"]) else { return nil }
+        let known = ["threads", "maxConnectionsPerHost", "maxIdleConnections", "idleConnectionTimeout"]
+        guard let fields = value.fields(known: known) else { return nil }
         var upstream = UpstreamPolicy()
         upstream.threads = fields.optional("threads", default: upstream.threads) { $0.int(in: 1...64) }
         upstream.maxConnectionsPerHost = fields.optional("maxConnectionsPerHost", default: upstream.maxConnectionsPerHost) {
@@ -231,6 +232,9 @@ struct PolicyDocumentReader {
         }
         upstream.maxIdleConnections = fields.optional("maxIdleConnections", default: upstream.maxIdleConnections) {
             $0.int(in: 1...100_000)
+        }
+        upstream.idleConnectionTimeout = fields.optional("idleConnectionTimeout", default: upstream.idleConnectionTimeout) {
+            $0.duration()
         }
         return upstream
     }
@@ -288,15 +292,21 @@ struct PolicyDocumentReader {
     }
 
     private func readBackend(_ value: PolicyValue, name: String) -> BackendPolicy? {
-        guard let fields = value.fields(known: ["url", "connectTimeout", "timeout", "rateLimit", "maxConcurrent"]) else { return nil }
+        let known = ["url", "connectTimeout", "timeout", "rateLimit", "maxConcurrent", "client"]
+        guard let fields = value.fields(known: known) else { return nil }
         let url = fields.required("url", readBackendURL)
         let connectTimeout = fields.optional("connectTimeout", default: Duration.seconds(2)) { $0.duration() }
         let timeout = fields.optional("timeout", default: Duration.seconds(30)) { $0.duration() }
         let rateLimit = fields.optional("rateLimit", readRateLimit)
         let maxConcurrent = fields.optional("maxConcurrent") { $0.int(in: 1...1_000_000) }
+        let client = fields.optional("client") { $0.oneOf(BackendClient.allCases) }
+        if client == .nio, url?.scheme == "https", let clientValue = fields["client"] {
+            clientValue.error("client nio speaks plain HTTP only; an https:// backend needs client curl (or no client key)")
+        }
         guard let url else { return nil }
         return BackendPolicy(
-            name: name, url: url, connectTimeout: connectTimeout, timeout: timeout, rateLimit: rateLimit, maxConcurrent: maxConcurrent)
+            name: name, url: url, connectTimeout: connectTimeout, timeout: timeout, rateLimit: rateLimit, maxConcurrent: maxConcurrent,
+            client: client)
     }
 
     private func readBackendURL(_ value: PolicyValue) -> BackendURL? {

@@ -12,17 +12,6 @@ import NIOCore
 /// ambiguously, a body shorter than declared or bytes beyond it fail the exchange with
 /// `.badResponse`, and a small declared body is held back until it is proven whole.
 final class CurlTransfer {
-    /// Bodies declared this long or shorter are held back, head included, until the transfer ended
-    /// cleanly with exactly the declared length; then head, body and end are shipped together.
-    ///
-    /// Until the head has been written to the client, a broken response can still become a clean
-    /// 502; afterwards the gateway can only close the connection. Holding small bodies makes the
-    /// common case deterministic (a short or overlong small body is always a 502, whatever the
-    /// timing of the backend's writes) at the cost of buffering at most this much per exchange,
-    /// which most answers fit in whole anyway. Larger bodies stream, so that a download is not
-    /// buffered; their framing errors can only close the client's connection short of the length
-    /// it was promised.
-    static let heldBodyLimit = 64 * 1024
 
     let id: Int
     let eventLoop: any EventLoop
@@ -55,7 +44,7 @@ final class CurlTransfer {
     private(set) var framing: ResponseFraming?
     /// Body bytes taken from libcurl so far.
     private(set) var bodyReceived = 0
-    /// Whether head and body wait for the end of the transfer (see ``heldBodyLimit``).
+    /// Whether head and body wait for the end of the transfer (see ``ResponseFraming/heldBodyLimit``).
     private var holding = false
     /// Why the response cannot be trusted, once that is known; the exchange then fails with it
     /// whatever libcurl reports.
@@ -133,7 +122,7 @@ final class CurlTransfer {
             }
             holding = true
         case .length(let length):
-            holding = length <= Self.heldBodyLimit
+            holding = length <= ResponseFraming.heldBodyLimit
         case .transferCoded, .untilClose:
             holding = false
         }

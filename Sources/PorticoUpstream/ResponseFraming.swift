@@ -10,6 +10,23 @@
 /// Repeated *identical* values are tolerated and read as one, as RFC 9110 §8.6 allows: some
 /// frameworks repeat the field, and the value is not in doubt.
 struct ResponseFraming: Equatable, Sendable {
+    /// Bodies declared this long or shorter are held back, head included, until the exchange ended
+    /// cleanly with exactly the declared length; then head, body and end are shipped together.
+    ///
+    /// Until the head has been written to the client, a broken response can still become a clean
+    /// 502; afterwards the gateway can only close the connection. Holding small bodies makes the
+    /// common case deterministic (a short or overlong small body is always a 502, whatever the
+    /// timing of the backend's writes) at the cost of buffering at most this much per exchange,
+    /// which most answers fit in whole anyway. Larger bodies stream, so that a download is not
+    /// buffered; their framing errors can only close the client's connection short of the length
+    /// it was promised.
+    static let heldBodyLimit = 64 * 1024
+
+    /// Whether a response so framed is held back whole (see ``heldBodyLimit``).
+    var isHeldBack: Bool {
+        if case .length(let length) = body { return length <= Self.heldBodyLimit }
+        return false
+    }
     enum Body: Equatable, Sendable {
         /// No body follows, whatever the fields say: a response to HEAD, a 204 or a 304.
         case none

@@ -64,6 +64,9 @@ public struct UpstreamRequest: Sendable {
     /// For `https` URLs: the CA certificates (PEM) the server's certificate must chain to; `nil`
     /// uses the system's trust store.
     public var trustedCAFile: String?
+    /// Which client sends it through a ``RoutingUpstreamClient``; `nil` goes by the URL's scheme
+    /// (`https` → curl, otherwise NIO). Other clients ignore it.
+    public var client: UpstreamClientKind?
 
     public init(
         method: String, url: String, headers: [(name: String, value: String)] = [], body: ByteBuffer? = nil,

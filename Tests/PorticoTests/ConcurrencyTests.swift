@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
 import PorticoDemoBackends
 import Testing
 
@@ -44,7 +45,8 @@ struct ConcurrencyTests {
             // Every request got its answer: none was lost to a timeout or a dropped connection.
             #expect(answered.withLockedValue { $0 } == clients * requestsEach)
             #expect(servers[0].requestsReceived == clients * requestsEach)
-            #expect(servers[0].connectionsAccepted <= 64)
+            // The NIO upstream keeps a pool per event loop, each capped at upstream.maxConnectionsPerHost (64).
+            #expect(servers[0].connectionsAccepted <= 64 * NIOSingletons.groupLoopCountSuggestion)
         }
     }
 

@@ -1,0 +1,127 @@
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import Testing
+
+@testable import PorticoUpstream
+
+/// The connection handler on an `EmbeddedChannel`: what it writes, when it reads, what it delivers,
+/// with the loop's clock under the test's control.
+@Suite("The upstream connection handler")
+struct UpstreamConnectionHandlerTests {
+    /// Counts the reads the handler asks the channel for (auto-read is off in production).
+    final class ReadCounter: ChannelOutboundHandler {
+        typealias OutboundIn = Any
+        var reads = 0
+        func read(context: ChannelHandlerContext) {
+            reads += 1
+            context.read()
+        }
+    }
+
+    struct Setup {
+        let channel: EmbeddedChannel
+        let loop: EmbeddedEventLoop
+        let handler: UpstreamConnectionHandler
+        let counter: ReadCounter
+        let recorder: ExchangeRecorder
+        let exchange: UpstreamExchange
+    }
+
+    /// A connected channel with the handler on top, and an exchange (not yet running) for `method`.
+    static func setUp(method: HTTPMethod = .GET, timeout: Duration = .seconds(30), high: Int = 1000, low: Int = 100) throws -> Setup {
+        let channel = EmbeddedChannel()
+        let loop = channel.embeddedEventLoop
+        let origin = UpstreamOrigin(host: "127.0.0.1", port: 8080)
+        let configuration = NIOUpstreamClient.Configuration(highWatermark: high, lowWatermark: low)
+        // The pool only hears that the connection came back or closed; it does not know it otherwise.
+        let pool = UpstreamConnectionPool(origin: origin, eventLoop: loop, configuration: configuration)
+        let handler = UpstreamConnectionHandler(id: 1, pool: pool, highWatermark: high, lowWatermark: low)
+        let counter = ReadCounter()
+        try channel.pipeline.syncOperations.addHandler(counter)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        let recorder = ExchangeRecorder(eventLoop: loop)
+        let head = HTTPRequestHead(version: .http1_1, method: method, uri: "/x", headers: ["Host": "backend"])
+        let exchange = UpstreamExchange(
+            eventLoop: loop, origin: origin, head: head, body: nil, keepAlive: true, timeout: timeout, connectTimeout: .seconds(1),
+            handler: recorder)
+        recorder.task = exchange
+        return Setup(channel: channel, loop: loop, handler: handler, counter: counter, recorder: recorder, exchange: exchange)
+    }
+
+    /// Chunked by default: a body that streams batch by batch (a small Content-Length body is held whole).
+    static func responseHead(_ fields: HTTPHeaders = ["Transfer-Encoding": "chunked"]) -> HTTPClientResponsePart {
+        .head(HTTPResponseHead(version: .http1_1, status: .ok, headers: fields))
+    }
+
+    @Test("the request is written once with a read; a batch is delivered in one call; reading waits for credit")
+    func readsFollowCredit() throws {
+        let setup = try Self.setUp()
+        setup.recorder.consumesImmediately = false
+        #expect(setup.exchange.run(on: setup.handler))
+        guard case .head(let head) = try setup.channel.readOutbound(as: HTTPClientRequestPart.self) else {
+            Issue.record("expected the request head")
+            return
+        }
+        #expect(head.uri == "/x")
+        guard case .end = try setup.channel.readOutbound(as: HTTPClientRequestPart.self) else {
+            Issue.record("expected the request's end")
+            return
+        }
+        #expect(setup.counter.reads == 1)
+
+        // Head and two body parts in one read batch: one delivery, one more read (credit remains).
+        let pipeline = setup.channel.pipeline.syncOperations
+        pipeline.fireChannelRead(NIOAny(Self.responseHead()))
+        pipeline.fireChannelRead(NIOAny(HTTPClientResponsePart.body(ByteBuffer(repeating: 1, count: 300))))
+        pipeline.fireChannelRead(NIOAny(HTTPClientResponsePart.body(ByteBuffer(repeating: 2, count: 300))))
+        pipeline.fireChannelReadComplete()
+        #expect(setup.recorder.deliveries == 1)
+        #expect(setup.recorder.head?.status == 200)
+        #expect(setup.recorder.bodyBytes == 600)
+        #expect(setup.counter.reads == 2)
+
+        // Over the high watermark (1000): no read until the consumer brings it down to 100.
+        try setup.channel.writeInbound(HTTPClientResponsePart.body(ByteBuffer(repeating: 3, count: 400)))
+        #expect(setup.recorder.deliveries == 2)
+        #expect(setup.counter.reads == 2)
+        setup.exchange.consumed(bytes: 800)
+        #expect(setup.counter.reads == 2)  // 200 outstanding: still above the low watermark
+        setup.exchange.consumed(bytes: 100)
+        #expect(setup.counter.reads == 3)
+
+        // The end: the result arrives, and the connection, back in its pool, keeps a read pending.
+        try setup.channel.writeInbound(HTTPClientResponsePart.end(nil))
+        #expect(setup.recorder.result.map { if case .success = $0 { true } else { false } } == true)
+        #expect(setup.counter.reads == 4)
+        #expect(setup.channel.isActive)
+        #expect(setup.recorder.offLoopDeliveries == 0)
+    }
+
+    @Test("on an EmbeddedEventLoop the exchange times out when the loop's clock reaches its timeout, and the connection closes")
+    func timeoutOnTheLoopsClock() throws {
+        let setup = try Self.setUp(timeout: .seconds(5))
+        setup.exchange.armTimeout()
+        #expect(setup.exchange.run(on: setup.handler))
+        try setup.channel.writeInbound(Self.responseHead())
+        setup.loop.advanceTime(by: .seconds(5) - .nanoseconds(1))
+        #expect(setup.recorder.result == nil)
+        #expect(setup.channel.isActive)
+        setup.loop.advanceTime(by: .nanoseconds(1))
+        guard case .failure(let error) = setup.recorder.result else {
+            Issue.record("expected the exchange to time out")
+            return
+        }
+        #expect(error.kind == .timedOut)
+        #expect(!setup.channel.isActive)
+        #expect(setup.recorder.deliveriesAfterResult == 0)
+    }
+
+    @Test("a response nobody asked for closes an idle connection")
+    func strayResponseWhileIdle() throws {
+        let setup = try Self.setUp()
+        try setup.channel.writeInbound(Self.responseHead())
+        #expect(!setup.channel.isActive)
+    }
+}
