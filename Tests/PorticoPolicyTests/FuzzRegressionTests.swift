@@ -29,4 +29,26 @@ struct FuzzRegressionTests {
         #expect(match.path.version == "1")
         #expect(match.path.remainder == "/AAPL")
     }
+
+    /// `regression-duration-overflows`: a duration whose milliseconds do not fit in 64 bits
+    /// (`idleTimeout: 609223372036854775807s`) trapped while converting, so `portico check` and a
+    /// reload crashed instead of reporting the key. It is a diagnostic now, like any bad duration.
+    @Test(arguments: ["609223372036854775807s", "1e300h", "9223372036854775808ms", "-1e300s", "nan", "infs"])
+    func aDurationTooLongForSixtyFourBitsIsReported(_ duration: String) {
+        let policy = "listeners:\n  - { name: l, port: 0 }\nlimits: { headTimeout: 10s, idleTimeout: \(duration) }\n"
+        #expect {
+            try PolicyLoader().load(sources: [(file: "regression-duration-overflows", text: policy)])
+        } throws: { error in
+            let diagnostics = (error as? PolicyError)?.diagnostics ?? []
+            return diagnostics.count == 1 && diagnostics[0].keyPath == "limits.idleTimeout"
+                && diagnostics[0].message.hasPrefix("expected a positive duration")
+        }
+    }
+
+    /// The longest durations that do fit still load.
+    @Test func theLongestDurationThatFitsLoads() throws {
+        let policy = "listeners:\n  - { name: l, port: 0 }\nlimits: { idleTimeout: 9000000000000000s }\n"
+        let snapshot = try PolicyLoader().load(sources: [(file: "long-duration", text: policy)])
+        #expect(snapshot.limits.idleTimeout == .seconds(9_000_000_000_000_000))
+    }
 }
