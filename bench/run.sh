@@ -6,6 +6,11 @@
 #   TLS=1 bench/run.sh ...      nginx and Portico both terminate TLS (the same certificate, keep-alive)
 #   LIMITS=1 bench/run.sh ...   also runs Portico with rate limits on (an address limit and a backend
 #                               rate limit and concurrency cap, all too high to refuse: their cost only)
+#   LOCAL=1 bench/run.sh ...    also measures an answer given without a backend (Portico's 404 problem,
+#                               nginx returning the same bytes from its config)
+#
+# Caddy (Debian's caddy, Go: the class of Tyk, KrakenD and Traefik) runs as a third peer with the same
+# routes, unless CADDY=0.
 #
 # The backend is nginx answering a small JSON body from memory (so the backend costs the same for
 # both proxies). Each proxy forwards over keep-alive connections. wrk drives keep-alive load at
@@ -22,9 +27,12 @@ NGINX_PORT=18191
 PORTICO_PORT=18192
 SIGNED_PORT=18193
 LIMITS_PORT=18194
+CADDY_PORT=18195
 SIGNED=${SIGNED:-0}
 LIMITS=${LIMITS:-0}
 TLS=${TLS:-0}
+LOCAL=${LOCAL:-0}
+CADDY=${CADDY:-1}
 SCHEME=http
 [ "$TLS" = 1 ] && SCHEME=https
 WORK=$(mktemp -d /tmp/portico-bench.XXXXXX)
@@ -41,6 +49,7 @@ need() { command -v "$1" >/dev/null 2>&1 || MISSING+=("$2"); }
 MISSING=()
 need wrk wrk
 need nginx nginx-light
+[ "$CADDY" = 1 ] && need caddy caddy
 if [ ${#MISSING[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq "${MISSING[@]}" >/dev/null
@@ -83,33 +92,6 @@ http {
 }
 CONF
 
-# The peer: nginx as a keep-alive reverse proxy, one worker per core, no access log (Portico's is off too).
-cat >"$WORK/proxy/nginx.conf" <<CONF
-worker_processes auto;
-daemon off;
-pid $WORK/proxy/nginx.pid;
-error_log $WORK/proxy/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/proxy; proxy_temp_path $WORK/proxy; fastcgi_temp_path $WORK/proxy;
-  uwsgi_temp_path $WORK/proxy; scgi_temp_path $WORK/proxy;
-  keepalive_requests 1000000;
-  upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }
-  server {
-    listen $NGINX_LISTEN;
-    location /api/1/stockquote/ {
-      proxy_pass http://backend/v1/quotes/;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto \$scheme;
-      proxy_set_header X-Forwarded-Host \$host;
-    }
-  }
-}
-CONF
-
 cat >"$WORK/policies/bench.yaml" <<YAML
 listeners:
   - { name: bench, address: 127.0.0.1, port: $PORTICO_PORT$PORTICO_TLS }
@@ -146,11 +128,81 @@ sed -e "s/name: bench, address: 127.0.0.1, port: $PORTICO_PORT/name: bench, addr
     -e "s|    path: /api/{version}/stockquote|    path: /api/{version}/stockquote\n    addressRateLimit: { rate: 1000000000/s, burst: 1000000 }|" \
     "$WORK/policies/bench.yaml" >"$WORK/limited-policies/bench.yaml"
 
+# The Go peer: Caddy as a keep-alive reverse proxy with the same route, headers and (with TLS=1)
+# certificate. Its admin endpoint and automatic HTTPS are off; it logs no requests by default.
+CADDY_SITE="http://127.0.0.1:$CADDY_PORT"
+CADDY_TLS=""
+if [ "$TLS" = 1 ]; then
+  CADDY_SITE="https://127.0.0.1:$CADDY_PORT"
+  CADDY_TLS="tls $WORK/certs/server.pem $WORK/certs/server-key.pem"
+fi
+cat >"$WORK/Caddyfile" <<CONF
+{
+  admin off
+  auto_https off
+  storage file_system $WORK/caddy
+}
+$CADDY_SITE {
+  $CADDY_TLS
+  handle_path /api/1/stockquote/* {
+    rewrite * /v1/quotes{path}
+    reverse_proxy 127.0.0.1:$BACKEND_PORT {
+      header_up X-Forwarded-Host {host}
+    }
+  }
+}
+CONF
+
 nginx -p "$WORK/backend" -c "$WORK/backend/nginx.conf" & PIDS+=($!)
-nginx -p "$WORK/proxy" -c "$WORK/proxy/nginx.conf" & PIDS+=($!)
-NGINX_PROXY_MASTER=$!
 .build/release/portico serve --policies "$WORK/policies" --log-level warning & PIDS+=($!)
 PORTICO_PID=$!
+for _ in $(seq 50); do
+  LOCAL_BODY=$(curl -s "${CURL_TLS[@]}" "$SCHEME://localhost:$PORTICO_PORT/nowhere" || true)
+  [ -n "$LOCAL_BODY" ] && break
+  sleep 0.1
+done
+# The peer: nginx as a keep-alive reverse proxy, one worker per core, no access log (Portico's is off too).
+# Written once Portico runs: its /nowhere location returns the very bytes Portico answers there.
+write_nginx_proxy_conf() {
+cat >"$WORK/proxy/nginx.conf" <<CONF
+worker_processes auto;
+daemon off;
+pid $WORK/proxy/nginx.pid;
+error_log $WORK/proxy/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/proxy; proxy_temp_path $WORK/proxy; fastcgi_temp_path $WORK/proxy;
+  uwsgi_temp_path $WORK/proxy; scgi_temp_path $WORK/proxy;
+  keepalive_requests 1000000;
+  upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }
+  server {
+    listen $NGINX_LISTEN;
+    # The same bytes Portico answers for an unknown path (LOCAL=1), from the configuration.
+    location = /nowhere {
+      default_type application/problem+json;
+      return 404 '$(printf '%s' "$LOCAL_BODY")';
+    }
+    location /api/1/stockquote/ {
+      proxy_pass http://backend/v1/quotes/;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+      proxy_set_header X-Forwarded-Host \$host;
+    }
+  }
+}
+CONF
+}
+
+write_nginx_proxy_conf
+nginx -p "$WORK/proxy" -c "$WORK/proxy/nginx.conf" & PIDS+=($!)
+NGINX_PROXY_MASTER=$!
+if [ "$CADDY" = 1 ]; then
+  XDG_DATA_HOME="$WORK/caddy" XDG_CONFIG_HOME="$WORK/caddy" caddy run --adapter caddyfile --config "$WORK/Caddyfile" >"$WORK/caddy.log" 2>&1 & PIDS+=($!)
+  CADDY_PID=$!
+fi
 if [ "$SIGNED" = 1 ]; then
   .build/release/portico serve --policies "$WORK/signed-policies" --log-level warning & PIDS+=($!)
   SIGNED_PID=$!
@@ -162,7 +214,9 @@ fi
 sleep 1.5
 
 PATH_UNDER_TEST=/api/1/stockquote/AAPL
-for port in $BACKEND_PORT $NGINX_PORT $PORTICO_PORT; do
+PORTS=($BACKEND_PORT $NGINX_PORT $PORTICO_PORT)
+[ "$CADDY" = 1 ] && PORTS+=($CADDY_PORT)
+for port in "${PORTS[@]}"; do
   url="$SCHEME://localhost:$port$PATH_UNDER_TEST"
   [ $port = $BACKEND_PORT ] && url="http://127.0.0.1:$port/v1/quotes/AAPL"
   curl -fsS "${CURL_TLS[@]}" "$url" >/dev/null || { echo "no answer from $url" >&2; exit 1; }
@@ -209,13 +263,26 @@ for round in $(seq 1 "$ROUNDS"); do
   run_wrk backend "$round" "http://127.0.0.1:$BACKEND_PORT/v1/quotes/AAPL"
   run_wrk nginx "$round" "$SCHEME://127.0.0.1:$NGINX_PORT$PATH_UNDER_TEST" $(nginx_proxy_pids)
   run_wrk portico "$round" "$SCHEME://127.0.0.1:$PORTICO_PORT$PATH_UNDER_TEST" $PORTICO_PID
+  if [ "$CADDY" = 1 ]; then run_wrk caddy "$round" "$SCHEME://127.0.0.1:$CADDY_PORT$PATH_UNDER_TEST" $CADDY_PID; fi
+  if [ "$LOCAL" = 1 ]; then
+    run_wrk nginx-404 "$round" "$SCHEME://127.0.0.1:$NGINX_PORT/nowhere" $(nginx_proxy_pids)
+    run_wrk portico-404 "$round" "$SCHEME://127.0.0.1:$PORTICO_PORT/nowhere" $PORTICO_PID
+  fi
   if [ "$SIGNED" = 1 ]; then run_wrk portico-sig "$round" "$SIGNED_URL" $SIGNED_PID; fi
   if [ "$LIMITS" = 1 ]; then run_wrk portico-lim "$round" "$LIMITS_URL" $LIMITS_PID; fi
 done
 
-python3 - "$WORK" "$HZ" "$ROUNDS" "$SIGNED" "$LIMITS" <<'PY'
+if [ "$LOCAL" = 1 ]; then
+  # The two local answers must be the same size for the comparison to be fair.
+  n=$(curl -s "${CURL_TLS[@]}" "$SCHEME://127.0.0.1:$NGINX_PORT/nowhere" | wc -c)
+  p=$(curl -s "${CURL_TLS[@]}" "$SCHEME://127.0.0.1:$PORTICO_PORT/nowhere" | wc -c)
+  [ "$n" = "$p" ] || echo "warning: local answers differ in size (nginx $n bytes, Portico $p bytes)" >&2
+fi
+
+python3 - "$WORK" "$HZ" "$ROUNDS" "$SIGNED" "$LIMITS" "$CADDY" "$LOCAL" <<'PY'
 import re, statistics, sys
 work, hz, rounds, signed, limits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
+caddy, local = sys.argv[6] == "1", sys.argv[7] == "1"
 cpu = {(name, int(r)): int(t) for name, r, t in (line.split() for line in open(f"{work}/cpu"))}
 def parse(name, r):
     text = open(f"{work}/{name}.{r}.wrk").read()
@@ -225,10 +292,12 @@ def parse(name, r):
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1)),
         "lat": dict(re.findall(r"^\s+(50|90|99)%\s+(\S+)", text, re.M)),
         "cpu": cpu[(name, r)] / hz * 1e6 / total if name != "backend" else None,
-        "errors": int(errors.group(1)) if errors else 0,
+        "errors": int(errors.group(1)) if errors and not name.endswith("-404") else 0,
     }
 rows = {}
-for name in ("backend", "nginx", "portico") + (("portico-sig",) if signed else ()) + (("portico-lim",) if limits else ()):
+names = ("backend", "nginx", "portico") + (("caddy",) if caddy else ()) + (("portico-sig",) if signed else ())
+names += (("portico-lim",) if limits else ()) + (("nginx-404", "portico-404") if local else ())
+for name in names:
     runs = sorted((parse(name, r) for r in range(1, rounds + 1)), key=lambda run: run["rps"])
     median = runs[len(runs) // 2]
     median["errors"] = sum(run["errors"] for run in runs)
@@ -242,7 +311,17 @@ for name, row in rows.items():
     lat = row["lat"]
     print(f"{name:<12}{row['rps']:>10.0f}{lat.get('50','-'):>10}{lat.get('90','-'):>10}{lat.get('99','-'):>10}{cpu_text:>16}{row['errors']:>9}   {row['all_rps']}")
 p, n = rows["portico"], rows["nginx"]
-print(f"\nPortico/nginx (medians): throughput {p['rps']/n['rps']:.2f}x, CPU per request {p['cpu']/n['cpu']:.2f}x")
+def p99_ms(row):
+    text = row["lat"].get("99", "0us")
+    value = float(re.match(r"[\d.]+", text).group(0))
+    return value * {"us": 1e-3, "ms": 1.0, "s": 1e3}[re.search(r"[a-z]+$", text).group(0)]
+print(f"\nPortico/nginx (medians): throughput {p['rps']/n['rps']:.2f}x, CPU per request {p['cpu']/n['cpu']:.2f}x, p99 {p99_ms(p)/p99_ms(n):.2f}x")
+if caddy:
+    c = rows["caddy"]
+    print(f"Caddy/nginx (medians): throughput {c['rps']/n['rps']:.2f}x, CPU per request {c['cpu']/n['cpu']:.2f}x, p99 {p99_ms(c)/p99_ms(n):.2f}x")
+if local:
+    pl, nl = rows["portico-404"], rows["nginx-404"]
+    print(f"Local answer (404 problem), Portico/nginx: throughput {pl['rps']/nl['rps']:.2f}x, CPU per request {pl['cpu']/nl['cpu']:.2f}x")
 if signed:
     s = rows["portico-sig"]
     print(f"Portico with signature auth/nginx: throughput {s['rps']/n['rps']:.2f}x, CPU per request {s['cpu']/n['cpu']:.2f}x"

@@ -18,6 +18,22 @@ CURLcode portico_easy_setopt_data_callback(CURL *handle, CURLoption option, port
     return curl_easy_setopt(handle, option, callback);
 }
 
+CURLcode portico_easy_setopt_debug_callback(CURL *handle, CURLoption option, portico_curl_debug_callback callback) {
+    return curl_easy_setopt(handle, option, callback);
+}
+
+CURLcode portico_easy_setopt_sockopt_callback(CURL *handle, CURLoption option, portico_curl_sockopt_callback callback) {
+    return curl_easy_setopt(handle, option, callback);
+}
+
+CURLcode portico_easy_setopt_closesocket_callback(CURL *handle, CURLoption option, portico_curl_closesocket_callback callback) {
+    return curl_easy_setopt(handle, option, callback);
+}
+
+CURLcode portico_easy_setopt_prereq_callback(CURL *handle, CURLoption option, portico_curl_prereq_callback callback) {
+    return curl_easy_setopt(handle, option, callback);
+}
+
 CURLcode portico_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }

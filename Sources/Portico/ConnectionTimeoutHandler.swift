@@ -60,6 +60,11 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler {
         perform(machine.requestHeadReceived(expectsBody: expectsBody), context: context)
     }
 
+    func drainStarted() {
+        guard let context else { return }
+        perform(machine.drainStarted(), context: context)
+    }
+
     func requestEndReceived() {
         guard let context else { return }
         perform(machine.requestEndReceived(), context: context)

@@ -8,12 +8,16 @@
 ///   not reset by further bytes, so a client dribbling one byte at a time cannot hold on).
 /// - `readingBody`: the head is in and a body is expected; the same timeout applies to each pause
 ///   between body bytes.
+/// - `draining`: the request was answered before its body arrived, and the rest of a small body is
+///   read and dropped; it must arrive within the head timeout from the answer (a deadline, as for
+///   the head), or the connection closes.
 /// - `handling`: the request is complete; the gateway owns the clock (upstream timeouts).
 struct ConnectionTimeoutStateMachine {
     enum State: Equatable {
         case idle
         case readingHead
         case readingBody
+        case draining
         /// `sawMoreBytes`: bytes of a pipelined request arrived while this one was being handled.
         case handling(sawMoreBytes: Bool)
         case closed
@@ -52,9 +56,16 @@ struct ConnectionTimeoutStateMachine {
         case .handling:
             state = .handling(sawMoreBytes: true)
             return .none
-        case .readingHead, .closed:
+        case .readingHead, .draining, .closed:
             return .none
         }
+    }
+
+    /// The request was answered early and the rest of its body is being read and dropped.
+    mutating func drainStarted() -> Action {
+        guard state == .readingBody else { return .none }
+        state = .draining
+        return .startTimer(.head)
     }
 
     mutating func requestHeadReceived(expectsBody: Bool) -> Action {
@@ -91,7 +102,8 @@ struct ConnectionTimeoutStateMachine {
 
     mutating func timerFired() -> Action {
         switch state {
-        case .idle:
+        case .idle, .draining:
+            // Idle: nothing is owed. Draining: the answer has been sent already.
             state = .closed
             return .close
         case .readingHead, .readingBody:

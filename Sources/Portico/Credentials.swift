@@ -14,6 +14,8 @@ final class Credentials: Sendable {
         let fingerprint: [UInt8]
         /// The secret being rotated out, accepted until `expires` (seconds since 1970).
         let previous: (key: OpenSSLHMACKey, fingerprint: [UInt8], expires: Int64)?
+        /// The most live nonces this key may hold in the replay store (``Policy/nonceQuota(for:)``).
+        let nonceQuota: Int
     }
 
     let byID: [String: Credential]
@@ -25,16 +27,18 @@ final class Credentials: Sendable {
     /// A per-process random key for fingerprints; it never leaves memory.
     static let fingerprintKey = OpenSSLHMACKey(key: randomBytes())!
 
-    init(keys: [String: ClientKeyPolicy]) {
+    init(policy snapshotPolicy: Policy) {
         var byID: [String: Credential] = [:]
-        for (id, policy) in keys {
+        for (id, policy) in snapshotPolicy.keys {
             // OpenSSL without HMAC-SHA256 cannot run the gateway at all; the decoy below traps too.
             let current = OpenSSLHMACKey(key: policy.secret.bytes)!
             var previous: (OpenSSLHMACKey, [UInt8], Int64)?
             if let secret = policy.previousSecret, let expires = policy.previousSecretExpires {
                 previous = (OpenSSLHMACKey(key: secret.bytes)!, Self.fingerprint(secret.bytes), expires)
             }
-            byID[id] = Credential(policy: policy, current: current, fingerprint: Self.fingerprint(policy.secret.bytes), previous: previous)
+            byID[id] = Credential(
+                policy: policy, current: current, fingerprint: Self.fingerprint(policy.secret.bytes), previous: previous,
+                nonceQuota: snapshotPolicy.nonceQuota(for: policy))
         }
         self.byID = byID
         let decoyBytes = Self.randomBytes()

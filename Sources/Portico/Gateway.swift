@@ -23,7 +23,7 @@ public final class Gateway: Sendable {
     private let state = NIOLockedValueBox(RunState())
 
     private struct RunState {
-        var listeners: [(name: String, channel: any Channel)] = []
+        var listeners: [(name: String, channel: any Channel, connections: ListenerConnections)] = []
         /// The TLS context each TLS listener hands to new connections.
         var tlsStores: [String: TLSContextStore] = [:]
         var connections: [ObjectIdentifier: any Channel] = [:]
@@ -69,6 +69,14 @@ public final class Gateway: Sendable {
     /// Client connections open now, on every listener.
     public var openConnections: Int { state.withLockedValue { $0.connections.count } }
 
+    /// Connections each listener refused at accept since start, because it was at
+    /// `limits.maxConnections`.
+    public var refusedConnections: [String: Int] {
+        state.withLockedValue { state in
+            Dictionary(uniqueKeysWithValues: state.listeners.map { ($0.name, $0.connections.refusedCount) })
+        }
+    }
+
     /// Client connections accepted since start.
     public var acceptedConnections: Int { state.withLockedValue { $0.accepted } }
 
@@ -80,21 +88,22 @@ public final class Gateway: Sendable {
         accessLogger[metadataKey: "log"] = "access"
         let tlsStores = try ListenerTLS.contexts(for: snapshot).mapValues(TLSContextStore.init)
         let limits = snapshot.limits
-        var bound: [(name: String, channel: any Channel)] = []
+        var bound: [(name: String, channel: any Channel, connections: ListenerConnections)] = []
         do {
             for listener in snapshot.listeners {
                 let tls = tlsStores[listener.name]
                 let services = GatewayServices(
                     store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
                     scheme: tls == nil ? "http" : "https")
+                let connections = ListenerConnections(listener: listener.name, limit: limits.maxConnections, logger: logger)
                 let channel: any Channel
                 do {
-                    channel = try await bootstrap(services: services, limits: limits, tls: tls)
+                    channel = try await bootstrap(services: services, limits: limits, tls: tls, connections: connections)
                         .bind(host: listener.address, port: listener.port).get()
                 } catch {
                     throw ListenerBindError(listener: listener, underlying: error)
                 }
-                bound.append((listener.name, channel))
+                bound.append((listener.name, channel, connections))
                 logger.info("listening", metadata: ["listener": .string(listener.name), "address": .string("\(channel.localAddress!)")])
             }
         } catch {
@@ -119,7 +128,9 @@ public final class Gateway: Sendable {
         }
     }
 
-    private func bootstrap(services: GatewayServices, limits: LimitsPolicy, tls: TLSContextStore?) -> ServerBootstrap {
+    private func bootstrap(
+        services: GatewayServices, limits: LimitsPolicy, tls: TLSContextStore?, connections: ListenerConnections
+    ) -> ServerBootstrap {
         let connectionPipeline = ConnectionPipeline(services: services, limits: limits)
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
@@ -127,6 +138,9 @@ public final class Gateway: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { [self] channel in
+                // Over the listener's limit: closed before any state is made for it.
+                guard connections.admit() else { return channel.close() }
+                channel.closeFuture.whenComplete { _ in connections.release() }
                 self.track(channel)
                 return channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations

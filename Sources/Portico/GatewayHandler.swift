@@ -31,7 +31,8 @@ final class GatewayHandler: ChannelInboundHandler {
         case idle
         /// A proxied request's body is being collected (bodies are forwarded whole).
         case receivingBody
-        /// Answered before the request ended (an error); the rest of the request is read and dropped.
+        /// Answered before the request ended (an error); the rest of a small body is read and
+        /// dropped so the connection can serve the next request (see ``maxDrainBytes``).
         case discardingBody
         /// Sent upstream; the response is awaited or streaming.
         case forwarding
@@ -46,6 +47,15 @@ final class GatewayHandler: ChannelInboundHandler {
         let requestID: String
         let snapshot: PolicySnapshot
         var keepAlive: Bool
+        /// The body length the head announced (`nil`: none announced, or chunked).
+        var declaredLength: Int?
+        /// Whether a body follows the head (announced length over zero, or chunked).
+        var expectsBody = false
+        /// An HTTP/1.1 client sent `Expect: 100-continue` and has not been told to go on: it may
+        /// never send its body, so a request answered early cannot be drained.
+        var awaitingContinue = false
+        /// Body bytes read and dropped after an early answer.
+        var drainedBytes = 0
         var record: AccessRecord
         var routed: RoutedRequest?
         var proxy: ProxyPolicy?
@@ -78,6 +88,12 @@ final class GatewayHandler: ChannelInboundHandler {
         }
     }
 
+    /// The most of an unread body the gateway reads and throws away after answering early, so that
+    /// the connection can carry the next request. A longer body (or one whose client waits for
+    /// `100 Continue`) is not read at all: the answer says `Connection: close` and the connection
+    /// closes, which costs the client a new connection rather than the gateway an unbounded read.
+    static let maxDrainBytes = 64 * 1024
+
     private let services: GatewayServices
     /// The same connection's timeout handler, told where each request stands.
     private let timeouts: ConnectionTimeoutHandler
@@ -85,6 +101,8 @@ final class GatewayHandler: ChannelInboundHandler {
     private var exchange: Exchange?
     private var serial = 0
     private var clientAddress: String?
+    /// What the per-address rate limit counts this client as (its /64 for IPv6).
+    private var addressSubject: String?
     /// What the TLS handshake established (nil on a plain-HTTP listener), including the verified
     /// client certificate's subject for later stages and the access log.
     private var tls: TLSConnectionInfo?
@@ -96,6 +114,7 @@ final class GatewayHandler: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         clientAddress = context.channel.remoteAddress?.ipAddress
+        addressSubject = ClientAddress.rateLimitSubject(context.channel.remoteAddress)
     }
 
     // MARK: Inbound
@@ -132,8 +151,16 @@ final class GatewayHandler: ChannelInboundHandler {
 
         let contentLength = head.headers.first(name: "content-length").flatMap(Int.init)
         let expectsBody = (contentLength ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
+        exchange!.declaredLength = contentLength
+        exchange!.expectsBody = expectsBody
+        // RFC 9110 §10.1.1: an HTTP/1.0 client's expectation is ignored (it cannot know `100`).
+        let expectation = head.version == .http1_1 ? head.headers.first(name: "expect") : nil
+        exchange!.awaitingContinue = expectation.map { HeaderName.matches($0, "100-continue") } ?? false
         timeouts.requestHeadReceived(expectsBody: expectsBody)
 
+        if let problem = Self.checkHost(head) {
+            return answerEarly(problem, context: context)
+        }
         if let contentLength, contentLength > limits.maxBodyBytes {
             return answerEarly(.bodyTooLarge(limit: limits.maxBodyBytes), context: context)
         }
@@ -147,6 +174,7 @@ final class GatewayHandler: ChannelInboundHandler {
         exchange!.routed = routed
 
         var tierName: String?
+        var nonce: PendingNonce?
         if routed.service.policy.auth != .none {
             let authenticator = RequestAuthenticator(
                 policy: snapshot.policy, credentials: active.credentials, nonces: services.nonces, scheme: services.scheme)
@@ -156,6 +184,7 @@ final class GatewayHandler: ChannelInboundHandler {
                 exchange!.record.keyID = authentication.keyID
                 exchange!.contentDigest = authentication.contentDigest
                 tierName = authentication.tier
+                nonce = authentication.nonce
                 if routed.service.policy.auth == .apiKey { exchange!.credentialHeader = snapshot.policy.apiKeys.header.lowercased() }
             }
         }
@@ -168,22 +197,60 @@ final class GatewayHandler: ChannelInboundHandler {
         let keyID = exchange!.record.keyID
         let tier = tierName.flatMap { snapshot.policy.tiers[$0] }
         switch services.rateLimiter.admit(
-            service: routed.service.policy, tier: tier, keyID: keyID, clientAddress: clientAddress, backend: exchange!.backend)
+            service: routed.service.policy, tier: tier, keyID: keyID, clientAddress: addressSubject, backend: exchange!.backend)
         {
         case .failure(let problem): return answerEarly(problem, context: context)
         case .success(let applied): exchange!.rateLimit = applied
         }
-        // RFC 9110 §10.1.1: a client waiting on `Expect: 100-continue` sends its body only when told.
-        if let expectation = head.headers.first(name: "expect") {
-            guard HeaderName.matches(expectation, "100-continue") else {
+        // Only now, with the key's own limit passed, does its nonce take room in the shared store.
+        if let nonce, let problem = nonce.record(in: services.nonces, now: RequestAuthenticator.now()) {
+            return answerEarly(problem, context: context)
+        }
+        // RFC 9110 §10.1.1: a client waiting on `Expect: 100-continue` sends its body only when told,
+        // and is told only once the request has passed every check that needs no body.
+        if let expectation {
+            guard exchange!.awaitingContinue else {
                 return answerEarly(.expectationFailed(expectation), context: context)
             }
+            exchange!.awaitingContinue = false
             context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
         }
         phase = .receivingBody
     }
 
+    /// RFC 9112 §3.2: an HTTP/1.1 request carries exactly one `Host` field, an HTTP/1.0 one at most
+    /// one; its value is a URI authority (RFC 3986 §3.2.2), possibly empty.
+    static func checkHost(_ head: HTTPRequestHead) -> Problem? {
+        var count = 0
+        var value = ""
+        for (name, fieldValue) in head.headers where HeaderName.matches(name, "host") {
+            count += 1
+            value = fieldValue
+        }
+        if count > 1 { return .badRequest("The request has \(count) Host fields; send exactly one.") }
+        if count == 0 && head.version == .http1_1 { return .badRequest("An HTTP/1.1 request must carry a Host field.") }
+        let allowed = value.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            default:
+                "-._~!$&'()*+,;=:[]%".utf8.contains(byte)
+            }
+        }
+        return allowed ? nil : .badRequest("The Host field is not a valid authority (a host name or address and an optional port).")
+    }
+
     private func receivedBody(_ part: ByteBuffer, context: ChannelHandlerContext) {
+        if case .discardingBody = phase, let exchange {
+            exchange.drainedBytes += part.readableBytes
+            // A chunked body announces no length: stop reading once it is clearly not small.
+            if exchange.drainedBytes > Self.maxDrainBytes {
+                phase = .closed
+                self.exchange = nil
+                context.close(promise: nil)
+            }
+            return
+        }
         guard case .receivingBody = phase else { return }
         let limit = exchange!.snapshot.limits.maxBodyBytes
         let received = exchange!.body?.readableBytes ?? 0
@@ -271,7 +338,7 @@ final class GatewayHandler: ChannelInboundHandler {
         guard case .forwarding = phase, let exchange, exchange.serial == serial else { return }
         if let head = events.head {
             var keepAlive = exchange.keepAlive
-            if exchange.head.version == .http1_0 && !head.headers.contains(where: { HeaderName.matches($0.name, "content-length") }) {
+            if exchange.head.version == .http1_0 && head.contentLength == nil {
                 keepAlive = false  // an HTTP/1.0 client can only see the end of such a body as a close
             }
             exchange.keepAlive = keepAlive
@@ -324,18 +391,29 @@ final class GatewayHandler: ChannelInboundHandler {
 
     // MARK: Answers
 
-    /// Answers with a problem while the request may still be arriving.
+    /// Answers with a problem while the request's body may still be arriving.
+    ///
+    /// The connection stays open only if what is left of the body is small enough to read and drop
+    /// (``maxDrainBytes``) and the client is not waiting for `100 Continue`; the rest must arrive
+    /// within the head timeout, counted from now and not extended by each byte.
     private func answerEarly(_ problem: Problem, context: ChannelHandlerContext) {
-        writeProblem(problem, context: context)
-        endResponse(requestEnded: false, closing: problem.closesConnection, context: context)
+        let exchange = self.exchange!
+        var drainable = !exchange.expectsBody
+        if exchange.expectsBody && !exchange.awaitingContinue {
+            drainable = (exchange.declaredLength ?? 0) <= Self.maxDrainBytes
+        }
+        let closing = problem.closesConnection || !drainable
+        writeProblem(problem, closing: closing, context: context)
+        endResponse(requestEnded: false, closing: closing, context: context)
+        if !closing && exchange.expectsBody { timeouts.drainStarted() }
     }
 
     /// Writes a problem response's head and body; ``endResponse`` writes its end.
-    private func writeProblem(_ problem: Problem, context: ChannelHandlerContext) {
+    private func writeProblem(_ problem: Problem, closing: Bool = false, context: ChannelHandlerContext) {
         let exchange = self.exchange!
         let body = problem.body(requestID: exchange.requestID)
         var head = problem.head(requestID: exchange.requestID, contentLength: body.readableBytes, version: exchange.head.version)
-        if !exchange.keepAlive && !problem.closesConnection { head.headers.add(name: "connection", value: "close") }
+        if (closing || !exchange.keepAlive) && !problem.closesConnection { head.headers.add(name: "connection", value: "close") }
         exchange.record.status = problem.status.code
         exchange.record.bytesSent = body.readableBytes
         context.write(wrapOutboundOut(.head(head)), promise: nil)

@@ -1,81 +1,161 @@
 import NIOConcurrencyHelpers
+import Synchronization
 
 /// Remembers the nonces of accepted signatures for as long as those signatures could be replayed.
 ///
 /// A protocol so that a store shared by a fleet of gateways (Redis, say) can replace the in-memory
 /// one. Whatever the store, it must fail closed: a nonce is never forgotten before its `expiry`.
+/// And no key may take more than its `quota` of it, so that one key (extracted from a shipped app,
+/// say) cannot fill the store and lock every other key out.
 public protocol NonceStore: Sendable {
-    /// Records `nonce` for `keyID` until `expiry` (seconds since 1970) unless it is already there.
-    func insert(keyID: String, nonce: String, expiry: Int64, now: Int64) -> NonceInsertion
+    /// Whether `nonce` is recorded for `keyID` and still live: a cheap look before the request
+    /// draws from its key's rate limit, so that replaying a captured request cannot drain the
+    /// victim key's bucket. ``insert(keyID:nonce:expiry:now:quota:)`` still decides.
+    func contains(keyID: String, nonce: String, now: Int64) -> Bool
+
+    /// Records `nonce` for `keyID` until `expiry` (seconds since 1970), unless it is already there,
+    /// the key already holds `quota` live nonces, or the store is full.
+    func insert(keyID: String, nonce: String, expiry: Int64, now: Int64, quota: Int) -> NonceInsertion
 }
 
 public enum NonceInsertion: Sendable, Equatable {
     case inserted
     /// Already seen and not yet expired: the request is a replay.
     case replayed
+    /// The key holds its whole share of the store; its earliest nonce frees up in `retryAfter`
+    /// seconds. Only this key is refused.
+    case quotaExceeded(retryAfter: Int64)
     /// The store is at its bound and nothing in it has expired; the earliest entry frees up in
     /// `retryAfter` seconds.
     case full(retryAfter: Int64)
 }
 
-/// The in-memory ``NonceStore``: bounded in entries and in time, sharded so event loops rarely
-/// meet on one lock.
+/// The in-memory ``NonceStore``: bounded in entries and in time, sharded by key id so event loops
+/// rarely meet on one lock and each key's count is exact.
 ///
-/// Each shard holds a hash set for lookups and a min-heap of expiries for clean-up; expired
-/// entries are dropped on the way in, never live ones.
+/// Each shard holds, per key, a hash map of live nonces and a min-heap of their expiries, plus one
+/// heap of every entry of the shard for clean-up; expired entries are dropped on the way in, never
+/// live ones. The bound is shared by all shards, so a busy key can use more than a shard's share.
 public final class InMemoryNonceStore: NonceStore {
-    private struct Shard {
+    private struct KeyNonces {
         var expiries: [String: Int64] = [:]
-        var heap = ExpiryHeap()
-        let capacity: Int
+        /// The same expiries, for the earliest one (a refused key's `Retry-After`).
+        var heap = ExpiryHeap<Void>()
+    }
 
-        mutating func insert(_ entry: String, expiry: Int64, now: Int64) -> NonceInsertion {
+    private struct Shard {
+        var keys: [String: KeyNonces] = [:]
+        /// Every entry of the shard by expiry, so that one pass drops what expired for every key.
+        var heap = ExpiryHeap<(keyID: String, nonce: String)>()
+
+        /// Drops every expired entry; returns how many.
+        mutating func purge(now: Int64) -> Int {
+            var dropped = 0
             while let earliest = heap.min, earliest.expiry <= now {
                 heap.removeMin()
-                if expiries[earliest.entry] == earliest.expiry { expiries[earliest.entry] = nil }
+                let (keyID, nonce) = earliest.payload
+                guard var key = keys.removeValue(forKey: keyID) else { continue }
+                if key.expiries[nonce] == earliest.expiry {
+                    key.expiries[nonce] = nil
+                    key.heap.removeMin()
+                    dropped += 1
+                }
+                if !key.expiries.isEmpty { keys[keyID] = key }
             }
-            if let known = expiries[entry], known > now { return .replayed }
-            guard expiries.count < capacity else {
-                return .full(retryAfter: max(1, (heap.min?.expiry ?? now + 1) - now))
-            }
-            expiries[entry] = expiry
-            heap.insert((expiry, entry))
-            return .inserted
+            return dropped
         }
     }
 
     private let shards: [NIOLockedValueBox<Shard>]
+    /// Live entries over all shards (expired ones count until a purge drops them).
+    private let live = Atomic<Int>(0)
+    /// The second of the last full sweep, so a store full of live nonces is swept at most once a
+    /// second rather than at every refused request.
+    private let lastSweep = Atomic<Int64>(.min)
+    /// The earliest expiry the last sweep found: when a full store frees up, for the `Retry-After`
+    /// of refusals between sweeps.
+    private let earliestAfterSweep = Atomic<Int64>(.max)
     public let capacity: Int
 
     /// - Parameters:
     ///   - capacity: entries held at most, over all shards.
-    ///   - shardCount: independent locks; each holds an equal share of `capacity`.
+    ///   - shardCount: independent locks.
     public init(capacity: Int, shardCount: Int = 16) {
-        let shardCount = max(1, min(shardCount, capacity))
-        let perShard = (capacity + shardCount - 1) / shardCount
-        self.capacity = perShard * shardCount
-        shards = (0..<shardCount).map { _ in NIOLockedValueBox(Shard(capacity: perShard)) }
+        self.capacity = max(1, capacity)
+        shards = (0..<max(1, shardCount)).map { _ in NIOLockedValueBox(Shard()) }
     }
 
-    public func insert(keyID: String, nonce: String, expiry: Int64, now: Int64) -> NonceInsertion {
-        let entry = keyID + "\n" + nonce  // a line break cannot occur in a header value
-        let shard = shards[Int(UInt(bitPattern: entry.hashValue) % UInt(shards.count))]
-        return shard.withLockedValue { $0.insert(entry, expiry: expiry, now: now) }
+    private func shard(for keyID: String) -> NIOLockedValueBox<Shard> {
+        shards[Int(UInt(bitPattern: keyID.hashValue) % UInt(shards.count))]
     }
 
-    /// Entries currently held (expired ones included until the next insert in their shard clears them).
-    public var count: Int {
-        shards.reduce(0) { total, shard in total + shard.withLockedValue { $0.expiries.count } }
+    public func contains(keyID: String, nonce: String, now: Int64) -> Bool {
+        shard(for: keyID).withLockedValue { shard in
+            guard let expiry = shard.keys[keyID]?.expiries[nonce] else { return false }
+            return expiry > now
+        }
+    }
+
+    public func insert(keyID: String, nonce: String, expiry: Int64, now: Int64, quota: Int) -> NonceInsertion {
+        let first = insertInShard(keyID: keyID, nonce: nonce, expiry: expiry, now: now, quota: quota)
+        guard case .full = first else { return first }
+        // Entries of keys that went quiet stay counted until their shard is next written: sweep
+        // them all before refusing, once a second at most.
+        guard lastSweep.exchange(now, ordering: .relaxed) < now else {
+            let earliest = earliestAfterSweep.load(ordering: .relaxed)
+            return earliest == .max || earliest <= now ? first : .full(retryAfter: earliest - now)
+        }
+        var earliest = Int64.max
+        for shard in shards {
+            shard.withLockedValue { shard in
+                live.wrappingSubtract(shard.purge(now: now), ordering: .relaxed)
+                if let min = shard.heap.min { earliest = Swift.min(earliest, min.expiry) }
+            }
+        }
+        earliestAfterSweep.store(earliest, ordering: .relaxed)
+        let second = insertInShard(keyID: keyID, nonce: nonce, expiry: expiry, now: now, quota: quota)
+        guard case .full = second else { return second }
+        return .full(retryAfter: earliest == .max ? 1 : max(1, earliest - now))
+    }
+
+    private func insertInShard(keyID: String, nonce: String, expiry: Int64, now: Int64, quota: Int) -> NonceInsertion {
+        shard(for: keyID).withLockedValue { shard in
+            live.wrappingSubtract(shard.purge(now: now), ordering: .relaxed)
+            // Taken out and put back, so that it is mutated in place rather than copied.
+            var key = shard.keys.removeValue(forKey: keyID) ?? KeyNonces()
+            defer { if !key.expiries.isEmpty { shard.keys[keyID] = key } }
+            if key.expiries[nonce] != nil { return .replayed }  // live: the purge dropped the rest
+            if key.expiries.count >= quota {
+                return .quotaExceeded(retryAfter: max(1, (key.heap.min?.expiry ?? now + 1) - now))
+            }
+            guard live.wrappingAdd(1, ordering: .relaxed).newValue <= capacity else {
+                live.wrappingSubtract(1, ordering: .relaxed)
+                return .full(retryAfter: max(1, (shard.heap.min?.expiry ?? now + 1) - now))
+            }
+            key.expiries[nonce] = expiry
+            key.heap.insert((expiry, ()))
+            shard.heap.insert((expiry, (keyID, nonce)))
+            return .inserted
+        }
+    }
+
+    /// Entries currently held (expired ones included until a purge drops them).
+    public var count: Int { live.load(ordering: .relaxed) }
+
+    /// Entries `keyID` currently holds (expired ones included until its shard is next purged).
+    public func count(keyID: String) -> Int {
+        shard(for: keyID).withLockedValue { $0.keys[keyID]?.expiries.count ?? 0 }
     }
 }
 
-/// A binary min-heap of (expiry, entry).
-struct ExpiryHeap {
-    private var items: [(expiry: Int64, entry: String)] = []
+/// A binary min-heap of expiries, each with a payload.
+struct ExpiryHeap<Payload> {
+    private var items: [(expiry: Int64, payload: Payload)] = []
 
-    var min: (expiry: Int64, entry: String)? { items.first }
+    var min: (expiry: Int64, payload: Payload)? { items.first }
+    var count: Int { items.count }
 
-    mutating func insert(_ item: (expiry: Int64, entry: String)) {
+    mutating func insert(_ item: (expiry: Int64, payload: Payload)) {
         items.append(item)
         var child = items.count - 1
         while child > 0 {
@@ -103,3 +183,5 @@ struct ExpiryHeap {
         }
     }
 }
+
+extension ExpiryHeap: Sendable where Payload: Sendable {}

@@ -9,7 +9,7 @@ public struct ActivePolicy: Sendable {
 
     init(_ snapshot: PolicySnapshot) {
         self.snapshot = snapshot
-        self.credentials = Credentials(keys: snapshot.policy.keys)
+        self.credentials = Credentials(policy: snapshot.policy)
     }
 }
 

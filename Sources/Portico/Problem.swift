@@ -238,6 +238,14 @@ extension Problem {
             detail: "This nonce was already used with this key; sign every request with a fresh nonce.")
     }
 
+    static func nonceQuotaExceeded(retryAfter: Int64) -> Problem {
+        var problem = Problem(
+            type: typePrefix + "replay-quota-exceeded", title: "Too many signed requests for this key", status: .tooManyRequests,
+            detail: "This key holds as many live nonces as its share of the replay cache allows; retry once the oldest expires.")
+        problem.headers = [("retry-after", String(retryAfter))]
+        return problem
+    }
+
     static func nonceStoreFull(retryAfter: Int64) -> Problem {
         var problem = Problem(
             type: typePrefix + "replay-cache-full", title: "Signed requests temporarily refused", status: .serviceUnavailable,

@@ -17,8 +17,10 @@ enum ProxyForwarding {
         "host", "content-length", "x-forwarded-proto", "x-forwarded-host", "x-request-id", "expect",
     ]
 
-    /// Response fields the gateway sets itself.
-    static let replacedOnResponse = ["x-request-id", "x-api-version"]
+    /// Response fields the gateway sets itself. `Content-Length` is among them: the client's framing
+    /// is the gateway's own, from the length the upstream client checked (or chunked by NIO), never
+    /// the backend's field as sent, which could be a list, repeated, or padded with zeros.
+    static let replacedOnResponse = ["x-request-id", "x-api-version", "content-length"]
 
     /// Field names listed in `Connection` values (RFC 9110 §7.6.1), lowercased; `close` and
     /// `keep-alive` are left out since they are dropped anyway.
@@ -85,6 +87,11 @@ enum ProxyForwarding {
     }
 
     /// The response head sent to the client: the backend's end-to-end fields plus the gateway's own.
+    ///
+    /// Framing: `Content-Length` is the backend's checked length (``UpstreamResponseHead/contentLength``),
+    /// which the body either matches or is cut short of, so the client sees a cut; without one, NIO
+    /// frames the body chunked (HTTP/1.1) or the connection's close ends it (HTTP/1.0). NIO also
+    /// drops the length from 204 and 304 answers and sends no body after HEAD.
     static func responseHead(
         _ upstream: UpstreamResponseHead, version: HTTPVersion, requestID: String, apiVersion: Int, keepAlive: Bool
     ) -> HTTPResponseHead {
@@ -96,6 +103,7 @@ enum ProxyForwarding {
             if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
             headers.add(name: name, value: value)
         }
+        if let length = upstream.contentLength { headers.add(name: "Content-Length", value: String(length)) }
         headers.add(name: "X-Request-Id", value: requestID)
         headers.add(name: "X-API-Version", value: String(apiVersion))
         if !keepAlive { headers.add(name: "Connection", value: "close") }

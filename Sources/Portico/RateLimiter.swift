@@ -49,6 +49,8 @@ public final class RateLimiter: Sendable {
         self.clock = clock
     }
 
+    /// `clientAddress` is the subject of the address limit (``ClientAddress/rateLimitSubject(_:)``).
+    ///
     /// Checks every limit that applies, in order: the client's (its key's tier for this service,
     /// or its address), then the backend's. The first refusal is the answer (429); otherwise the
     /// most restrictive limit is returned for the response's headers (nil when none applies).

@@ -21,6 +21,32 @@ struct Authentication {
     var tier: String?
     /// The `Content-Digest` value to check against the whole body before anything is forwarded.
     var contentDigest: String?
+    /// The signature's nonce, recorded only once the key's rate limit has admitted the request.
+    var nonce: PendingNonce?
+}
+
+/// A verified signature's nonce, not yet recorded.
+///
+/// Recording waits for the rate-limit stage: a key flooding signed requests is refused by its own
+/// limit before its nonces take room in the store that every key shares.
+struct PendingNonce {
+    let keyID: String
+    let nonce: String
+    /// When the signature stops being acceptable, and so when the nonce may be forgotten.
+    let expiry: Int64
+    /// The key's share of the store.
+    let quota: Int
+
+    /// Records the nonce; a problem if it was recorded meanwhile (a replay racing the original) or
+    /// there is no room for it.
+    func record(in store: any NonceStore, now: Int64) -> Problem? {
+        switch store.insert(keyID: keyID, nonce: nonce, expiry: expiry, now: now, quota: quota) {
+        case .inserted: nil
+        case .replayed: .signatureReplayed()
+        case .quotaExceeded(let retryAfter): .nonceQuotaExceeded(retryAfter: retryAfter)
+        case .full(let retryAfter): .nonceStoreFull(retryAfter: retryAfter)
+        }
+    }
 }
 
 /// The authenticate stage: `none`, `apiKey` or `signature`, per service.
@@ -130,18 +156,19 @@ struct RequestAuthenticator {
         guard verified, let credential else { return .failure(.signatureInvalid()) }
         if let refusal = Self.authorize(credential.policy, service: service) { return .failure(refusal) }
 
-        // Only a genuine signature reaches the nonce store, so forgeries cannot fill it.
+        // Only a genuine signature is looked up, and its nonce is recorded after the rate limit, so
+        // neither forgeries nor a key over its limit take room in the store. A replay is refused
+        // here, before it can draw from the key's rate limit.
+        var pending: PendingNonce?
         if let nonce = input.nonce {
+            if nonces.contains(keyID: keyID, nonce: nonce, now: now) { return .failure(.signatureReplayed()) }
             var expiry = created + skew + 1
             if let expires = input.expires { expiry = min(expiry, expires) }
-            switch nonces.insert(keyID: keyID, nonce: nonce, expiry: expiry, now: now) {
-            case .inserted: break
-            case .replayed: return .failure(.signatureReplayed())
-            case .full(let retryAfter): return .failure(.nonceStoreFull(retryAfter: retryAfter))
-            }
+            pending = PendingNonce(keyID: keyID, nonce: nonce, expiry: expiry, quota: credential.nonceQuota)
         }
         return .success(
-            Authentication(keyID: keyID, tier: credential.policy.tier, contentDigest: head.headers.first(name: "content-digest")))
+            Authentication(
+                keyID: keyID, tier: credential.policy.tier, contentDigest: head.headers.first(name: "content-digest"), nonce: pending))
     }
 
     /// The policy's components, plus `@query` when there is a query, `content-digest` when there is

@@ -3,14 +3,17 @@ import PorticoPolicy
 
 /// The route stage: which service, which version and which handler serve a request.
 ///
+/// The path is normalised first (``PathNormalizer``): routes match, and backends receive, the
+/// normal form, and paths that could escape a route are refused before any service is chosen.
 /// Versions are passive here: from the service path's `{version}` segment, else from the
 /// `apiVersion` query parameter, else the service's default.
 struct RoutedRequest {
     let service: CompiledService
     let version: Int
     let handler: HandlerPolicy
-    /// Path after the service prefix (empty or starting with `/`).
+    /// Normalised path after the service prefix (empty or starting with `/`).
     let remainder: Substring
+    /// The whole normalised path.
     let path: Substring
     let query: Substring?
 }
@@ -21,23 +24,31 @@ enum Route {
         guard uri.hasPrefix("/") else {
             return .failure(.badRequest("The request target must be a path (origin-form), such as /api/quotes."))
         }
-        let path: Substring
+        let rawPath: Substring
         let query: Substring?
         if let mark = uri.firstIndex(of: "?") {
-            path = uri[..<mark]
+            rawPath = uri[..<mark]
             query = uri[uri.index(after: mark)...]
         } else {
-            path = uri[...]
+            rawPath = uri[...]
             query = nil
         }
-        if path.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == ".." || $0 == "." }) {
-            return .failure(.badRequest("The request path must not contain '.' or '..' segments."))
+        let normalized: PathNormalizer.Normalized
+        switch PathNormalizer.normalize(rawPath) {
+        case .failure(let rejection): return .failure(.badRequest(rejection.description))
+        case .success(let value): normalized = value
         }
+        let path = normalized.path
         let host = head.headers.first(name: "host").map(Self.hostWithoutPort)
         guard let match = snapshot.routes.match(path: path, host: host) else {
             return .failure(.notFound(path: String(path)))
         }
         let service = match.service
+        if normalized.hasEncodedSlash && !service.policy.allowEncodedSlashes {
+            return .failure(
+                .badRequest(
+                    "The request path holds an encoded '/' or '\\' (%2F, %5C) inside a segment, which this service does not accept."))
+        }
         let requested: Substring? = match.path.version ?? query.flatMap { Self.queryParameter("apiVersion", in: $0) }
         let version: Int
         if let requested {

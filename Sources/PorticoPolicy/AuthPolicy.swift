@@ -24,6 +24,14 @@ public struct SignaturePolicy: Sendable, Hashable {
     /// Most (key, nonce) pairs remembered at once. When full, new signed requests get 503 rather
     /// than an old nonce being forgotten while its signature could still be replayed.
     public var nonceCacheSize: Int = 100_000
+    /// The share of the nonce store a key without a rate-limit tier may hold; `nil` is a tenth of
+    /// ``nonceCacheSize``. (A tier's keys get the tier's `nonceQuota`, or what its rate allows.)
+    public var defaultNonceQuota: Int?
+
+    /// How long a nonce may have to be remembered after it was recorded: a signature is accepted
+    /// while `created` is within the skew of the gateway's clock either way, so its nonce is kept
+    /// until `created + skew + 1`, at most `2 × skew + 1` seconds after it arrived.
+    public var nonceLifetimeSeconds: Int64 { 2 * maxClockSkew.components.seconds + 1 }
 }
 
 /// Settings of key-only authentication.

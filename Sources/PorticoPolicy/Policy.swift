@@ -40,6 +40,9 @@ public struct LimitsPolicy: Sendable, Hashable {
     public var headTimeout: Duration = .seconds(10)
     /// How long a keep-alive connection may sit between requests before the gateway closes it.
     public var idleTimeout: Duration = .seconds(60)
+    /// Client connections one listener keeps open at once; one more is closed as soon as it is
+    /// accepted, so a flood of connections cannot use up the process's file descriptors.
+    public var maxConnections: Int = 10_000
 }
 
 /// How the libcurl driver is sized.
@@ -100,6 +103,11 @@ public struct ServicePolicy: Sendable, Hashable {
     public var auth: AuthMode = .none
     /// For requests no key authenticated (`auth: none`): each client address gets this limit.
     public var addressRateLimit: RateLimitPolicy?
+    /// Whether a path segment may hold an encoded slash or backslash (`%2F`, `%5C`), forwarded as
+    /// is. Off by default: backends disagree on whether one separates segments, which is how a
+    /// request escapes the route it was checked against. Turn it on only for a backend that needs
+    /// such paths (resource names that contain slashes, say) and treats them as data.
+    public var allowEncodedSlashes: Bool = false
 }
 
 public enum DefaultVersion: Sendable, Hashable {

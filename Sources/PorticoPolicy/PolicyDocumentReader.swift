@@ -32,10 +32,28 @@ struct PolicyDocumentReader {
             KeyReader(value: $0).read(id: $1, services: Set(services.keys), tiers: tierNames)
         }
         guard sink.diagnostics.isEmpty else { return nil }
-        return Policy(
+        let policy = Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
             backends: backends.mapValues(\.policy), services: services.mapValues(\.policy),
             signatures: signatures, apiKeys: apiKeys, keys: keys.mapValues(\.policy), tiers: tiers.mapValues(\.policy))
+        warnAboutWholeStoreShares(policy, tiers: tiers)
+        return policy
+    }
+
+    /// A key's share of the nonce store is capped at the whole store; a tier whose limits would
+    /// let one key fill it protects other keys only through its rate limit.
+    private func warnAboutWholeStoreShares(_ policy: Policy, tiers: [String: (policy: TierPolicy, value: PolicyValue)]) {
+        let capacity = policy.signatures.nonceCacheSize
+        for (name, tier) in tiers.sorted(by: { $0.key < $1.key }) {
+            let keys = policy.keys.values.filter { $0.tier == name }
+            guard let key = keys.max(by: { policy.nonceQuota(for: $0) < policy.nonceQuota(for: $1) }),
+                policy.nonceQuota(for: key) >= capacity
+            else { continue }
+            let cause = tier.policy.nonceQuota == nil ? "its limits admit" : "its nonceQuota allows"
+            tier.value.warning(
+                "one key of this tier may hold the whole nonce store (\(cause) at least signatures.nonceCacheSize = \(capacity) live nonces); set a smaller nonceQuota or raise nonceCacheSize"
+            )
+        }
     }
 
     /// A section that may appear in one file only.
@@ -182,9 +200,8 @@ struct PolicyDocumentReader {
     }
 
     private func readLimits(_ value: PolicyValue) -> LimitsPolicy? {
-        guard let fields = value.fields(known: ["maxBodyBytes", "maxHeadBytes", "maxHeaderCount", "headTimeout", "idleTimeout"]) else {
-            return nil
-        }
+        let known = ["maxBodyBytes", "maxHeadBytes", "maxHeaderCount", "headTimeout", "idleTimeout", "maxConnections"]
+        guard let fields = value.fields(known: known) else { return nil }
         var limits = LimitsPolicy()
         limits.maxBodyBytes = fields.optional("maxBodyBytes", default: limits.maxBodyBytes) { $0.byteCount() }
         limits.maxHeadBytes = fields.optional("maxHeadBytes", default: limits.maxHeadBytes) { value in
@@ -198,6 +215,7 @@ struct PolicyDocumentReader {
         limits.maxHeaderCount = fields.optional("maxHeaderCount", default: limits.maxHeaderCount) { $0.int(in: 1...10_000) }
         limits.headTimeout = fields.optional("headTimeout", default: limits.headTimeout) { $0.duration() }
         limits.idleTimeout = fields.optional("idleTimeout", default: limits.idleTimeout) { $0.duration() }
+        limits.maxConnections = fields.optional("maxConnections", default: limits.maxConnections) { $0.int(in: 1...10_000_000) }
         return limits
     }
 
@@ -222,7 +240,7 @@ struct PolicyDocumentReader {
     }
 
     private func readSignatures(_ value: PolicyValue) -> SignaturePolicy? {
-        let known = ["maxClockSkew", "requireNonce", "label", "requiredComponents", "nonceCacheSize"]
+        let known = ["maxClockSkew", "requireNonce", "label", "requiredComponents", "nonceCacheSize", "defaultNonceQuota"]
         guard let fields = value.fields(known: known) else { return nil }
         var policy = SignaturePolicy()
         policy.maxClockSkew = fields.optional("maxClockSkew", default: policy.maxClockSkew) { $0.duration() }
@@ -248,6 +266,7 @@ struct PolicyDocumentReader {
             }
         }
         policy.nonceCacheSize = fields.optional("nonceCacheSize", default: policy.nonceCacheSize) { $0.int(in: 16...100_000_000) }
+        policy.defaultNonceQuota = fields.optional("defaultNonceQuota") { $0.int(in: 1...100_000_000) }
         return policy
     }
 
@@ -303,7 +322,8 @@ struct PolicyDocumentReader {
     private func readService(
         _ value: PolicyValue, name: String, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> (ServicePolicy)? {
-        guard let fields = value.fields(known: ["path", "host", "auth", "versions", "default", "addressRateLimit"]) else { return nil }
+        let known = ["path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes"]
+        guard let fields = value.fields(known: known) else { return nil }
         let path = fields.required("path", readServicePath)
         let host = fields.optional("host") { $0.nonEmptyString()?.lowercased() }
         let auth = fields.optional("auth", default: AuthMode.none) { $0.oneOf(AuthMode.allCases) }
@@ -335,13 +355,14 @@ struct PolicyDocumentReader {
             }
         }
         let addressRateLimit = fields.optional("addressRateLimit", readRateLimit)
+        let allowEncodedSlashes = fields.optional("allowEncodedSlashes", default: false) { $0.bool() }
         if addressRateLimit != nil, auth != .none, let limitValue = fields["addressRateLimit"] {
             limitValue.warning("applies to unauthenticated requests only; with auth: \(auth.rawValue), the keys' tiers limit this service")
         }
         guard let path else { return nil }
         return ServicePolicy(
             name: name, path: path, host: host, versions: versions, defaultVersion: defaultVersion, auth: auth,
-            addressRateLimit: addressRateLimit)
+            addressRateLimit: addressRateLimit, allowEncodedSlashes: allowEncodedSlashes)
     }
 
     private func readServicePath(_ value: PolicyValue) -> String? {

@@ -50,6 +50,16 @@ public struct TierPolicy: Sendable, Hashable {
     public var limit: RateLimitPolicy
     /// Service name → the limit that replaces ``limit`` for calls to that service.
     public var services: [String: RateLimitPolicy]
+    /// The most live nonces one key of the tier may hold in the replay store; `nil` derives it
+    /// from the tier's limits (see ``Policy/nonceQuota(for:)``).
+    public var nonceQuota: Int?
+
+    public init(name: String, limit: RateLimitPolicy, services: [String: RateLimitPolicy], nonceQuota: Int? = nil) {
+        self.name = name
+        self.limit = limit
+        self.services = services
+        self.nonceQuota = nonceQuota
+    }
 
     /// The limit a key of this tier has when calling `service`.
     public func limit(for service: String) -> RateLimitPolicy {

@@ -1,21 +1,62 @@
 import CPorticoCurl
 import NIOCore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// libcurl callbacks. They receive the transfer through their userdata pointer (unretained: the
 /// worker's `active` table owns transfers while libcurl may call back).
 private let headerCallback: portico_curl_data_callback = { data, size, count, userdata in
     let length = size * count
     guard let data, let userdata else { return length }
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
-    transfer.receivedHeaderLine(UnsafeRawBufferPointer(start: data, count: length))
-    return length
+    // Any other value than `length` makes libcurl abort the transfer.
+    return transfer.receivedHeaderLine(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
 }
 
 private let writeCallback: portico_curl_data_callback = { data, size, count, userdata in
     let length = size * count
     guard let data, let userdata else { return length }
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
-    return transfer.receivedBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : portico_curl_writefunc_pause()
+    switch transfer.receivedBody(UnsafeRawBufferPointer(start: data, count: length)) {
+    case .accept: return length
+    case .pause: return portico_curl_writefunc_pause()
+    case .abort: return 0
+    }
+}
+
+private let socketOptionCallback: portico_curl_sockopt_callback = { userdata, socket, _ in
+    guard let userdata else { return CURL_SOCKOPT_OK }
+    Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue().opened(socket)
+    return CURL_SOCKOPT_OK
+}
+
+/// Set on every transfer, but libcurl keeps the one of the transfer that opened a connection and
+/// calls it whenever it closes that connection, possibly long after: hence the worker's table, not
+/// the transfer, as its data.
+private let closeSocketCallback: portico_curl_closesocket_callback = { userdata, socket in
+    if let userdata { Unmanaged<BackendSockets>.fromOpaque(userdata).takeUnretainedValue().closed(socket) }
+    return close(socket)
+}
+
+private let preRequestCallback: portico_curl_prereq_callback = { userdata, peerAddress, _, peerPort, localPort in
+    guard let userdata, let peerAddress else { return CURL_PREREQFUNC_OK }
+    let connection = BackendSockets.Connection(
+        localPort: Int(localPort), peerPort: Int(peerPort), peerAddress: String(cString: peerAddress))
+    let ready = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue().connectionReady(connection)
+    return ready ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT
+}
+
+/// Only libcurl's informational text is read (see ``CurlTransfer/libcurlSaid(_:)``); the header and
+/// data it also reports here are ignored.
+private let debugCallback: portico_curl_debug_callback = { _, type, data, size, userdata in
+    guard type == CURLINFO_TEXT, let data, let userdata else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    transfer.libcurlSaid(UnsafeRawBufferPointer(start: data, count: size))
+    return 0
 }
 
 extension CurlWorker {
@@ -44,6 +85,20 @@ extension CurlWorker {
         check(portico_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me), "header data")
         check(portico_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, writeCallback), "write function")
         check(portico_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me), "write data")
+        // libcurl tells of bytes beyond a response's framing only in its verbose text; with a debug
+        // function set, that text goes to it (not to stderr). Its cost: docs/upstream.md.
+        check(portico_easy_setopt_long(easy, CURLOPT_VERBOSE, 1), "verbose")
+        check(portico_easy_setopt_debug_callback(easy, CURLOPT_DEBUGFUNCTION, debugCallback), "debug function")
+        check(portico_easy_setopt_pointer(easy, CURLOPT_DEBUGDATA, me), "debug data")
+        // Each transfer learns its connection's socket, to see bytes the backend sent past the end of
+        // its response (see BackendSockets).
+        let sockets = Unmanaged.passUnretained(self.sockets).toOpaque()
+        check(portico_easy_setopt_sockopt_callback(easy, CURLOPT_SOCKOPTFUNCTION, socketOptionCallback), "socket option function")
+        check(portico_easy_setopt_pointer(easy, CURLOPT_SOCKOPTDATA, me), "socket option data")
+        check(portico_easy_setopt_closesocket_callback(easy, CURLOPT_CLOSESOCKETFUNCTION, closeSocketCallback), "close socket function")
+        check(portico_easy_setopt_pointer(easy, CURLOPT_CLOSESOCKETDATA, sockets), "close socket data")
+        check(portico_easy_setopt_prereq_callback(easy, CURLOPT_PREREQFUNCTION, preRequestCallback), "pre-request function")
+        check(portico_easy_setopt_pointer(easy, CURLOPT_PREREQDATA, me), "pre-request data")
 
         let method = request.method
         let bodyLength = request.body?.readableBytes ?? 0

@@ -31,6 +31,8 @@ final class CurlWorker: @unchecked Sendable {
     // Confined to the worker thread.
     private var active: [Int: CurlTransfer] = [:]
     private var idleHandles: [UnsafeMutableRawPointer] = []
+    /// The sockets of the connections libcurl keeps; also reached by libcurl's close-socket callback.
+    let sockets = BackendSockets()
     private let maxIdleHandles = 256
 
     init(name: String, maxConnectionsPerHost: Int, maxIdleConnections: Int) {
@@ -109,7 +111,9 @@ final class CurlWorker: @unchecked Sendable {
     private func perform(_ command: Command) {
         switch command {
         case .start(let request, let id, let eventLoop, let handler, let flow):
-            let transfer = CurlTransfer(id: id, eventLoop: eventLoop, handler: handler, flow: flow)
+            let transfer = CurlTransfer(
+                id: id, eventLoop: eventLoop, handler: handler, flow: flow, requestIsHEAD: request.method == "HEAD",
+                peeksForExcess: request.url.utf8.starts(with: "http://".utf8), sockets: sockets)
             let handle = idleHandles.popLast() ?? curl_easy_init()!
             transfer.easy = handle
             active[id] = transfer
@@ -141,19 +145,35 @@ final class CurlWorker: @unchecked Sendable {
             _ = portico_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &privateData)
             guard let privateData else { continue }
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(privateData).takeUnretainedValue()
+            if transfer.restartsAfterStaleConnection() {
+                // Same handle, same options: libcurl picks another connection or opens one.
+                curl_multi_remove_handle(multi, easy)
+                if curl_multi_add_handle(multi, easy) == CURLM_OK { continue }
+                finish(transfer.id, result: .failure(UpstreamError(.badResponse, detail: "could not restart the exchange")), added: false)
+                continue
+            }
             finish(transfer.id, result: result(of: transfer, code: code, easy: easy))
         }
     }
 
     private func result(of transfer: CurlTransfer, code: CURLcode, easy: UnsafeMutableRawPointer) -> Result<UpstreamMetrics, UpstreamError>
     {
+        // A framing failure is the cause even when libcurl reports success (it dropped the excess)
+        // or a failure of its own (the callback that found it aborted the transfer).
+        if let failure = transfer.framingFailure { return .failure(failure) }
         let detail = transfer.errorMessage.isEmpty ? String(cString: curl_easy_strerror(code)) : transfer.errorMessage
         switch code {
         case CURLE_OK:
             var connects = 0
             _ = portico_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
-            guard transfer.headDelivered else {
+            guard transfer.headReceived else {
                 return .failure(UpstreamError(.badResponse, detail: "exchange ended without a final response head"))
+            }
+            // libcurl reports a short body as CURLE_PARTIAL_FILE; counting here as well keeps a held
+            // body from ever being shipped short, whatever a libcurl version does.
+            if case .length(let declared)? = transfer.framing?.body, transfer.bodyReceived != declared {
+                return .failure(
+                    UpstreamError(.badResponse, detail: "body ended after \(transfer.bodyReceived) of \(declared) declared bytes"))
             }
             return .success(UpstreamMetrics(duration: ContinuousClock.now - transfer.started, newConnections: connects))
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:

@@ -80,12 +80,21 @@ public struct UpstreamRequest: Sendable {
 
 public struct UpstreamResponseHead: Sendable {
     public var status: Int
-    /// As the backend sent them, hop-by-hop fields included; the caller filters.
+    /// As the backend sent them, hop-by-hop and framing fields included; the caller filters. Frame
+    /// what is passed on with ``contentLength``, never with these fields' `Content-Length`.
     public var headers: [(name: String, value: String)]
+    /// The backend's `Content-Length`, checked: one decimal value, no `Transfer-Encoding` beside it
+    /// (a head that fails these checks ends the exchange instead). When a body follows, the body
+    /// delivered is exactly this long, or the exchange fails before its last byte is delivered, so a
+    /// receiver that forwards this length never announces bytes that do not come. For a response to
+    /// HEAD and for a 304 it describes the representation, and no body follows. nil when the body is
+    /// delimited otherwise (chunked, or by the backend closing) or there is none.
+    public var contentLength: Int?
 
-    public init(status: Int, headers: [(name: String, value: String)]) {
+    public init(status: Int, headers: [(name: String, value: String)], contentLength: Int? = nil) {
         self.status = status
         self.headers = headers
+        self.contentLength = contentLength
     }
 }
 

@@ -99,4 +99,33 @@ struct RateLimitPolicyTests {
                 $0.contains("services.s.addressRateLimit: applies to unauthenticated requests only")
             })
     }
+
+    @Test("a tier that lets one key hold the whole nonce store is a warning; nonceQuota must be positive")
+    func nonceShares() throws {
+        func load(_ tiers: String) throws -> PolicySnapshot {
+            try PolicyLoader().load(sources: [
+                (
+                    file: "p.yaml",
+                    text: """
+                    listeners: [{ name: public, port: 8080 }]
+                    signatures: { nonceCacheSize: 1000 }
+                    backends: { b: { url: "http://127.0.0.1:1" } }
+                    services: { s: { path: /s, auth: signature, versions: { 1: { proxy: { backend: b } } } } }
+                    tiers: \(tiers)
+                    keys: { k: { secret: "k-secret-0123456789abcdefghijklmnopqrstuv", demo: true, services: ["*"], tier: t } }
+                    """
+                )
+            ])
+        }
+        // 10/s for 601 s is 6010 nonces: more than the store.
+        let generous = try load("{ t: { rate: 10/s } }")
+        #expect(
+            generous.warnings.map(\.description).contains {
+                $0.hasPrefix("p.yaml:5: tiers.t: one key of this tier may hold the whole nonce store (its limits admit")
+            })
+        let bounded = try load("{ t: { rate: 10/s, nonceQuota: 100 } }")
+        #expect(!bounded.warnings.map(\.description).contains { $0.contains("nonce store") })
+        #expect(bounded.policy.nonceQuota(for: bounded.policy.keys["k"]!) == 100)
+        #expect(throws: PolicyError.self) { try load("{ t: { rate: 10/s, nonceQuota: 0 } }") }
+    }
 }

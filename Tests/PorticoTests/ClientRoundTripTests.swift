@@ -21,7 +21,7 @@ struct ClientRoundTripTests {
     static let cases: [Case] = [
         Case(method: "GET", target: "/signed/items"),
         Case(method: "GET", target: "/signed/items?x=1&name=caf%C3%A9&sp=a%20b+c&empty="),
-        Case(method: "GET", target: "/signed/a%20b/%E2%82%AC/%2F"),
+        Case(method: "GET", target: "/signed/a%20b/%E2%82%AC/%3A%40"),
         Case(method: "POST", target: "/signed/orders", body: #"{"symbol": "AAPL", "quantity": 10}"#),
         Case(method: "POST", target: "/signed/orders?dryRun=true&note=caf%C3%A9", body: "x=1&y=%20"),
         Case(method: "PUT", target: "/signed/items/7", body: #"{"name": "seven"}"#),

@@ -80,6 +80,9 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
         return true
     }
 
+    /// Bytes received but not yet read as part of a response.
+    var unreadBytes: Int { buffer.count }
+
     /// True when the peer closed the connection (reads EOF) before `timeout`.
     func waitForClose() -> Bool {
         while true {

@@ -159,6 +159,9 @@ struct SharedVectorTests {
         case .success(let authentication):
             #expect(authentication.keyID == vector.keyID)
             #expect(authentication.contentDigest == vector.expected.contentDigest)
+            // The gateway records the nonce once the rate-limit stage has admitted the request.
+            let pending = try #require(authentication.nonce)
+            #expect(pending.record(in: authenticator.nonces, now: vector.created)?.type == nil)
         case .failure(let problem):
             Issue.record("refused: \(problem.status) \(problem.detail ?? "")")
         }
@@ -189,6 +192,6 @@ struct SharedVectorTests {
         var policy = snapshot.policy
         policy.keys[vector.keyID]!.secret = Secret(bytes: vector.key.bytes)
         return RequestAuthenticator(
-            policy: policy, credentials: Credentials(keys: policy.keys), nonces: InMemoryNonceStore(capacity: 16), scheme: scheme)
+            policy: policy, credentials: Credentials(policy: policy), nonces: InMemoryNonceStore(capacity: 16), scheme: scheme)
     }
 }

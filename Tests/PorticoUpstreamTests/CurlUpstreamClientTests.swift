@@ -7,63 +7,12 @@ import Testing
 
 @testable import PorticoUpstream
 
-/// Collects one exchange's events; lives on its event loop.
-final class Collector: UpstreamResponseHandler {
-    var head: UpstreamResponseHead?
-    var bodyBytes = 0
-    var body = ByteBuffer()
-    var keepBody = true
-    var result: Result<UpstreamMetrics, UpstreamError>?
-    var deliveries = 0
-    let done: EventLoopPromise<Void>
-    /// Whether to return credit for delivered bytes at once (a fast client) or hold it (a stalled one).
-    var consumesImmediately = true
-    var task: (any UpstreamTask)?
-    var unconsumed = 0
-
-    init(eventLoop: any EventLoop) { done = eventLoop.makePromise() }
-
-    func upstreamReceived(_ events: UpstreamEvents) {
-        deliveries += 1
-        if let head = events.head { self.head = head }
-        if var part = events.body {
-            bodyBytes += part.readableBytes
-            if keepBody { body.writeBuffer(&part) }
-            if events.result == nil {
-                let count = events.body?.readableBytes ?? 0
-                if consumesImmediately { task?.consumed(bytes: count) } else { unconsumed += count }
-            }
-        }
-        if let result = events.result {
-            self.result = result
-            done.succeed()
-        }
-    }
-}
-
 @Suite("The libcurl upstream client")
 struct CurlUpstreamClientTests {
     let group = MultiThreadedEventLoopGroup.singleton
 
-    /// What a finished exchange delivered, copied off its event loop.
-    struct Outcome: Sendable {
-        var head: UpstreamResponseHead?
-        var body: ByteBuffer
-        var result: Result<UpstreamMetrics, UpstreamError>?
-    }
-
     func run(_ client: CurlUpstreamClient, _ request: UpstreamRequest) async throws -> Outcome {
-        let loop = group.next()
-        let collector = try await loop.submit {
-            let collector = Collector(eventLoop: loop)
-            collector.task = client.execute(request, eventLoop: loop, handler: collector)
-            return NIOLoopBound(collector, eventLoop: loop)
-        }.get()
-        return try await loop.flatSubmit {
-            collector.value.done.futureResult.map {
-                Outcome(head: collector.value.head, body: collector.value.body, result: collector.value.result)
-            }
-        }.get()
+        try await exchange(client, request, on: group.next())
     }
 
     @Test("a request and its response cross the curl thread intact")
@@ -170,21 +119,28 @@ struct CurlUpstreamClientTests {
         try await hanging.shutdown()
     }
 
-    @Test("a cancelled exchange delivers nothing more")
+    @Test("cancelling an exchange hangs up on the backend and delivers nothing more")
     func cancel() async throws {
-        let server = try await BackendServer.start { _ in .hang }
+        // Reads the request and never answers: only a cancel can end the exchange before its timeout.
+        let server = try await ScriptedBackend.start { _ in [] }
         let client = CurlUpstreamClient()
         defer { client.shutdown() }
         let loop = group.next()
         let bound = try await loop.submit {
             let collector = Collector(eventLoop: loop)
             collector.task = client.execute(
-                UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/"), eventLoop: loop, handler: collector)
+                UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/", timeout: .seconds(120)), eventLoop: loop,
+                handler: collector)
             return NIOLoopBound(collector, eventLoop: loop)
         }.get()
-        try await Task.sleep(for: .milliseconds(100))
+        try #require(try await server.waitUntil { $0.requestsReceived == 1 }, "the request never reached the backend")
+        #expect(server.connectionsClosed == 0)
+
         try await loop.submit { bound.value.task?.cancel() }.get()
-        try await Task.sleep(for: .milliseconds(300))
+        // The backend sees the connection close: the cancel reached libcurl, which dropped it (the
+        // timeout is far beyond the wait's bound, so nothing else could have closed it).
+        #expect(try await server.waitUntil { $0.connectionsClosed == 1 }, "the backend connection stayed open after cancel()")
+        // Anything the curl thread shipped before it hung up was queued on the loop before this.
         #expect(try await loop.submit { bound.value.deliveries }.get() == 0)
         try await loop.submit { bound.value.done.succeed() }.get()
         try await server.shutdown()

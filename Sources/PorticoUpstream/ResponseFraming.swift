@@ -1,0 +1,90 @@
+/// How a backend's final response head delimits its body (RFC 9112 §6.3), once it is known to do so
+/// unambiguously.
+///
+/// A head that could be read two ways is refused rather than guessed at: a gateway that reads a body
+/// differently from the client behind it (or from the next hop) lets bytes of one response be taken
+/// for another, which is how response splitting and desync attacks work. Refused are
+/// `Content-Length` beside `Transfer-Encoding` (§6.3 ¶3: "ought to be handled as an error"),
+/// `Content-Length` values that differ (several fields or a comma-separated list, RFC 9110 §8.6)
+/// and values that are not plain decimal digits (libcurl reads `+5` as 5 and `0x5` as 0).
+/// Repeated *identical* values are tolerated and read as one, as RFC 9110 §8.6 allows: some
+/// frameworks repeat the field, and the value is not in doubt.
+struct ResponseFraming: Equatable, Sendable {
+    enum Body: Equatable, Sendable {
+        /// No body follows, whatever the fields say: a response to HEAD, a 204 or a 304.
+        case none
+        /// Exactly this many bytes follow.
+        case length(Int)
+        /// A transfer coding (chunked) delimits the body; libcurl decodes it.
+        case transferCoded
+        /// The body ends when the backend closes the connection.
+        case untilClose
+    }
+
+    /// The `Content-Length` the head declared, checked. For a response to HEAD and for a 304 it
+    /// describes the representation, not bytes that follow (RFC 9110 §8.6).
+    var contentLength: Int?
+    var body: Body
+
+    /// Reads the framing of a final (non-1xx) response head.
+    /// - Parameters:
+    ///   - status: the response's status code.
+    ///   - headers: its fields, as received.
+    ///   - requestIsHEAD: whether the request was HEAD (its answer has no body, RFC 9110 §9.3.2).
+    /// - Returns: the framing, or the reason the head cannot be trusted to frame a body.
+    static func of(status: Int, headers: [(name: String, value: String)], requestIsHEAD: Bool) -> Result<Self, UpstreamError> {
+        var contentLength: Int?
+        var hasTransferEncoding = false
+        for (name, value) in headers {
+            switch name.utf8.count {
+            case 14 where HeaderName.matches(name, "content-length"):
+                // One field may carry a comma-separated list (RFC 9110 §5.3); every element counts.
+                for element in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+                    guard let length = decimal(element) else {
+                        return .failure(UpstreamError(.badResponse, detail: "backend sent an invalid Content-Length: \(value)"))
+                    }
+                    if let earlier = contentLength, earlier != length {
+                        return .failure(
+                            UpstreamError(.badResponse, detail: "backend sent conflicting Content-Length values \(earlier) and \(length)"))
+                    }
+                    contentLength = length
+                }
+            case 17 where HeaderName.matches(name, "transfer-encoding"):
+                hasTransferEncoding = true
+            default:
+                break
+            }
+        }
+        if hasTransferEncoding && contentLength != nil {
+            return .failure(UpstreamError(.badResponse, detail: "backend sent both Content-Length and Transfer-Encoding"))
+        }
+        let body: Body
+        if requestIsHEAD || status == 204 || status == 304 {
+            body = .none
+        } else if hasTransferEncoding {
+            body = .transferCoded
+        } else if let contentLength {
+            body = .length(contentLength)
+        } else {
+            body = .untilClose
+        }
+        return .success(ResponseFraming(contentLength: contentLength, body: body))
+    }
+
+    /// One `Content-Length` element: `1*DIGIT` between optional whitespace; nil for anything else
+    /// (empty, a sign, a hexadecimal prefix, more digits than any real body needs).
+    static func decimal(_ element: Substring.UTF8View) -> Int? {
+        var digits = element
+        while let first = digits.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { digits.removeFirst() }
+        while let last = digits.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { digits.removeLast() }
+        // 18 digits always fit an Int64, and no body comes near that.
+        guard !digits.isEmpty, digits.count <= 18 else { return nil }
+        var length = 0
+        for byte in digits {
+            let digit = byte &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            length = length * 10 + Int(digit)
+        }
+        return length
+    }
+}

@@ -1,0 +1,83 @@
+import Logging
+import NIOCore
+import PorticoDemoBackends
+import PorticoPolicy
+import Testing
+
+@testable import Portico
+
+@Suite("Connection limits")
+struct ConnectionLimitTests {
+    @Test(
+        "a listener at maxConnections closes further connections at accept, logs them with a count, and takes new ones once a place frees"
+    )
+    func maxConnections() async throws {
+        let recorder = RecordingLogHandler()
+        let logger = Logger(label: "test") { _ in recorder }
+        try await withGateway(logger: logger, policy: { "limits: { maxConnections: 3 }\n" + echoServicePolicy($0) }) { gateway, _ in
+            // Three connections, each proven accepted by an answer.
+            var held: [RawHTTPClient] = []
+            for _ in 0..<3 {
+                let client = try gateway.connect()
+                #expect(try client.request("GET", "/echo").status == 200)
+                held.append(client)
+            }
+            // The fourth is accepted by the kernel, then closed by the gateway without an answer.
+            let refused = try gateway.connect()
+            try? refused.send("GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(refused.waitForClose())
+            #expect(refused.unreadBytes == 0)
+            #expect(gateway.gateway.refusedConnections["test"] == 1)
+            let lines = recorder.records.filter { $0.message.hasPrefix("connections refused") }
+            #expect(lines.count == 1)
+            #expect(lines.first?.metadata["listener"] == "test")
+            #expect(lines.first?.metadata["refused"]?.description == "1")
+            // The held connections still work.
+            #expect(try held[0].request("GET", "/echo").status == 200)
+            // Once one of them closes, a new connection gets in (the close reaches the gateway
+            // asynchronously: try a bounded number of times).
+            held.removeLast().hangUp()
+            var served = false
+            for _ in 0..<100 where !served {
+                let client = try gateway.connect()
+                served = (try? client.request("GET", "/echo").status) == 200
+                if !served { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(served)
+        }
+    }
+
+    @Test("the per-address rate limit counts an IPv6 client by its /64 and an IPv4-mapped one by its IPv4 address")
+    func addressSubjects() throws {
+        func subject(_ text: String) throws -> String? {
+            ClientAddress.rateLimitSubject(try SocketAddress(ipAddress: text, port: 443))
+        }
+        #expect(try subject("2001:db8:1:2::5") == "2001:db8:1:2::/64")
+        #expect(try subject("2001:db8:1:2:ffff:eeee:dddd:cccc") == "2001:db8:1:2::/64")
+        #expect(try subject("2001:db8:1:3::5") == "2001:db8:1:3::/64")
+        #expect(try subject("::1") == "0:0:0:0::/64")
+        #expect(try subject("::ffff:192.0.2.7") == "192.0.2.7")
+        #expect(try subject("192.0.2.7") == "192.0.2.7")
+        #expect(ClientAddress.rateLimitSubject(nil) == nil)
+    }
+
+    @Test("clients rotating addresses inside one IPv6 /64 share one address bucket")
+    func ipv6RotationSharesBucket() throws {
+        let snapshot = try TestGateway.snapshot(
+            policy: """
+                backends: { b: { url: "http://127.0.0.1:9" } }
+                services:
+                  open: { path: /open, addressRateLimit: { rate: 1/h, burst: 2 }, versions: { 1: { proxy: { backend: b } } } }
+                """)
+        let service = snapshot.policy.services["open"]!
+        let limiter = RateLimiter(clock: { 0 })
+        var outcomes: [Bool] = []
+        for host in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2::3", "2001:db8:1:9::1"] {
+            let subject = ClientAddress.rateLimitSubject(try SocketAddress(ipAddress: host, port: 1))
+            let result = limiter.admit(service: service, tier: nil, keyID: nil, clientAddress: subject, backend: nil)
+            if case .success = result { outcomes.append(true) } else { outcomes.append(false) }
+        }
+        // Burst 2 for the first /64: its third address is refused; another /64 has its own bucket.
+        #expect(outcomes == [true, true, false, true])
+    }
+}

@@ -1,0 +1,229 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import PorticoDemoBackends
+import Testing
+
+/// A backend response the gateway must not pass on, named for the test report.
+struct BrokenResponse: Sendable, CustomTestStringConvertible {
+    var testDescription: String
+    var method = "GET"
+    var steps: [ScriptedBackend.Step]
+
+    init(_ description: String, method: String = "GET", _ steps: [ScriptedBackend.Step]) {
+        self.testDescription = description
+        self.method = method
+        self.steps = steps
+    }
+
+    init(_ description: String, method: String = "GET", _ text: String) {
+        self.init(description, method: method, [.text(text)])
+    }
+}
+
+/// End to end: a backend answer with conflicting framing becomes a 502 problem (or, once a large
+/// body's head has gone out, a closed connection short of the promised length), never a response
+/// passed through; well-framed answers pass unchanged, framed by the gateway.
+@Suite("Upstream response framing through the gateway")
+struct UpstreamFramingTests {
+    static func policy(_ port: Int) -> String {
+        """
+        backends:
+          inventory: { url: "http://127.0.0.1:\(port)", connectTimeout: 1s, timeout: 10s }
+        services:
+          inventory:
+            path: /inventory
+            versions:
+              1: { proxy: { backend: inventory } }
+        """
+    }
+
+    /// Longer than the upstream flow-control credit, so its head always reaches the client first.
+    static let largeLength = 1024 * 1024
+
+    /// Runs `body` with a gateway in front of a scripted backend that answers `/inventory/ok` well
+    /// and every other request with `steps`.
+    func withBackend(
+        _ steps: [ScriptedBackend.Step], _ body: (TestGateway, ScriptedBackend) async throws -> Void
+    ) async throws {
+        let backend = try await ScriptedBackend.start { request in
+            request.target == "/inventory/ok" ? [.text("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")] : steps
+        }
+        let gateway: TestGateway
+        do {
+            gateway = try await TestGateway.start(policy: Self.policy(backend.port))
+        } catch {
+            try? await backend.shutdown()
+            throw error
+        }
+        do {
+            try await body(gateway, backend)
+        } catch {
+            await gateway.shutdown()
+            try? await backend.shutdown()
+            throw error
+        }
+        await gateway.shutdown()
+        try await backend.shutdown()
+    }
+
+    /// A request on `client` that must be answered well, showing the connection and gateway still serve.
+    func expectStillServing(_ client: RawHTTPClient, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let response = try client.request("GET", "/inventory/ok")
+        #expect(response.status == 200, sourceLocation: sourceLocation)
+        #expect(response.bodyText == "ok", sourceLocation: sourceLocation)
+    }
+
+    static let brokenResponses: [BrokenResponse] = [
+        BrokenResponse(
+            "Content-Length beside Transfer-Encoding",
+            "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+        BrokenResponse(
+            "Transfer-Encoding beside Content-Length",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+        // libcurl reads the last of two fields and the first value of a list: these bodies match its
+        // reading, so only the check on the head stands between them and the client.
+        BrokenResponse("two different Content-Length fields", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"),
+        BrokenResponse("a Content-Length list of different values", "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello"),
+        BrokenResponse("a signed Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello"),
+        BrokenResponse(
+            "a body cut short by a close",
+            [.text("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello"), .pause(.milliseconds(200)), .close]),
+        BrokenResponse("bytes beyond the body in the same read", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA"),
+        BrokenResponse(
+            "bytes waiting behind a 32 KiB body",
+            [.text("HTTP/1.1 200 OK\r\nContent-Length: 32768\r\n\r\n"), .filler(32767), .text("xEXTRA")]),
+        BrokenResponse("bytes after a 204", "HTTP/1.1 204 No Content\r\n\r\nEXTRA"),
+        BrokenResponse("a body after a Content-Length of 0", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nEXTRA"),
+        BrokenResponse("a body in an answer to HEAD", method: "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"),
+    ]
+
+    @Test("a backend answer with conflicting framing becomes a 502 problem, and the gateway keeps serving", arguments: brokenResponses)
+    func conflictingFraming(_ broken: BrokenResponse) async throws {
+        try await withBackend(broken.steps) { gateway, _ in
+            let client = try gateway.connect()
+            let response = try client.request(broken.method, "/inventory/item")
+            #expect(response.status == 502)
+            #expect(response.header("content-type") == "application/problem+json")
+            // A HEAD answer has no body to carry the problem; the status and type field say enough.
+            if broken.method != "HEAD" {
+                let problem = try #require(response.json)
+                #expect(problem["type"] as? String == "urn:portico:problem:backend-unavailable")
+                #expect(problem["backend"] as? String == "inventory")
+            }
+            try expectStillServing(client)
+        }
+    }
+
+    @Test("a large body that breaks its length ends the client's connection short of the length it was promised", arguments: [false, true])
+    func largeBodyMismatch(overlong: Bool) async throws {
+        let length = Self.largeLength
+        let ending: [ScriptedBackend.Step] = overlong ? [.filler(length - 1), .text("xEXTRA")] : [.filler(length / 2), .close]
+        try await withBackend([.text("HTTP/1.1 200 OK\r\nContent-Length: \(length)\r\n\r\n")] + ending) { gateway, _ in
+            let client = try gateway.connect()
+            try client.send("GET /inventory/big HTTP/1.1\r\nHost: t\r\n\r\n")
+            var received = 0
+            #expect(throws: RawHTTPClient.ClosedError.self) {
+                let response = try client.readResponse { received += $0.count }
+                Issue.record("a whole response arrived: \(response.status), \(received) bytes")
+            }
+            #expect(received < length)
+            try expectStillServing(try gateway.connect())
+        }
+    }
+
+    @Test("a response a backend sends unasked on an idle connection never reaches a client")
+    func unaskedResponse() async throws {
+        let first = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst"
+        let injected = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil"
+        let later = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: Void.self)
+        defer { later.succeed() }
+        try await withBackend([.text(first), .after(later.futureResult), .text(injected)]) { gateway, backend in
+            let client = try gateway.connect()
+            #expect(try client.request("GET", "/inventory/first").bodyText == "first")
+            // Only once that exchange is over does the backend send a response nobody asked for.
+            later.succeed()
+            try #require(try await backend.waitUntil { $0.bytesSent == first.utf8.count + injected.utf8.count })
+            try expectStillServing(client)
+            #expect(backend.connectionsAccepted == 2)
+        }
+    }
+
+    // MARK: Well-framed answers pass unchanged
+
+    @Test(
+        "a Content-Length body passes with the gateway's own single Content-Length",
+        arguments: ["5", "05", "5, 5", "5\r\nContent-Length: 5"])
+    func contentLengthBody(value: String) async throws {
+        try await withBackend([.text("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: \(value)\r\n\r\nhello")]) {
+            gateway, _ in
+            let client = try gateway.connect()
+            let response = try client.request("GET", "/inventory/item")
+            #expect(response.status == 200)
+            #expect(response.bodyText == "hello")
+            #expect(response.header("content-type") == "text/plain")
+            #expect(response.headers.filter { $0.0.lowercased() == "content-length" }.map(\.1) == ["5"])
+            #expect(response.header("transfer-encoding") == nil)
+            try expectStillServing(client)
+        }
+    }
+
+    @Test("a chunked body passes re-chunked, without a length", arguments: [false, true])
+    func chunkedBody(closeDelimited: Bool) async throws {
+        let steps: [ScriptedBackend.Step] =
+            closeDelimited
+            ? [.text("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello "), .text("world"), .close]
+            : [.text("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello \r\n"), .text("5\r\nworld\r\n0\r\n\r\n")]
+        try await withBackend(steps) { gateway, _ in
+            let client = try gateway.connect()
+            let response = try client.request("GET", "/inventory/item")
+            #expect(response.status == 200)
+            #expect(response.bodyText == "hello world")
+            #expect(response.header("transfer-encoding") == "chunked")
+            #expect(response.header("content-length") == nil)
+            try expectStillServing(client)
+        }
+    }
+
+    @Test("a HEAD answer keeps the length it describes and carries no body")
+    func headAnswer() async throws {
+        try await withBackend([.text("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")]) { gateway, _ in
+            let client = try gateway.connect()
+            let response = try client.request("HEAD", "/inventory/item")
+            #expect(response.status == 200)
+            #expect(response.header("content-length") == "1000")
+            // Had the gateway sent body bytes, they would be read as the next response's start.
+            try expectStillServing(client)
+        }
+    }
+
+    @Test(
+        "204 and 304 answers carry neither body nor length",
+        arguments: ["204 No Content\r\n", "304 Not Modified\r\n", "304 Not Modified\r\nContent-Length: 1000\r\n"])
+    func bodylessAnswer(status: String) async throws {
+        try await withBackend([.text("HTTP/1.1 \(status)ETag: \"v1\"\r\n\r\n")]) { gateway, _ in
+            let client = try gateway.connect()
+            let response = try client.request("GET", "/inventory/item")
+            #expect(response.status == Int(status.prefix(3)))
+            #expect(response.header("etag") == "\"v1\"")
+            #expect(response.header("content-length") == nil)
+            #expect(response.header("transfer-encoding") == nil)
+            try expectStillServing(client)
+        }
+    }
+
+    @Test("a large body streams through whole with its length")
+    func largeBody() async throws {
+        let length = Self.largeLength
+        try await withBackend([.text("HTTP/1.1 200 OK\r\nContent-Length: \(length)\r\n\r\n"), .filler(length)]) { gateway, _ in
+            let client = try gateway.connect()
+            try client.send("GET /inventory/big HTTP/1.1\r\nHost: t\r\n\r\n")
+            var received = 0
+            let response = try client.readResponse { received += $0.count }
+            #expect(response.status == 200)
+            #expect(response.header("content-length") == String(length))
+            #expect(received == length)
+            try expectStillServing(client)
+        }
+    }
+}
