@@ -43,6 +43,12 @@ let package = Package(
             dependencies: ["FuzzSupport", .product(name: "PorticoPolicy", package: "Portico")],
             swiftSettings: swiftSettings
         ),
+        // Request paths through the path normaliser: idempotent, no dot-segment or stray encoding accepted (Portico).
+        .executableTarget(
+            name: "FuzzPathNormalizer",
+            dependencies: ["FuzzSupport", .product(name: "Portico", package: "Portico")],
+            swiftSettings: swiftSettings
+        ),
         // Request bytes through the gateway's real connection pipeline on an EmbeddedChannel (Portico).
         .executableTarget(
             name: "FuzzGatewayHead",

@@ -79,6 +79,7 @@ final class GatewayHarness: Sendable {
         services:
           echo:
             path: /echo
+            allowEncodedSlashes: true
             addressRateLimit: { rate: 1000/s, burst: 1000 }
             versions:
               1: { proxy: { backend: echo, rewrite: / } }
