@@ -2,7 +2,7 @@
 SWIFT ?= swift
 POLICIES ?= policies
 
-.PHONY: run test deps build check bench microbench clean format lint
+.PHONY: run test deps build check bench microbench clean format lint fuzz fuzz-build fuzz-smoke
 
 deps:
 	@./scripts/install-deps.sh
@@ -26,11 +26,11 @@ test: deps lint
 
 ## Formatting is swift-format's job (configuration in .swift-format).
 format:
-	$(SWIFT) format -i -r Sources Tests Package.swift
+	$(SWIFT) format -i -r Sources Tests Package.swift fuzz/targets/Sources fuzz/targets/Package.swift
 
 lint:
 	@if $(SWIFT) format --version >/dev/null 2>&1; then \
-		$(SWIFT) format lint --strict -r Sources Tests Package.swift; \
+		$(SWIFT) format lint --strict -r Sources Tests Package.swift fuzz/targets/Sources fuzz/targets/Package.swift; \
 	else echo "swift-format not found: skipping the formatting check"; fi
 
 ## Validate a policy directory: make check POLICIES=path
@@ -46,5 +46,45 @@ bench: deps
 microbench: deps
 	$(SWIFT) package --package-path bench/micro $(RELEASE_FLAGS) benchmark
 
+## libFuzzer targets (fuzz/README.md): a package of their own, built with libFuzzer and AddressSanitizer.
+FUZZ_PACKAGE := fuzz/targets
+FUZZ_TARGETS ?= FuzzSignatureFields FuzzPolicyLoader FuzzPathNormalizer FuzzGatewayHead
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_RUNS ?= 10000
+# New corpus entries and crash artifacts go here, never into the committed fuzz/corpus.
+FUZZ_SCRATCH ?= .build/fuzz
+FUZZ_BUILD_FLAGS := -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -enable-testing
+# No Swift backtracer (its crash handler reads memory ASan guards; libFuzzer reports the crash),
+# and the same hash seeds every run, so a saved input replays the same way.
+FUZZ_ENV := SWIFT_BACKTRACE=enable=no SWIFT_DETERMINISTIC_HASHING=1
+
+fuzz-build: deps
+	$(SWIFT) build --package-path $(FUZZ_PACKAGE) $(FUZZ_BUILD_FLAGS)
+
+## Fuzz each target for FUZZ_SECONDS, from the committed corpus; fails if any target crashed.
+fuzz: fuzz-build
+	@failed=""; for target in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_SCRATCH)/$$target/corpus; \
+		echo "== $$target: $(FUZZ_SECONDS)s, new inputs in $(FUZZ_SCRATCH)/$$target"; \
+		$(FUZZ_ENV) $(FUZZ_PACKAGE)/.build/release/$$target -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+			-dict=fuzz/dictionaries/$$target.dict -artifact_prefix=$(FUZZ_SCRATCH)/$$target/ -print_final_stats=1 \
+			$(FUZZ_SCRATCH)/$$target/corpus fuzz/corpus/$$target || failed="$$failed $$target"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "crashed:$$failed (inputs in $(FUZZ_SCRATCH)/<target>/crash-*)"; exit 1; fi
+
+## CI: build the targets, replay the committed corpus and a few thousand mutations of it per target.
+## Its summary is worded apart from a test runner's "N passed, N failed", which CI reads as the test count.
+fuzz-smoke: fuzz-build
+	@passed=0; failed=0; for target in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_SCRATCH)/$$target/corpus; \
+		log=$(FUZZ_SCRATCH)/$$target/smoke.log; \
+		if $(FUZZ_ENV) $(FUZZ_PACKAGE)/.build/release/$$target -runs=$(FUZZ_SMOKE_RUNS) -seed=1 -timeout=10 \
+			-dict=fuzz/dictionaries/$$target.dict -artifact_prefix=$(FUZZ_SCRATCH)/$$target/ -print_final_stats=1 \
+			$(FUZZ_SCRATCH)/$$target/corpus fuzz/corpus/$$target >$$log 2>&1; \
+		then passed=$$((passed + 1)); echo "$$target: $$(grep -E '^Done' $$log)"; \
+		else failed=$$((failed + 1)); tail -n 60 $$log; echo "$$target crashed; the input is in $(FUZZ_SCRATCH)/$$target/"; fi; \
+	done; \
+	echo "fuzz-smoke: $$passed of $$((passed + failed)) targets ran clean"; [ $$failed -eq 0 ]
+
 clean:
-	rm -rf .build
+	rm -rf .build $(FUZZ_PACKAGE)/.build

@@ -1,7 +1,6 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOHTTP1
 import NIOPosix
 import PorticoPolicy
 import PorticoTLS
@@ -127,14 +126,7 @@ public final class Gateway: Sendable {
     private func bootstrap(
         services: GatewayServices, limits: LimitsPolicy, tls: TLSContextStore?, connections: ListenerConnections
     ) -> ServerBootstrap {
-        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
-        decoderLimits.maxHeaderListSize = limits.maxHeadBytes
-        decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
-        decoderLimits.maxHeaderFieldCount = limits.maxHeaderCount
-        let decoderLimitsValue = decoderLimits
-        let headTimeout = TimeAmount(limits.headTimeout)
-        let idleTimeout = TimeAmount(limits.idleTimeout)
-        let sendTimeout = TimeAmount(limits.sendTimeout)
+        let connectionPipeline = ConnectionPipeline(services: services, limits: limits)
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -151,15 +143,7 @@ public final class Gateway: Sendable {
                         guard let handler = TLSServerHandler(context: tls.current) else { throw TLSError.setupFailed }
                         try pipeline.addHandler(handler)
                     }
-                    let timeouts = ConnectionTimeoutHandler(
-                        headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout)
-                    try pipeline.addHandler(timeouts)
-                    try pipeline.configureHTTPServerPipeline(
-                        withPipeliningAssistance: true, withErrorHandling: false,
-                        withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimitsValue)
-                    try pipeline.addHandler(
-                        HTTPParserErrorHandler(maxHeadBytes: limits.maxHeadBytes, maxHeaderCount: limits.maxHeaderCount))
-                    try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts))
+                    try connectionPipeline.configure(pipeline)
                 }
             }
     }

@@ -52,7 +52,9 @@ public struct PathTemplate: Sendable, Hashable {
         var rest = path
         var version: Substring?
         for segment in segments {
-            // rest starts with "/" here
+            // What is left of the path is empty or starts with "/". Empty: the path ended before the
+            // template did (`/api` against `/api/{version}/quotes`), so it cannot match.
+            guard !rest.isEmpty else { return nil }
             let afterSlash = rest.index(after: rest.startIndex)
             let end = rest[afterSlash...].firstIndex(of: "/") ?? rest.endIndex
             let text = rest[afterSlash..<end]

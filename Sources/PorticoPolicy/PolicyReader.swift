@@ -187,14 +187,15 @@ struct PolicyValue {
         }
     }
 
+    /// `nil` for text that is not a number with a unit, and for a number of milliseconds that does
+    /// not fit in 64 bits (`600000000000000000s`), which would otherwise trap on conversion.
     static func parseDuration(_ text: String) -> Duration? {
         let units: [(suffix: String, scale: Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
-        for unit in units where text.hasSuffix(unit.suffix) {
-            guard let number = Double(text.dropLast(unit.suffix.count)), number.isFinite else { return nil }
-            return .milliseconds(Int64((number * unit.scale * 1000).rounded()))
-        }
-        guard let seconds = Double(text), seconds.isFinite else { return nil }
-        return .milliseconds(Int64((seconds * 1000).rounded()))
+        let scale = units.first { text.hasSuffix($0.suffix) }
+        guard let number = Double(text.dropLast(scale?.suffix.count ?? 0)),
+            let milliseconds = Int64(exactly: (number * (scale?.scale ?? 1) * 1000).rounded())
+        else { return nil }
+        return .milliseconds(milliseconds)
     }
 
     static func parseByteCount(_ text: String) -> Int? {

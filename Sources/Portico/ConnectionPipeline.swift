@@ -1,0 +1,44 @@
+import NIOCore
+import NIOHTTP1
+import PorticoPolicy
+
+/// The handlers every client connection gets above TLS, in order: timeouts, NIO's HTTP/1.1 codec
+/// with the policy's decoder limits, pipelining, parser-error answers, then the ``GatewayHandler``.
+///
+/// Built once per listener from the limits of the snapshot current at start, and applied to each
+/// accepted connection. It is its own type so that everything that drives the gateway's real
+/// pipeline (the listener's child-channel initialiser, the `EmbeddedChannel` fuzz target under
+/// `fuzz/`) builds it from the same code: a handler added here is exercised everywhere at once.
+struct ConnectionPipeline: Sendable {
+    let services: GatewayServices
+    let limits: LimitsPolicy
+    private let decoderLimits: NIOHTTPDecoderLimitConfiguration
+    private let headTimeout: TimeAmount
+    private let idleTimeout: TimeAmount
+    private let sendTimeout: TimeAmount
+
+    init(services: GatewayServices, limits: LimitsPolicy) {
+        self.services = services
+        self.limits = limits
+        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
+        decoderLimits.maxHeaderListSize = limits.maxHeadBytes
+        decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
+        decoderLimits.maxHeaderFieldCount = limits.maxHeaderCount
+        self.decoderLimits = decoderLimits
+        self.headTimeout = TimeAmount(limits.headTimeout)
+        self.idleTimeout = TimeAmount(limits.idleTimeout)
+        self.sendTimeout = TimeAmount(limits.sendTimeout)
+    }
+
+    /// Adds the handlers to a connection's pipeline, after any TLS handler already in it. Runs on
+    /// the channel's event loop.
+    func configure(_ pipeline: ChannelPipeline.SynchronousOperations) throws {
+        let timeouts = ConnectionTimeoutHandler(headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout)
+        try pipeline.addHandler(timeouts)
+        try pipeline.configureHTTPServerPipeline(
+            withPipeliningAssistance: true, withErrorHandling: false,
+            withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
+        try pipeline.addHandler(HTTPParserErrorHandler(maxHeadBytes: limits.maxHeadBytes, maxHeaderCount: limits.maxHeaderCount))
+        try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts))
+    }
+}

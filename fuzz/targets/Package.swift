@@ -1,0 +1,68 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// libFuzzer targets for Portico. A package of its own, so that the main package's `swift build`
+// and `swift test` never see them: they link only with `-sanitize=fuzzer`, which supplies
+// libFuzzer's runtime. Build and run them with `make fuzz-build` / `make fuzz` from the repository
+// root (see ../README.md).
+//
+// The package sits in fuzz/targets rather than in fuzz/ itself because SwiftPM names a package
+// after its directory: a checkout that is itself called "fuzz" would give the main package (at
+// "../..") and this one the same identity, and the build would not find the main package's products.
+//
+// The gateway target drives internal types (the connection pipeline, `GatewayServices`) through
+// `@testable import Portico`, so the package is built with `-enable-testing`. Those types are the
+// server's inside, not an API anyone should program against; widening their access for a fuzzer
+// would make them one. The other targets use public API only.
+let nio: Package.Dependency = .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2")
+
+let log: Package.Dependency = .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2")
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "PorticoFuzz",
+    platforms: [.macOS(.v14)],
+    dependencies: [.package(name: "Portico", path: "../.."), nio, log],
+    targets: [
+        // libFuzzer's driver, declared for Swift (`LLVMFuzzerRunDriver`), and the `main` each target calls.
+        .target(name: "CLibFuzzer"),
+        .target(name: "FuzzSupport", dependencies: ["CLibFuzzer"], swiftSettings: swiftSettings),
+        // Signature-Input and Signature parsing, round trips and signature bases (PorticoSigning).
+        .executableTarget(
+            name: "FuzzSignatureFields",
+            dependencies: ["FuzzSupport", .product(name: "PorticoSigning", package: "Portico")],
+            swiftSettings: swiftSettings
+        ),
+        // Policy YAML through the whole loader: diagnostics, never a crash (PorticoPolicy).
+        .executableTarget(
+            name: "FuzzPolicyLoader",
+            dependencies: ["FuzzSupport", .product(name: "PorticoPolicy", package: "Portico")],
+            swiftSettings: swiftSettings
+        ),
+        // Request paths through the path normaliser: idempotent, no dot-segment or stray encoding accepted (Portico).
+        .executableTarget(
+            name: "FuzzPathNormalizer",
+            dependencies: ["FuzzSupport", .product(name: "Portico", package: "Portico")],
+            swiftSettings: swiftSettings
+        ),
+        // Request bytes through the gateway's real connection pipeline on an EmbeddedChannel (Portico).
+        .executableTarget(
+            name: "FuzzGatewayHead",
+            dependencies: [
+                "FuzzSupport",
+                .product(name: "Portico", package: "Portico"),
+                .product(name: "PorticoPolicy", package: "Portico"),
+                .product(name: "PorticoUpstream", package: "Portico"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

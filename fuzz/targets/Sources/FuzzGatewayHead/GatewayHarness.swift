@@ -1,0 +1,107 @@
+import Logging
+import NIOCore
+import NIOEmbedded
+import PorticoPolicy
+import PorticoUpstream
+
+// The connection pipeline and `GatewayServices` are internal to the server; see Package.swift.
+@testable import Portico
+
+/// What every input shares: one compiled policy (built once, like a gateway's snapshot) and the
+/// upstream double. Per input, the connection gets fresh rate-limit and nonce state, so that an
+/// input's outcome does not depend on the inputs before it.
+final class GatewayHarness: Sendable {
+    static let shared = GatewayHarness()
+
+    let snapshot: PolicySnapshot
+    let store: PolicyStore
+    let upstream = ImmediateUpstreamClient()
+    let logger = Logger(label: "portico.fuzz") { _ in SwiftLogNoOpLogHandler() }
+    let clientAddress = try! SocketAddress(ipAddress: "192.0.2.7", port: 40000)
+
+    private init() {
+        do {
+            snapshot = try PolicyLoader().load(sources: [(file: "fuzz-gateway.yaml", text: Self.policy)])
+        } catch {
+            preconditionFailure("the fuzz target's policy does not load: \(error)")
+        }
+        store = PolicyStore(snapshot)
+    }
+
+    /// Builds the gateway's pipeline on `channel` (as the listener does, without TLS) and opens it.
+    func configure(_ channel: EmbeddedChannel) throws {
+        channel.remoteAddress = clientAddress
+        let services = GatewayServices(
+            store: store, upstream: upstream, nonces: InMemoryNonceStore(capacity: 16, shardCount: 1),
+            rateLimiter: RateLimiter(store: InMemoryRateLimitStore(capacity: 64, shardCount: 1)), accessLogger: logger,
+            scheme: "http")
+        try ConnectionPipeline(services: services, limits: snapshot.limits).configure(channel.pipeline.syncOperations)
+        try channel.connect(to: clientAddress).wait()
+    }
+
+    /// Moves what the gateway wrote into `output`; false when there was nothing.
+    static func drainOutbound(_ channel: EmbeddedChannel, into output: inout ByteBuffer) -> Bool {
+        var any = false
+        while let data = try? channel.readOutbound(as: IOData.self) {
+            any = true
+            switch data {
+            case .byteBuffer(var buffer): output.writeBuffer(&buffer)
+            case .fileRegion: preconditionFailure("the gateway wrote a file region")
+            }
+        }
+        return any
+    }
+
+    /// The gateway's output is responses, nothing else: it starts with a status line.
+    static func checkResponses(_ output: ByteBuffer) {
+        guard output.readableBytes > 0 else { return }
+        let start = output.getString(at: output.readerIndex, length: min(9, output.readableBytes)) ?? ""
+        precondition(start == "HTTP/1.1 " || start == "HTTP/1.0 ", "the gateway wrote something that is not a response: \(start)")
+    }
+
+    /// Every kind of service: unauthenticated with an address limit, signed (the demo key's secret
+    /// is inline, and the clock skew allowed is ten years so that the signed seeds in the corpus
+    /// stay valid), key-only on a host. The backend URLs are never dialled.
+    static let policy = """
+        listeners:
+          - { name: fuzz, address: 127.0.0.1, port: 0 }
+        limits: { maxBodyBytes: 2048, maxHeadBytes: 4096, maxHeaderCount: 32, headTimeout: 10s, idleTimeout: 60s }
+        accessLog: { enabled: true }
+        signatures:
+          maxClockSkew: 87600h
+          requireNonce: true
+          requiredComponents: ["@method", "@authority", "@path"]
+        apiKeys: { header: X-API-Key }
+        backends:
+          echo: { url: "http://127.0.0.1:9/echo-backend", maxConcurrent: 2 }
+          quotes: { url: "http://127.0.0.1:9", rateLimit: { rate: 1000/s, burst: 1000 } }
+          keyed: { url: "http://127.0.0.1:9/keyed-backend" }
+        services:
+          echo:
+            path: /echo
+            allowEncodedSlashes: true
+            addressRateLimit: { rate: 1000/s, burst: 1000 }
+            versions:
+              1: { proxy: { backend: echo, rewrite: / } }
+          stockQuote:
+            path: /api/{version}/stockquote
+            auth: signature
+            versions:
+              1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+              2: { proxy: { backend: quotes } }
+          keyed:
+            path: /keyed
+            host: api.example.com
+            auth: apiKey
+            versions:
+              1: { proxy: { backend: keyed } }
+        keys:
+          demo-app:
+            secret: demo-only-secret-published-in-the-portico-repository
+            demo: true
+            services: [stockQuote, keyed]
+            tier: standard
+        tiers:
+          standard: { rate: 1000/s, burst: 1000 }
+        """
+}

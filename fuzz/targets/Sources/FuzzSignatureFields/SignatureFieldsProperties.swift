@@ -1,0 +1,114 @@
+import PorticoSigning
+
+/// What must hold for any pair of `Signature-Input`/`Signature` values the parser accepts.
+///
+/// A failed property stops the process (`preconditionFailure`), which libFuzzer records as a crash
+/// with the input that caused it.
+enum SignatureFieldsProperties {
+    /// RFC 9421's example request (Appendix B.2) with a few more fields, so that covered components
+    /// of every kind (derived, plain field, `;key=` member, `;bs`, repeated lines, `@query-param`)
+    /// can find a value.
+    static let request = HTTPRequestParts(
+        method: "POST", scheme: "https", authority: "Example.com:443",
+        requestTarget: "/foo?param=Value&Pet=dog&a+b=c%20d&Pet=cat&empty",
+        fields: [
+            ("Host", "example.com"),
+            ("Date", "Tue, 20 Apr 2021 02:07:55 GMT"),
+            ("Content-Type", "application/json"),
+            ("Content-Digest", "sha-512=:WZDPaVn/7XgHaAy8pmojAkGWoRx2UFChF41A2svX+TaPm+AbwAgBWnrIiYllu7BNNyealdVLvRwEmTHWXvJwew==:"),
+            ("Content-Length", "18"),
+            ("X-Dictionary", "a=1, b=2;x=1;y=2, c=(a b c), d"),
+            ("X-Lines", " one "),
+            ("X-Lines", "two\t"),
+            ("X-Empty", ""),
+            ("X-Client-Version", "2.4.1"),
+        ])
+
+    static func check(signatureInput: String, signature: String) {
+        for label in [nil, "sig1"] {
+            guard let parsed = try? SignatureFields.select(label: label, signatureInput: signatureInput, signature: signature) else {
+                continue
+            }
+            if let label { precondition(parsed.label == label, "select(label:) returned another label") }
+            roundTrip(parsed)
+            signatureBase(parsed.input)
+            signAndVerify(parsed)
+        }
+    }
+
+    /// Serialising a parsed signature and parsing it again gives the same signature.
+    private static func roundTrip(_ parsed: SignatureFields.Signature) {
+        let fields: (signatureInput: String, signature: String)
+        do {
+            fields = try SignatureFields.serialize(label: parsed.label, input: parsed.input, signature: parsed.value)
+        } catch {
+            preconditionFailure("an accepted signature cannot be serialised again: \(error)")
+        }
+        let again: SignatureFields.Signature
+        do {
+            again = try SignatureFields.select(label: parsed.label, signatureInput: fields.signatureInput, signature: fields.signature)
+        } catch {
+            preconditionFailure("a serialised signature does not parse: \(error)\n\(fields.signatureInput)\n\(fields.signature)")
+        }
+        // Compared as serialised text, which is what a signature base holds: the structured-field
+        // types compare representations (a parsed `1.00` is not equal to a parsed `1.0`), while
+        // serialisation is canonical.
+        guard let params = try? parsed.input.serialized(), let paramsAgain = try? again.input.serialized() else {
+            preconditionFailure("an accepted Signature-Input member cannot be serialised as @signature-params")
+        }
+        precondition(paramsAgain == params, "the covered components or parameters changed in a round trip: \(params) → \(paramsAgain)")
+        precondition(again.input.components.count == parsed.input.components.count, "covered components were lost in a round trip")
+        precondition(again.value == parsed.value, "the signature bytes changed in a round trip")
+        precondition(fields.signatureInput == parsed.label + "=" + params, "Signature-Input is not label=@signature-params")
+    }
+
+    /// A signature base that can be built has exactly one line per covered component, then the
+    /// `@signature-params` line, and only visible ASCII, spaces and tabs in its lines: no value can
+    /// forge a line of its own.
+    private static func signatureBase(_ input: SignatureInput) {
+        guard let base = try? SignatureBase.make(for: input, request: request) else { return }
+        let lines = base.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        precondition(
+            lines.count == input.components.count + 1,
+            "the signature base has \(lines.count) lines for \(input.components.count) components")
+        for line in lines {
+            precondition(
+                line.allSatisfy { $0 == 0x09 || (0x20...0x7E).contains($0) }, "a signature base line holds a control or non-ASCII byte")
+        }
+        guard let params = try? input.serialized() else { preconditionFailure("a built base's parameters cannot be serialised") }
+        precondition(
+            String(decoding: lines.last!, as: UTF8.self) == "\"@signature-params\": " + params, "the last line is not @signature-params")
+    }
+
+    /// Signing the parsed input over the fixed request, then verifying what was signed, succeeds;
+    /// the received signature bytes verify only if they happen to be that MAC.
+    private static func signAndVerify(_ parsed: SignatureFields.Signature) {
+        let authenticator = ChecksumAuthenticator()
+        let verified = try? MessageSignature.verify(parsed, request: request, authenticator: authenticator)
+        guard let fields = try? MessageSignature.sign(request, input: parsed.input, label: parsed.label, authenticator: authenticator)
+        else {
+            precondition(verified != true, "a signature verified over an input that cannot be signed")
+            return
+        }
+        let signed: SignatureFields.Signature
+        do {
+            signed = try SignatureFields.select(label: parsed.label, signatureInput: fields.signatureInput, signature: fields.signature)
+        } catch {
+            preconditionFailure("fields made by sign() do not parse: \(error)")
+        }
+        precondition(
+            (try? MessageSignature.verify(signed, request: request, authenticator: authenticator)) == true, "sign() then verify() fails")
+    }
+}
+
+/// A stand-in for HMAC: a keyless 32-byte checksum (FNV-1a in four lanes). The properties are about
+/// parsing and signature bases, not cryptography, and a real MAC would only slow the fuzzer down.
+struct ChecksumAuthenticator: MessageAuthenticator {
+    func authenticationCode(for message: UnsafeRawBufferPointer) -> [UInt8] {
+        var lanes: [UInt64] = [0xcbf2_9ce4_8422_2325, 0x8422_2325_cbf2_9ce4, 0x9ce4_cbf2_2325_8422, 0x2325_8422_9ce4_cbf2]
+        for (index, byte) in message.enumerated() {
+            lanes[index & 3] = (lanes[index & 3] ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return lanes.flatMap { lane in (0..<8).map { UInt8(truncatingIfNeeded: lane >> ($0 * 8)) } }
+    }
+}
