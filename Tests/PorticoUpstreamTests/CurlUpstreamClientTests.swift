@@ -76,7 +76,9 @@ struct CurlUpstreamClientTests {
             collector.keepBody = false
             collector.consumesImmediately = false
             collector.task = client.execute(
-                UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/big"), eventLoop: loop, handler: collector)
+                // Only the credit decides when this download ends: no timeout a slow machine could reach.
+                UpstreamRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/big", timeout: .seconds(600)), eventLoop: loop,
+                handler: collector)
             return NIOLoopBound(collector, eventLoop: loop)
         }.get()
         try await Task.sleep(for: .milliseconds(500))
