@@ -6,6 +6,8 @@ import Synchronization
 public struct ScriptedRequest: Sendable {
     public var method: String
     public var target: String
+    /// 1 for a connection's first request, 2 for the next one on it, and so on.
+    public var indexOnConnection: Int
 }
 
 /// A backend that answers with exactly the bytes a test scripted, framing mistakes included.
@@ -117,6 +119,8 @@ final class ScriptedBackendHandler: ChannelInboundHandler {
     /// Request body bytes still to skip before the next request head.
     private var bodyRemaining = 0
     private var closed = false
+    /// Requests read on this connection so far.
+    private var served = 0
 
     init(script: @escaping ScriptedBackend.Script, counters: ScriptedBackend.Counters) {
         self.script = script
@@ -151,8 +155,10 @@ final class ScriptedBackendHandler: ChannelInboundHandler {
                 bodyRemaining = Int(parts[1].trimmingPrefix(" ")) ?? 0
             }
         }
+        served += 1
         let request = ScriptedRequest(
-            method: requestLine.first.map(String.init) ?? "", target: requestLine.dropFirst().first.map(String.init) ?? "")
+            method: requestLine.first.map(String.init) ?? "", target: requestLine.dropFirst().first.map(String.init) ?? "",
+            indexOnConnection: served)
         perform(script(request)[...], context: context)
     }
 

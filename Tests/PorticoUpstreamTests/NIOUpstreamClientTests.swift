@@ -133,7 +133,7 @@ struct NIOUpstreamClientTests {
 
     @Test("time spent waiting for a connection counts toward the timeout")
     func queuedRequestTimesOut() async throws {
-        let backend = try await RawBackend.start { _ in .hang }
+        let backend = try await ScriptedBackend.start { _ in [] }
         let client = NIOUpstreamClient(configuration: .init(maxConnectionsPerHost: 1))
         defer { client.shutdown() }
         let loop = group.next()
@@ -197,7 +197,7 @@ struct NIOUpstreamClientTests {
         let closed = try await BackendServer.start { _ in .hang }
         let closedPort = closed.port
         try await closed.shutdown()
-        let hanging = try await RawBackend.start { _ in .hang }
+        let hanging = try await ScriptedBackend.start { _ in [] }
         let client = NIOUpstreamClient()
         defer { client.shutdown() }
         let loop = group.next()
@@ -223,7 +223,7 @@ struct NIOUpstreamClientTests {
 
     @Test("cancelling closes the backend connection and delivers nothing more")
     func cancel() async throws {
-        let backend = try await RawBackend.start { _ in .hang }
+        let backend = try await ScriptedBackend.start { _ in [] }
         let client = NIOUpstreamClient()
         defer { client.shutdown() }
         let loop = group.next()
@@ -240,7 +240,7 @@ struct NIOUpstreamClientTests {
     @Test("a pooled connection the backend closed while idle is never handed out")
     func idleCloseByBackend() async throws {
         // Each response says nothing about closing, then the backend closes (its idle timeout, say).
-        let backend = try await RawBackend.start { _ in .send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", close: true) }
+        let backend = try await ScriptedBackend.start { _ in [.text("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), .close] }
         let client = NIOUpstreamClient()
         defer { client.shutdown() }
         let loop = group.next()
@@ -259,8 +259,8 @@ struct NIOUpstreamClientTests {
     func staleConnectionRetry() async throws {
         // The backend answers the first request of a connection and drops the connection on the second,
         // as a server whose idle timeout fired just as the request arrived.
-        let backend = try await RawBackend.start { request in
-            request.indexOnConnection == 1 ? .send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") : .close
+        let backend = try await ScriptedBackend.start { request in
+            request.indexOnConnection == 1 ? [.text("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")] : [.close]
         }
         let client = NIOUpstreamClient()
         defer { client.shutdown() }
@@ -282,7 +282,7 @@ struct NIOUpstreamClientTests {
 
     @Test("shutting down fails running and queued exchanges, and later ones, with .shutdown")
     func shutdown() async throws {
-        let backend = try await RawBackend.start { _ in .hang }
+        let backend = try await ScriptedBackend.start { _ in [] }
         let client = NIOUpstreamClient(configuration: .init(maxConnectionsPerHost: 1))
         let loops = Array(group.makeIterator())
         let loop = loops[0]

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import PorticoDemoBackends
 import Testing
 
 @testable import PorticoUpstream
@@ -12,9 +13,11 @@ struct NIOUpstreamFramingTests {
 
     /// Sends one request answered with `first`, then a second one answered well, and reports the
     /// first outcome and the connections the backend accepted for both.
-    func exchange(answering first: RawBackend.Reply) async throws -> (outcome: ExchangeOutcome, connections: Int, second: ExchangeOutcome) {
-        let backend = try await RawBackend.start { request in
-            request.text.hasPrefix("GET /first ") ? first : .send(Self.good)
+    func exchange(
+        answering first: [ScriptedBackend.Step]
+    ) async throws -> (outcome: ExchangeOutcome, connections: Int, second: ExchangeOutcome) {
+        let backend = try await ScriptedBackend.start { request in
+            request.method == "GET" && request.target == "/first" ? first : [.text(Self.good)]
         }
         let client = NIOUpstreamClient()
         defer { client.shutdown() }
@@ -42,7 +45,7 @@ struct NIOUpstreamFramingTests {
     @Test("conflicting or broken framing is refused before the head reaches the gateway, and the connection is dropped")
     func refusedFraming() async throws {
         for (name, response) in Self.refused {
-            let (outcome, connections, second) = try await exchange(answering: .send(response))
+            let (outcome, connections, second) = try await exchange(answering: [.text(response)])
             #expect(outcome.errorKind == .badResponse, "\(name)")
             #expect(outcome.head == nil, "\(name): the gateway must still be able to answer 502")
             #expect(second.text == "good", "\(name)")
@@ -53,7 +56,7 @@ struct NIOUpstreamFramingTests {
     @Test("a body shorter than its Content-Length, cut by a close, fails the exchange")
     func truncatedBody() async throws {
         let (outcome, connections, second) = try await exchange(
-            answering: .send("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", close: true))
+            answering: [.text("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello"), .close])
         #expect(outcome.errorKind == .badResponse)
         #expect(second.text == "good")
         #expect(connections == 2)
@@ -61,13 +64,13 @@ struct NIOUpstreamFramingTests {
 
     @Test("a close after the head and before any body fails the exchange")
     func closeAfterHead() async throws {
-        let (outcome, _, _) = try await exchange(answering: .send("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", close: true))
+        let (outcome, _, _) = try await exchange(answering: [.text("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"), .close])
         #expect(outcome.errorKind == .badResponse)
     }
 
     @Test("a backend that closes without answering fails a first request without retrying it")
     func closeWithoutAnswer() async throws {
-        let (outcome, connections, second) = try await exchange(answering: .close)
+        let (outcome, connections, second) = try await exchange(answering: [.close])
         #expect(outcome.errorKind == .badResponse)
         #expect(outcome.head == nil)
         #expect(second.text == "good")
@@ -76,10 +79,10 @@ struct NIOUpstreamFramingTests {
 
     @Test("valid responses that do not allow keep-alive succeed, and their connection is not reused")
     func notReused() async throws {
-        let cases: [(name: String, reply: RawBackend.Reply, body: String)] = [
-            ("a body that ends by close", .send("HTTP/1.1 200 OK\r\n\r\nuntil the end", close: true), "until the end"),
-            ("Connection: close", .send("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", close: true), "ok"),
-            ("HTTP/1.0 without keep-alive", .send("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", close: true), "ok"),
+        let cases: [(name: String, reply: [ScriptedBackend.Step], body: String)] = [
+            ("a body that ends by close", [.text("HTTP/1.1 200 OK\r\n\r\nuntil the end"), .close], "until the end"),
+            ("Connection: close", [.text("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"), .close], "ok"),
+            ("HTTP/1.0 without keep-alive", [.text("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok"), .close], "ok"),
         ]
         for (name, reply, body) in cases {
             let (outcome, connections, second) = try await exchange(answering: reply)
@@ -93,11 +96,11 @@ struct NIOUpstreamFramingTests {
     @Test("chunked bodies and informational responses are decoded, and the connection is reused")
     func validFraming() async throws {
         let (chunked, connections, _) = try await exchange(
-            answering: .send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"))
+            answering: [.text("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")])
         #expect(chunked.text == "abcde")
         #expect(connections == 1)
         let (informational, again, _) = try await exchange(
-            answering: .send("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+            answering: [.text("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")])
         #expect(informational.head?.status == 200)
         #expect(informational.text == "ok")
         #expect(again == 1)
