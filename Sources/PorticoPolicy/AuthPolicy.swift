@@ -53,13 +53,47 @@ public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugSt
     public var description: String { "<secret: \(bytes.count) bytes>" }
     public var debugDescription: String { description }
 
+    /// Why a secret file was not read.
+    public enum FileProblem: Error, Sendable, Equatable, CustomStringConvertible {
+        /// Missing, or its directory is not readable.
+        case cannotOpen
+        case unreadable
+        /// A device, FIFO or directory: reading `/dev/zero` or a pipe nobody writes would never end.
+        case notRegularFile
+        case tooLarge(bytes: Int)
+
+        public var description: String {
+            switch self {
+            case .cannotOpen: "does not exist or cannot be opened"
+            case .unreadable: "cannot be read as UTF-8 text"
+            case .notRegularFile: "is not a regular file"
+            case .tooLarge(let bytes): "holds \(bytes) bytes, more than a secret needs (at most \(Secret.maxFileBytes))"
+            }
+        }
+    }
+
+    /// The largest secret file read; a secret is a few dozen bytes.
+    public static let maxFileBytes = 64 * 1024
+
     /// A secret file's text without its trailing line breaks (editors and `echo` add one), as the
-    /// gateway and the command-line tools both read it; nil when the file cannot be read as UTF-8.
+    /// gateway and the command-line tools both read it; nil when ``read(file:)`` refuses it.
     public static func text(ofFile path: String) -> String? {
-        guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        try? read(file: path).get()
+    }
+
+    /// Reads a secret file: a regular file (symbolic links followed, as mounted secrets use them)
+    /// of at most ``maxFileBytes``, as UTF-8 text without its trailing line breaks. Anything else
+    /// is refused before a byte is read, so a policy naming a device or a FIFO cannot hang a load.
+    public static func read(file path: String) -> Result<String, FileProblem> {
+        let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: resolved) else { return .failure(.cannotOpen) }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else { return .failure(.notRegularFile) }
+        let size = (attributes[.size] as? NSNumber)?.intValue ?? 0
+        guard size <= maxFileBytes else { return .failure(.tooLarge(bytes: size)) }
+        guard let contents = try? String(contentsOfFile: resolved, encoding: .utf8) else { return .failure(.unreadable) }
         var text = Substring(contents)
         while let last = text.last, last == "\n" || last == "\r\n" || last == "\r" { text.removeLast() }
-        return String(text)
+        return .success(String(text))
     }
 }
 

@@ -91,11 +91,13 @@ struct KeyReader {
             text = sourceValue.nonEmptyString()
         case "secretFile":
             guard let path = sourceValue.filePath() else { return nil }
-            guard let contents = Secret.text(ofFile: path) else {
-                sourceValue.error("cannot read the secret file \(path)")
+            switch Secret.read(file: path) {
+            case .success(let contents):
+                text = contents
+            case .failure(let problem):
+                sourceValue.error("the secret file \(path) \(problem)")
                 return nil
             }
-            text = contents
         default:
             guard let name = sourceValue.nonEmptyString() else { return nil }
             guard let environment = ProcessInfo.processInfo.environment[name] else {

@@ -111,7 +111,16 @@ struct KeyPolicyTests {
         ),
         (
             "keys:\n  app: { secretFile: /nonexistent/app.secret, services: [signed] }\n",
-            "keys.app.secretFile: cannot read the secret file /nonexistent/app.secret"
+            "keys.app.secretFile: the secret file /nonexistent/app.secret does not exist or cannot be opened"
+        ),
+        // A device or a directory is refused before a byte is read: /dev/zero would never end.
+        (
+            "keys:\n  app: { secretFile: /dev/zero, services: [signed] }\n",
+            "keys.app.secretFile: the secret file /dev/zero is not a regular file"
+        ),
+        (
+            "keys:\n  app: { secretFile: /tmp, services: [signed] }\n",
+            "keys.app.secretFile: the secret file /tmp is not a regular file"
         ),
         (
             "keys:\n  app: { secretEnv: PORTICO_SURELY_UNSET_VARIABLE, services: [signed] }\n",
@@ -163,5 +172,20 @@ struct KeyPolicyTests {
                     $0.contains("services.signed.auth: expected one of none, apiKey, signature, found oauth")
                 })
         }
+    }
+
+    @Test("a secret file is read through symbolic links, and one larger than a secret needs is refused")
+    func secretFileShapes() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-secret-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let real = directory.appendingPathComponent("real.secret")
+        try "\(Self.secret)\n".write(to: real, atomically: true, encoding: .utf8)
+        let link = directory.appendingPathComponent("link.secret")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: real)
+        #expect(Secret.text(ofFile: link.path) == Self.secret)
+        let huge = directory.appendingPathComponent("huge.secret")
+        try String(repeating: "x", count: Secret.maxFileBytes + 1).write(to: huge, atomically: true, encoding: .utf8)
+        #expect(Secret.read(file: huge.path) == .failure(.tooLarge(bytes: Secret.maxFileBytes + 1)))
     }
 }
