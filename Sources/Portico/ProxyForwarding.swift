@@ -28,7 +28,7 @@ enum ProxyForwarding {
         var listed: [String] = []
         for value in values {
             for token in value.split(separator: ",") {
-                let name = token.trimmingCharacters()
+                let name = token.trimmingOptionalWhitespace()
                 if name.isEmpty || HeaderName.matches(String(name), "close") || HeaderName.matches(String(name), "keep-alive") { continue }
                 listed.append(name.lowercased())
             }
@@ -110,14 +110,5 @@ enum ProxyForwarding {
         headers.add(name: "X-API-Version", value: String(apiVersion))
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         return HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: upstream.status), headers: headers)
-    }
-}
-
-extension Substring {
-    func trimmingCharacters() -> Substring {
-        var text = self
-        while text.first == " " || text.first == "\t" { text.removeFirst() }
-        while text.last == " " || text.last == "\t" { text.removeLast() }
-        return text
     }
 }

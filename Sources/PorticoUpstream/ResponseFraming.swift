@@ -32,9 +32,10 @@ struct ResponseFraming: Equatable, Sendable {
         case none
         /// Exactly this many bytes follow.
         case length(Int)
-        /// A transfer coding (chunked) delimits the body; libcurl decodes it.
+        /// The chunked transfer coding, as the final coding, delimits the body; the client decodes it.
         case transferCoded
-        /// The body ends when the backend closes the connection.
+        /// The body ends when the backend closes the connection: no length and no transfer coding,
+        /// or a transfer coding whose final coding is not chunked.
         case untilClose
     }
 
@@ -52,6 +53,7 @@ struct ResponseFraming: Equatable, Sendable {
     static func of(status: Int, headers: [(name: String, value: String)], requestIsHEAD: Bool) -> Result<Self, UpstreamError> {
         var contentLength: Int?
         var hasTransferEncoding = false
+        var chunkedIsFinal = false
         for (name, value) in headers {
             switch name.utf8.count {
             case 14 where HeaderName.matches(name, "content-length"):
@@ -68,6 +70,9 @@ struct ResponseFraming: Equatable, Sendable {
                 }
             case 17 where HeaderName.matches(name, "transfer-encoding"):
                 hasTransferEncoding = true
+                // The final coding is the last element of the last field (RFC 9112 §6.1).
+                let last = value.split(separator: ",", omittingEmptySubsequences: false).last ?? ""
+                chunkedIsFinal = HeaderName.matches(String(last.trimmingOptionalWhitespace()), "chunked")
             default:
                 break
             }
@@ -79,7 +84,8 @@ struct ResponseFraming: Equatable, Sendable {
         if requestIsHEAD || status == 204 || status == 304 {
             body = .none
         } else if hasTransferEncoding {
-            body = .transferCoded
+            // RFC 9112 §6.3 ¶4: unless chunked is the final coding, the body ends by close.
+            body = chunkedIsFinal ? .transferCoded : .untilClose
         } else if let contentLength {
             body = .length(contentLength)
         } else {

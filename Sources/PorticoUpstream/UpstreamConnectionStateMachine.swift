@@ -155,7 +155,8 @@ struct UpstreamConnectionStateMachine {
             state = .streamingBody
             headReceived = true
             holdingResponse = framing.isHeldBack
-            reusable = reusable && head.isKeepAlive && Self.hasKnownLength(head, isHeadRequest: isHeadRequest)
+            // A body that ends by close leaves nothing to reuse; any other end is known from the framing.
+            reusable = reusable && head.isKeepAlive && framing.body != .untilClose
             pendingHead = UpstreamResponseHead(status: Int(head.status.code), headers: fields, contentLength: framing.contentLength)
             return .none
         case .streamingBody:
@@ -345,35 +346,5 @@ struct UpstreamConnectionStateMachine {
     private mutating func dropPending() {
         pendingHead = nil
         pendingBody = nil
-    }
-
-    /// Whether the response's end is known without the connection closing (RFC 9112 §6.3): a
-    /// response to `HEAD`, a 204 or 304, a chunked body, or a `Content-Length`. The decoder has
-    /// already refused conflicting or malformed framing.
-    static func hasKnownLength(_ head: HTTPResponseHead, isHeadRequest: Bool) -> Bool {
-        if isHeadRequest || head.status == .noContent || head.status == .notModified { return true }
-        var known = false
-        for (name, value) in head.headers {
-            switch name.utf8.count {
-            case 14 where HeaderName.matches(name, "content-length"):
-                known = true
-            case 17 where HeaderName.matches(name, "transfer-encoding"):
-                // Chunked must be the final coding; otherwise the body ends by close.
-                let last = value.split(separator: ",").last.map { $0.trimmingSpaces() } ?? ""
-                known = HeaderName.matches(String(last), "chunked")
-            default:
-                continue
-            }
-        }
-        return known
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingSpaces() -> Substring {
-        var text = self
-        while text.first == " " || text.first == "\t" { text.removeFirst() }
-        while text.last == " " || text.last == "\t" { text.removeLast() }
-        return text
     }
 }

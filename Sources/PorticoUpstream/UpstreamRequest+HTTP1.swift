@@ -46,11 +46,8 @@ extension UpstreamRequest {
 
     /// Whether a `Connection` field value holds the `close` option.
     private static func listsClose(_ value: String) -> Bool {
-        for token in value.split(separator: ",") {
-            var token = token
-            while token.first == " " || token.first == "\t" { token.removeFirst() }
-            while token.last == " " || token.last == "\t" { token.removeLast() }
-            if HeaderName.matches(String(token), "close") { return true }
+        for token in value.split(separator: ",") where HeaderName.matches(String(token.trimmingOptionalWhitespace()), "close") {
+            return true
         }
         return false
     }

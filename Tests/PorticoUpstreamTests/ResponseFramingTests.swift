@@ -280,4 +280,17 @@ struct ResponseFramingTests {
         }
         #expect(framing(["1", "2"]) == nil)
     }
+
+    @Test("a transfer coding frames the body only when chunked is its final coding (RFC 9112 §6.3)")
+    func transferCodingParsing() {
+        func body(_ values: [String]) -> ResponseFraming.Body? {
+            try? ResponseFraming.of(status: 200, headers: values.map { ("Transfer-Encoding", $0) }, requestIsHEAD: false).get().body
+        }
+        #expect(body(["chunked"]) == .transferCoded)
+        #expect(body(["gzip, Chunked "]) == .transferCoded)
+        #expect(body(["gzip", "chunked"]) == .transferCoded)
+        #expect(body(["gzip"]) == .untilClose)
+        #expect(body(["chunked, gzip"]) == .untilClose)
+        #expect(body(["chunked", "gzip"]) == .untilClose)
+    }
 }
