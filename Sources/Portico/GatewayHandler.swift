@@ -398,10 +398,8 @@ final class GatewayHandler: ChannelInboundHandler {
     /// within the head timeout, counted from now and not extended by each byte.
     private func answerEarly(_ problem: Problem, context: ChannelHandlerContext) {
         let exchange = self.exchange!
-        var drainable = !exchange.expectsBody
-        if exchange.expectsBody && !exchange.awaitingContinue {
-            drainable = (exchange.declaredLength ?? 0) <= Self.maxDrainBytes
-        }
+        let drainable =
+            !exchange.expectsBody || (!exchange.awaitingContinue && (exchange.declaredLength ?? 0) <= Self.maxDrainBytes)
         let closing = problem.closesConnection || !drainable
         writeProblem(problem, closing: closing, context: context)
         endResponse(requestEnded: false, closing: closing, context: context)
