@@ -121,10 +121,8 @@ final class CurlTransfer {
                 return false
             }
             holding = true
-        case .length(let length):
-            holding = length <= ResponseFraming.heldBodyLimit
-        case .transferCoded, .untilClose:
-            holding = false
+        case .length, .transferCoded, .untilClose:
+            holding = framing.isHeldBack
         }
         pendingHead = UpstreamResponseHead(status: status, headers: headers, contentLength: framing.contentLength)
         if !holding { isDirty = true }
