@@ -12,14 +12,17 @@ import PorticoPolicy
 struct ConnectionPipeline: Sendable {
     let services: GatewayServices
     let limits: LimitsPolicy
+    /// The request stages; the standard ones unless a test puts its own in.
+    let stages: RequestStages
     private let decoderLimits: NIOHTTPDecoderLimitConfiguration
     private let headTimeout: TimeAmount
     private let idleTimeout: TimeAmount
     private let sendTimeout: TimeAmount
 
-    init(services: GatewayServices, limits: LimitsPolicy) {
+    init(services: GatewayServices, limits: LimitsPolicy, stages: RequestStages? = nil) {
         self.services = services
         self.limits = limits
+        self.stages = stages ?? .standard(services)
         var decoderLimits = NIOHTTPDecoderLimitConfiguration()
         decoderLimits.maxHeaderListSize = limits.maxHeadBytes
         decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
@@ -39,6 +42,6 @@ struct ConnectionPipeline: Sendable {
             withPipeliningAssistance: true, withErrorHandling: false,
             withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
         try pipeline.addHandler(HTTPParserErrorHandler(maxHeadBytes: limits.maxHeadBytes, maxHeaderCount: limits.maxHeaderCount))
-        try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts))
+        try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts, stages: stages))
     }
 }

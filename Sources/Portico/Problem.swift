@@ -175,6 +175,14 @@ extension Problem {
             detail: "The backend \(backend) did not answer in time.", extensions: [("backend", backend)])
     }
 
+    /// A request stage failed instead of answering (a bug, or an unexpected error of something it
+    /// waited on); the detail names no internals.
+    static func stageFailed() -> Problem {
+        Problem(
+            type: typePrefix + "internal-error", title: "Internal error", status: .internalServerError,
+            detail: "The gateway could not finish checking this request; retry, and report the request id if it persists.")
+    }
+
     // MARK: Authentication
 
     static func apiKeyRequired(header: String) -> Problem {

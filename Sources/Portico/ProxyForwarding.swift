@@ -88,27 +88,23 @@ enum ProxyForwarding {
         return request
     }
 
-    /// The response head sent to the client: the backend's end-to-end fields plus the gateway's own.
+    /// The response head sent to the client: the backend's end-to-end fields, before
+    /// ``ResponseDecoration`` adds the gateway's own.
     ///
     /// Framing: `Content-Length` is the backend's checked length (``UpstreamResponseHead/contentLength``),
     /// which the body either matches or is cut short of, so the client sees a cut; without one, NIO
     /// frames the body chunked (HTTP/1.1) or the connection's close ends it (HTTP/1.0). NIO also
     /// drops the length from 204 and 304 answers and sends no body after HEAD.
-    static func responseHead(
-        _ upstream: UpstreamResponseHead, version: HTTPVersion, requestID: String, apiVersion: Int, keepAlive: Bool
-    ) -> HTTPResponseHead {
+    static func responseHead(_ upstream: UpstreamResponseHead, version: HTTPVersion) -> HTTPResponseHead {
         let listed = connectionListed(upstream.headers.filter { HeaderName.matches($0.name, "connection") }.map(\.value))
         var headers = HTTPHeaders()
-        headers.reserveCapacity(upstream.headers.count + 3)
+        headers.reserveCapacity(upstream.headers.count + 5)
         for (name, value) in upstream.headers {
             if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnResponse) { continue }
             if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
             headers.add(name: name, value: value)
         }
         if let length = upstream.contentLength { headers.add(name: "Content-Length", value: String(length)) }
-        headers.add(name: "X-Request-Id", value: requestID)
-        headers.add(name: "X-API-Version", value: String(apiVersion))
-        if !keepAlive { headers.add(name: "Connection", value: "close") }
         return HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: upstream.status), headers: headers)
     }
 }

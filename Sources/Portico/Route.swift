@@ -1,16 +1,12 @@
 import NIOHTTP1
 import PorticoPolicy
 
-/// The route stage: which service, which version and which handler serve a request.
-///
-/// The path is normalised first (``PathNormalizer``): routes match, and backends receive, the
-/// normal form, and paths that could escape a route are refused before any service is chosen.
-/// Versions are passive here: from the service path's `{version}` segment, else from the
-/// `apiVersion` query parameter, else the service's default.
+/// Which service a request is for, and the path it is served by.
 struct RoutedRequest {
     let service: CompiledService
-    let version: Int
-    let handler: HandlerPolicy
+    /// The version the request names, from the service path's `{version}` segment or the
+    /// `apiVersion` query parameter; the version stage checks it.
+    let requestedVersion: Substring?
     /// Normalised path after the service prefix (empty or starting with `/`).
     let remainder: Substring
     /// The whole normalised path.
@@ -18,6 +14,10 @@ struct RoutedRequest {
     let query: Substring?
 }
 
+/// How a request's target finds its service (the route stage's work).
+///
+/// The path is normalised first (``PathNormalizer``): routes match, and backends receive, the
+/// normal form, and paths that could escape a route are refused before any service is chosen.
 enum Route {
     static func resolve(_ head: HTTPRequestHead, in snapshot: PolicySnapshot) -> Result<RoutedRequest, Problem> {
         let uri = head.uri
@@ -50,19 +50,8 @@ enum Route {
                     "The request path holds an encoded '/' or '\\' (%2F, %5C) inside a segment, which this service does not accept."))
         }
         let requested: Substring? = match.path.version ?? query.flatMap { Self.queryParameter("apiVersion", in: $0) }
-        let version: Int
-        if let requested {
-            let digits = requested.first == "v" ? requested.dropFirst() : requested
-            guard let number = Int(digits), service.policy.versions[number] != nil else {
-                return .failure(.unknownVersion(String(requested), service: service.name, available: service.policy.versions.keys.sorted()))
-            }
-            version = number
-        } else {
-            version = service.defaultVersion
-        }
-        let handler = service.policy.versions[version]!.handler
         return .success(
-            RoutedRequest(service: service, version: version, handler: handler, remainder: match.path.remainder, path: path, query: query))
+            RoutedRequest(service: service, requestedVersion: requested, remainder: match.path.remainder, path: path, query: query))
     }
 
     static func hostWithoutPort(_ host: String) -> Substring {

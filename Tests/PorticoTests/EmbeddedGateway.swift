@@ -47,7 +47,7 @@ enum EmbeddedGateway {
 }
 
 /// An upstream no test here reaches: every route of ``EmbeddedGateway/policy`` is refused earlier.
-private struct UnreachableUpstream: UpstreamClient {
+struct UnreachableUpstream: UpstreamClient {
     func execute(_ request: UpstreamRequest, eventLoop: any EventLoop, handler: any UpstreamResponseHandler) -> any UpstreamTask {
         Issue.record("the request reached the backend: \(request.url)")
         let handler = NIOLoopBound(handler, eventLoop: eventLoop)

@@ -1,0 +1,208 @@
+import NIOCore
+import PorticoPolicy
+
+/// Where a connection's current request stands, and what the handler must do at each event.
+///
+/// One per connection, driven by ``GatewayHandler``: events go in (a head arrived, the stages
+/// finished, a body part, the request's end, the response's end, the client left) and each returns
+/// one ``Action`` that the handler performs. The machine decides; it never touches the channel,
+/// so its tests drive it without one. States carry their exchange, so an event that arrives for an
+/// exchange that is no longer current (a suspended stage resuming after the client left) is
+/// recognised and ignored.
+///
+/// Requests arrive one at a time: NIO's pipelining handler holds the next head back until the
+/// current response has ended, so a head only ever finds the machine idle.
+struct ExchangeStateMachine {
+    /// The most of an unread body the gateway reads and throws away after answering early, so that
+    /// the connection can carry the next request. A longer body (or one whose client waits for
+    /// `100 Continue`) is not read at all: the answer says `Connection: close` and the connection
+    /// closes, which costs the client a new connection rather than the gateway an unbounded read.
+    static let maxDrainBytes = 64 * 1024
+
+    enum State {
+        /// Waiting for a request head.
+        case idle
+        /// The head's stages are running (one may be suspended); body parts arriving meanwhile are kept.
+        case admitting(Exchange)
+        /// Admitted; the body is being collected (bodies are handled whole).
+        case receivingBody(Exchange)
+        /// The handler has the request; its response is awaited or streaming.
+        case handling(Exchange)
+        /// Answered before the request ended; the rest of a small body is read and dropped.
+        case discardingBody(Exchange)
+        case closed
+    }
+
+    /// How an answer given by the gateway itself (a problem) leaves the connection.
+    enum AfterAnswer: Equatable {
+        /// The request has ended: the connection waits for the next one.
+        case nextRequest
+        /// The rest of the request (its end, a small body) is still to come and will be dropped.
+        case discardRest
+        /// The connection closes once the answer has been written.
+        case close
+    }
+
+    enum Action {
+        case none
+        /// A new exchange: run its stages from the first.
+        case runStages(Exchange)
+        /// The request's end arrived while its stages were still running; nothing else to do yet.
+        case requestEnded
+        /// Tell the client waiting on `Expect: 100-continue` to send its body.
+        case sendContinue(Exchange)
+        /// The request is admitted and whole: give it to its handler.
+        case handle(Exchange)
+        /// Answer with a problem, log, and leave the connection as ``AfterAnswer`` says.
+        case answer(Exchange, Problem, AfterAnswer)
+        /// The handler's response has ended: log, write the end, and close if `closing`.
+        case finishResponse(Exchange, closing: Bool)
+        /// A response already under way broke: log and close (a cut body can only be signalled so).
+        case abortResponse(Exchange)
+        /// The dropped rest of an early-answered request has ended; the next request may come.
+        case drainFinished
+        /// The client went away mid-exchange: stop the handler's work and log it.
+        case abandon(Exchange)
+        /// Close now (a dropped body turned out too long to read).
+        case close
+    }
+
+    private(set) var state = State.idle
+
+    // MARK: Request events
+
+    mutating func headReceived(_ exchange: Exchange) -> Action {
+        guard case .idle = state else { return .none }
+        state = .admitting(exchange)
+        return .runStages(exchange)
+    }
+
+    /// The stages of `exchange` have run: `problem` is the answer one of them gave, or nil if all
+    /// passed.
+    mutating func stagesFinished(_ exchange: Exchange, answer problem: Problem?) -> Action {
+        guard case .admitting(let current) = state, current === exchange else { return .none }
+        if let problem { return answerEarly(exchange, problem) }
+        // RFC 9110 §10.1.1: a client waiting on `Expect: 100-continue` sends its body only when
+        // told, and is told only once the request has passed every check that needs no body.
+        if let expectation = exchange.expectation, !exchange.requestEnded {
+            guard exchange.awaitingContinue else { return answerEarly(exchange, .expectationFailed(expectation)) }
+            exchange.awaitingContinue = false
+            state = .receivingBody(exchange)
+            return .sendContinue(exchange)
+        }
+        if exchange.requestEnded {
+            state = .handling(exchange)
+            return .handle(exchange)
+        }
+        state = .receivingBody(exchange)
+        return .none
+    }
+
+    mutating func bodyReceived(_ part: ByteBuffer) -> Action {
+        switch state {
+        case .admitting(let exchange), .receivingBody(let exchange):
+            let limit = exchange.snapshot.limits.maxBodyBytes
+            if (exchange.body?.readableBytes ?? 0) + part.readableBytes > limit {
+                return answerEarly(exchange, .bodyTooLarge(limit: limit))
+            }
+            if exchange.body == nil {
+                exchange.body = part
+            } else {
+                var part = part
+                exchange.body!.writeBuffer(&part)
+            }
+            return .none
+        case .discardingBody(let exchange):
+            exchange.drainedBytes += part.readableBytes
+            // A chunked body announces no length: stop reading once it is clearly not small.
+            guard exchange.drainedBytes > Self.maxDrainBytes else { return .none }
+            state = .closed
+            return .close
+        case .idle, .handling, .closed:
+            return .none
+        }
+    }
+
+    mutating func endReceived() -> Action {
+        switch state {
+        case .admitting(let exchange):
+            exchange.requestEnded = true
+            return .requestEnded
+        case .receivingBody(let exchange):
+            exchange.requestEnded = true
+            state = .handling(exchange)
+            return .handle(exchange)
+        case .discardingBody:
+            state = .idle
+            return .drainFinished
+        case .idle, .handling, .closed:
+            return .none
+        }
+    }
+
+    // MARK: Response events
+
+    /// The handler answers with a problem of its own (the body's digest did not match, the backend
+    /// failed before sending a head).
+    mutating func handlerAnswered(_ exchange: Exchange, _ problem: Problem) -> Action {
+        guard case .handling(let current) = state, current === exchange else { return .none }
+        if problem.closesConnection || !exchange.keepAlive {
+            state = .closed
+            return .answer(exchange, problem, .close)
+        }
+        state = .idle
+        return .answer(exchange, problem, .nextRequest)
+    }
+
+    mutating func responseEnded(_ exchange: Exchange) -> Action {
+        guard case .handling(let current) = state, current === exchange else { return .none }
+        if exchange.keepAlive {
+            state = .idle
+            return .finishResponse(exchange, closing: false)
+        }
+        state = .closed
+        return .finishResponse(exchange, closing: true)
+    }
+
+    mutating func responseFailed(_ exchange: Exchange) -> Action {
+        guard case .handling(let current) = state, current === exchange else { return .none }
+        state = .closed
+        return .abortResponse(exchange)
+    }
+
+    // MARK: Connection events
+
+    mutating func channelInactive() -> Action {
+        defer { state = .closed }
+        switch state {
+        case .admitting(let exchange), .handling(let exchange): return .abandon(exchange)
+        case .idle, .receivingBody, .discardingBody, .closed: return .none
+        }
+    }
+
+    /// Whether `exchange` is the one the connection is serving: a suspended stage resuming checks
+    /// this before it goes on.
+    func isCurrent(_ exchange: Exchange) -> Bool {
+        switch state {
+        case .admitting(let current), .receivingBody(let current), .handling(let current), .discardingBody(let current):
+            current === exchange
+        case .idle, .closed:
+            false
+        }
+    }
+
+    /// Answers while the request's body may still be arriving. The connection stays open only if
+    /// what is left of the body can be dropped (``Exchange/bodyIsDrainable``).
+    private mutating func answerEarly(_ exchange: Exchange, _ problem: Problem) -> Action {
+        if problem.closesConnection || !exchange.bodyIsDrainable || !exchange.keepAlive {
+            state = .closed
+            return .answer(exchange, problem, .close)
+        }
+        if exchange.requestEnded {
+            state = .idle
+            return .answer(exchange, problem, .nextRequest)
+        }
+        state = .discardingBody(exchange)
+        return .answer(exchange, problem, .discardRest)
+    }
+}

@@ -1,0 +1,40 @@
+import NIOCore
+import PorticoPolicy
+
+/// One step a request passes through between its head and its handler.
+///
+/// Stages run in the order of ``RequestStages/standard``, each on the connection's event loop, over
+/// the ``Exchange`` that earlier stages have filled in. A stage either lets the request go on,
+/// answers it (a problem, which ends the exchange), or suspends: it returns a future of its outcome
+/// (a Redis round trip, say) and the next stage runs when that future completes. A suspended stage
+/// never blocks the event loop, and the connection keeps reading the body meanwhile.
+protocol RequestStage: Sendable {
+    /// Called on `eventLoop`, the connection's; a suspension's future must complete there too.
+    func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome
+}
+
+enum StageOutcome {
+    /// On to the next stage.
+    case proceed
+    /// The request is answered with this problem; no later stage runs.
+    case answer(Problem)
+    /// Waiting on something; the outcome arrives on the connection's event loop.
+    case suspend(EventLoopFuture<StageOutcome>)
+}
+
+/// The stages every request passes through, in order. Adding a stage is a file and a line here.
+struct RequestStages: Sendable {
+    let stages: [any RequestStage]
+
+    /// route → authenticate → resolve version → rate-limit; the handler, response decoration and
+    /// access log follow once the request is admitted.
+    static func standard(_ services: GatewayServices) -> RequestStages {
+        RequestStages(stages: [
+            HeadChecksStage(),
+            RouteStage(),
+            AuthenticationStage(nonces: services.nonces, scheme: services.scheme),
+            VersionStage(),
+            RateLimitStage(rateLimiter: services.rateLimiter, nonces: services.nonces),
+        ])
+    }
+}

@@ -1,0 +1,36 @@
+import NIOCore
+import PorticoPolicy
+
+/// The resolve-version stage: which of the service's API versions serves the request, and so
+/// which handler (and, for a proxy, which backend).
+///
+/// The version is the one the request names (the service path's `{version}` segment, else the
+/// `apiVersion` query parameter), else the service's default. It runs after authentication, so a
+/// client that is not let in learns nothing about which versions exist.
+struct VersionStage: RequestStage {
+    func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
+        guard let routed = exchange.routed else { return .proceed }
+        let service = routed.service
+        let version: Int
+        if let requested = routed.requestedVersion {
+            let digits = requested.first == "v" ? requested.dropFirst() : requested
+            guard let number = Int(digits), service.policy.versions[number] != nil else {
+                return .answer(
+                    .unknownVersion(String(requested), service: service.name, available: service.policy.versions.keys.sorted()))
+            }
+            version = number
+        } else {
+            version = service.defaultVersion
+        }
+        let handler = service.policy.versions[version]!.handler
+        exchange.version = version
+        exchange.handler = handler
+        exchange.record.version = version
+        switch handler {
+        case .proxy(let proxy):
+            exchange.backend = exchange.snapshot.backend(named: proxy.backend)
+            exchange.record.backend = proxy.backend
+        }
+        return .proceed
+    }
+}
