@@ -3,7 +3,8 @@ import NIOHTTP1
 import PorticoPolicy
 
 /// The handlers every client connection gets above TLS, in order: timeouts, NIO's HTTP/1.1 codec
-/// with the policy's decoder limits, pipelining, parser-error answers, then the ``GatewayHandler``.
+/// with the policy's decoder limits (and its check of outbound header values), then the
+/// ``GatewayHandler``.
 ///
 /// Built once per listener from the limits of the snapshot current at start, and applied to each
 /// accepted connection. It is its own type so that everything that drives the gateway's real
@@ -38,10 +39,10 @@ struct ConnectionPipeline: Sendable {
     func configure(_ pipeline: ChannelPipeline.SynchronousOperations) throws {
         let timeouts = ConnectionTimeoutHandler(headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout)
         try pipeline.addHandler(timeouts)
+        // Pipelining and parse errors are the gateway handler's own work (see GatewayHandler).
         try pipeline.configureHTTPServerPipeline(
-            withPipeliningAssistance: true, withErrorHandling: false,
+            withPipeliningAssistance: false, withErrorHandling: false,
             withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
-        try pipeline.addHandler(HTTPParserErrorHandler(maxHeadBytes: limits.maxHeadBytes, maxHeaderCount: limits.maxHeaderCount))
         try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts, stages: stages))
     }
 }

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHTTP1
 import PorticoPolicy
 
 /// Where a connection's current request stands, and what the handler must do at each event.
@@ -10,8 +11,9 @@ import PorticoPolicy
 /// exchange that is no longer current (a suspended stage resuming after the client left) is
 /// recognised and ignored.
 ///
-/// Requests arrive one at a time: NIO's pipelining handler holds the next head back until the
-/// current response has ended, so a head only ever finds the machine idle.
+/// Requests are served one at a time, in order (RFC 9112 §9.3.2): a part the machine cannot take
+/// yet (``accepts(_:)``: the head of a pipelined request while another is answered) waits in the
+/// handler's ``PipelinedRequests`` until the current exchange has ended.
 struct ExchangeStateMachine {
     /// The most of an unread body the gateway reads and throws away after answering early, so that
     /// the connection can carry the next request. A longer body (or one whose client waits for
@@ -63,11 +65,67 @@ struct ExchangeStateMachine {
         case drainFinished
         /// The client went away mid-exchange: stop the handler's work and log it.
         case abandon(Exchange)
-        /// Close now (a dropped body turned out too long to read).
+        /// Close now (a dropped body turned out too long to read, or the gateway is shutting down).
         case close
+        /// The request could not be parsed: answer with this problem, then close.
+        case refuse(Problem)
     }
 
     private(set) var state = State.idle
+    /// The gateway is shutting down: the exchange in progress is the connection's last.
+    private var quiescing = false
+
+    // MARK: Ordering
+
+    /// Whether `part` can be taken now: a head when idle, a body part or end while the current
+    /// request is still arriving. Anything else belongs to a later request and must wait.
+    func accepts(_ part: HTTPServerRequestPart) -> Bool {
+        switch (state, part) {
+        case (.idle, .head): true
+        case (.admitting(let exchange), .body), (.admitting(let exchange), .end): !exchange.requestEnded
+        case (.receivingBody, .body), (.receivingBody, .end), (.discardingBody, .body), (.discardingBody, .end): true
+        default: false
+        }
+    }
+
+    /// Whether a parse error can be answered now: only while no response is under way, since one
+    /// cannot interrupt another.
+    var acceptsParserError: Bool {
+        switch state {
+        case .idle, .admitting, .receivingBody, .discardingBody: true
+        case .handling, .closed: false
+        }
+    }
+
+    /// The decoder refused the bytes that follow; call only when ``acceptsParserError``.
+    mutating func parserErrorReceived(_ problem: Problem) -> Action {
+        switch state {
+        case .closed, .handling:
+            return .none
+        case .discardingBody:
+            // The early answer has been written already; nothing can follow it but the close.
+            state = .closed
+            return .close
+        case .idle, .admitting, .receivingBody:
+            state = .closed
+            return .refuse(problem)
+        }
+    }
+
+    /// The gateway is shutting down: close now if idle, else after the current exchange.
+    mutating func quiesce() -> Action {
+        quiescing = true
+        switch state {
+        case .idle:
+            state = .closed
+            return .close
+        case .admitting(let exchange), .receivingBody(let exchange), .handling(let exchange), .discardingBody(let exchange):
+            exchange.keepAlive = false
+            return .none
+        case .closed:
+            return .none
+        }
+    }
 
     // MARK: Request events
 
@@ -133,6 +191,10 @@ struct ExchangeStateMachine {
             state = .handling(exchange)
             return .handle(exchange)
         case .discardingBody:
+            if quiescing {
+                state = .closed
+                return .close
+            }
             state = .idle
             return .drainFinished
         case .idle, .handling, .closed:

@@ -21,13 +21,18 @@ struct GatewayServices: Sendable {
 ///
 /// It decides nothing itself: the ``ExchangeStateMachine`` says what each event means, the stages
 /// (``RequestStages``) say whether a request may go on, and this handler performs what they return
-/// on the channel. One per connection, confined to its event loop.
+/// on the channel. One per connection, confined to its event loop, right above NIO's HTTP/1.1
+/// codec: it also keeps pipelined requests in order (``PipelinedRequests``), answers what the
+/// decoder refuses (``Problem/parserError(_:maxHeadBytes:maxHeaderCount:)``) and lets a shutting-down
+/// gateway's connections finish their last exchange, work that would otherwise take two more
+/// handlers on every event.
 ///
 /// Writes made while a read batch is being processed (early answers to pipelined requests, a
 /// `100 Continue`) are flushed once, at `channelReadComplete`; writes prompted by a backend are
 /// flushed once per delivery.
-final class GatewayHandler: ChannelInboundHandler, ExchangeResponder {
+final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
     /// See ``ExchangeStateMachine/maxDrainBytes``.
@@ -40,6 +45,10 @@ final class GatewayHandler: ChannelInboundHandler, ExchangeResponder {
     /// The same connection's timeout handler, told where each request stands.
     private let timeouts: ConnectionTimeoutHandler
     private var machine = ExchangeStateMachine()
+    private var pipelined = PipelinedRequests()
+    /// A read was asked for while pipelined parts waited; it is passed on once they are taken.
+    private var readHeld = false
+    private var delivering = false
     private var serial = 0
     private var client = ClientConnection()
     private var context: ChannelHandlerContext?
@@ -71,16 +80,28 @@ final class GatewayHandler: ChannelInboundHandler, ExchangeResponder {
     // MARK: Inbound
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let completed = event as? TLSHandshakeCompleted {
+        switch event {
+        case let completed as TLSHandshakeCompleted:
             client.tls = completed.info
-            return
+        case is ChannelShouldQuiesceEvent:
+            pipelined.removeAll()
+            perform(machine.quiesce(), context: context)
+        default:
+            context.fireUserInboundEventTriggered(event)
         }
-        context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         readingBatch = true
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        guard pipelined.isEmpty && machine.accepts(part) else {
+            return pipelined.append(.part(part))
+        }
+        receive(part, context: context)
+    }
+
+    private func receive(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
+        switch part {
         case .head(let head):
             serial += 1
             let requestID = head.headers.first(name: "x-request-id").flatMap { RequestID.accept($0) ? $0 : nil } ?? RequestID.generate()
@@ -108,13 +129,60 @@ final class GatewayHandler: ChannelInboundHandler, ExchangeResponder {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        pipelined.removeAll()
+        readHeld = false
         perform(machine.channelInactive(), context: context)
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Parser errors were answered by HTTPParserErrorHandler; anything else ends the connection.
-        context.close(promise: nil)
+        guard let parserError = error as? HTTPParserError else {
+            return context.close(promise: nil)
+        }
+        guard pipelined.isEmpty && machine.acceptsParserError else {
+            return pipelined.append(.parserError(parserError))
+        }
+        refuse(parserError, context: context)
+    }
+
+    private func refuse(_ error: HTTPParserError, context: ChannelHandlerContext) {
+        let limits = services.store.current.snapshot.limits
+        let problem = Problem.parserError(error, maxHeadBytes: limits.maxHeadBytes, maxHeaderCount: limits.maxHeaderCount)
+        perform(machine.parserErrorReceived(problem), context: context)
+    }
+
+    // MARK: Pipelining
+
+    /// Holds a read back while pipelined parts wait (see ``PipelinedRequests``).
+    func read(context: ChannelHandlerContext) {
+        if pipelined.isEmpty {
+            context.read()
+        } else {
+            readHeld = true
+        }
+    }
+
+    /// Hands waiting parts to the machine for as long as it takes them; then passes on a held read.
+    private func deliverPipelined(context: ChannelHandlerContext) {
+        guard !delivering else { return }
+        delivering = true
+        defer { delivering = false }
+        while let event = pipelined.first {
+            switch event {
+            case .part(let part):
+                guard machine.accepts(part) else { return }
+                pipelined.removeFirst()
+                receive(part, context: context)
+            case .parserError(let error):
+                guard machine.acceptsParserError else { return }
+                pipelined.removeFirst()
+                refuse(error, context: context)
+            }
+        }
+        if readHeld {
+            readHeld = false
+            context.read()
+        }
     }
 
     // MARK: Stages
@@ -192,7 +260,15 @@ final class GatewayHandler: ChannelInboundHandler, ExchangeResponder {
             accessLog.exchangeEnded(exchange)
         case .close:
             context.close(promise: nil)
+        case .refuse(let problem):
+            let requestID = RequestID.generate()
+            let body = problem.body(requestID: requestID)
+            // Written and flushed at once: the decoder stops here, and the close follows the answer.
+            context.write(wrapOutboundOut(.head(problem.head(requestID: requestID, contentLength: body.readableBytes))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            writeEnd(closing: true, context: context)
         }
+        if !pipelined.isEmpty || readHeld { deliverPipelined(context: context) }
     }
 
     /// The request is admitted and whole: its body's digest is checked, then its handler runs.

@@ -43,6 +43,7 @@ import Testing
         case .drainFinished: "drainFinished"
         case .abandon: "abandon"
         case .close: "close"
+        case .refuse(let problem): "refuse \(problem.status.code)"
         }
     }
 
@@ -195,5 +196,55 @@ import Testing
         _ = machine.stagesFinished(exchange, answer: nil)
         _ = machine.endReceived()
         #expect(Self.name(machine.handlerAnswered(exchange, .badGateway(backend: "b"))) == "answer 502 nextRequest")
+    }
+
+    @Test func aPipelinedRequestWaitsUntilTheCurrentResponseHasEnded() {
+        var machine = ExchangeStateMachine()
+        let exchange = Self.exchange()
+        let next = HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/next"))
+        #expect(machine.accepts(next))
+        _ = machine.headReceived(exchange)
+        #expect(!machine.accepts(next))
+        #expect(machine.accepts(.end(nil)))
+        _ = machine.stagesFinished(exchange, answer: nil)
+        _ = machine.endReceived()
+        #expect(!machine.accepts(next) && !machine.accepts(.end(nil)) && !machine.acceptsParserError)
+        _ = machine.responseEnded(exchange)
+        #expect(machine.accepts(next) && machine.acceptsParserError)
+    }
+
+    @Test func aParseErrorIsAnsweredUnlessAResponseIsUnderWay() {
+        var machine = ExchangeStateMachine()
+        let exchange = Self.exchange([("transfer-encoding", "chunked")])
+        _ = machine.headReceived(exchange)
+        _ = machine.stagesFinished(exchange, answer: nil)
+        #expect(Self.name(machine.parserErrorReceived(.malformedRequest("bad chunk"))) == "refuse 400")
+        #expect(!machine.isCurrent(exchange))
+
+        var answered = ExchangeStateMachine()
+        let early = Self.exchange()
+        _ = answered.headReceived(early)
+        _ = answered.stagesFinished(early, answer: .notFound(path: "/x"))
+        #expect(Self.name(answered.parserErrorReceived(.malformedRequest("bad"))) == "close")
+    }
+
+    @Test func shuttingDownClosesAnIdleConnectionAndMakesTheCurrentExchangeTheLast() {
+        var idle = ExchangeStateMachine()
+        #expect(Self.name(idle.quiesce()) == "close")
+
+        var busy = ExchangeStateMachine()
+        let exchange = Self.exchange()
+        _ = busy.headReceived(exchange)
+        _ = busy.stagesFinished(exchange, answer: nil)
+        _ = busy.endReceived()
+        #expect(Self.name(busy.quiesce()) == "none")
+        #expect(Self.name(busy.responseEnded(exchange)) == "finishResponse closing=true")
+
+        var draining = ExchangeStateMachine()
+        let answered = Self.exchange([("content-length", "4")])
+        _ = draining.headReceived(answered)
+        _ = draining.stagesFinished(answered, answer: .notFound(path: "/x"))
+        _ = draining.quiesce()
+        #expect(Self.name(draining.endReceived()) == "close")
     }
 }
