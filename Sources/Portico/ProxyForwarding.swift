@@ -56,7 +56,7 @@ enum ProxyForwarding {
         clientAddress: String?, scheme: String, requestID: String, dropping credentialHeader: String? = nil
     ) -> UpstreamRequest {
         let listed = connectionListed(head.headers.filter { HeaderName.matches($0.name, "connection") }.map(\.value))
-        var headers: [(name: String, value: String)] = []
+        var headers = HTTPHeaders()
         headers.reserveCapacity(head.headers.count + 5)
         var forwardedFor: String?
         for (name, value) in head.headers {
@@ -67,18 +67,18 @@ enum ProxyForwarding {
             if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnRequest) { continue }
             if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
             if let credentialHeader, HeaderName.matches(name, credentialHeader) { continue }
-            headers.append((name, value))
+            headers.add(name: name, value: value)
         }
         if let clientAddress {
             forwardedFor = forwardedFor.map { "\($0), \(clientAddress)" } ?? clientAddress
         }
         let url = backend.url
         let defaultPort = url.scheme == "https" ? 443 : 80
-        headers.append(("Host", url.port == defaultPort ? url.hostForURL : "\(url.hostForURL):\(url.port)"))
-        if let forwardedFor { headers.append(("X-Forwarded-For", forwardedFor)) }
-        headers.append(("X-Forwarded-Proto", scheme))
-        if let host = head.headers.first(name: "host") { headers.append(("X-Forwarded-Host", host)) }
-        headers.append(("X-Request-Id", requestID))
+        headers.add(name: "Host", value: url.port == defaultPort ? url.hostForURL : "\(url.hostForURL):\(url.port)")
+        if let forwardedFor { headers.add(name: "X-Forwarded-For", value: forwardedFor) }
+        headers.add(name: "X-Forwarded-Proto", value: scheme)
+        if let host = head.headers.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: host) }
+        headers.add(name: "X-Request-Id", value: requestID)
 
         let target = upstreamTarget(routed, proxy: proxy, backend: backend)
         var request = UpstreamRequest(

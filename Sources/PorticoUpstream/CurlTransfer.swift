@@ -1,5 +1,6 @@
 import CPorticoCurl
 import NIOCore
+import NIOHTTP1
 
 /// One exchange while libcurl works on it. Confined to its worker's thread, apart from `flow`.
 ///
@@ -124,7 +125,7 @@ final class CurlTransfer {
         case .length, .transferCoded, .untilClose:
             holding = framing.isHeldBack
         }
-        pendingHead = UpstreamResponseHead(status: status, headers: headers, contentLength: framing.contentLength)
+        pendingHead = UpstreamResponseHead(status: status, headers: HTTPHeaders(headers), contentLength: framing.contentLength)
         if !holding { isDirty = true }
         return true
     }

@@ -50,7 +50,9 @@ struct ResponseFraming: Equatable, Sendable {
     ///   - headers: its fields, as received.
     ///   - requestIsHEAD: whether the request was HEAD (its answer has no body, RFC 9110 §9.3.2).
     /// - Returns: the framing, or the reason the head cannot be trusted to frame a body.
-    static func of(status: Int, headers: [(name: String, value: String)], requestIsHEAD: Bool) -> Result<Self, UpstreamError> {
+    static func of(
+        status: Int, headers: some Sequence<(name: String, value: String)>, requestIsHEAD: Bool
+    ) -> Result<Self, UpstreamError> {
         var contentLength: Int?
         var hasTransferEncoding = false
         var chunkedIsFinal = false

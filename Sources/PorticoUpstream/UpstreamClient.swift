@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHTTP1
 
 /// Sends requests to backends and streams their answers back onto an event loop.
 ///
@@ -56,7 +57,9 @@ public struct UpstreamRequest: Sendable {
     public var method: String
     /// Absolute URL, already percent-encoded.
     public var url: String
-    public var headers: [(name: String, value: String)]
+    /// NIO's header type, so that the NIO client writes them as they are and the gateway builds
+    /// them once, without an intermediate array of pairs.
+    public var headers: HTTPHeaders
     public var body: ByteBuffer?
     public var connectTimeout: Duration
     /// Whole-exchange limit, including time queued for a connection.
@@ -69,7 +72,7 @@ public struct UpstreamRequest: Sendable {
     public var client: UpstreamClientKind?
 
     public init(
-        method: String, url: String, headers: [(name: String, value: String)] = [], body: ByteBuffer? = nil,
+        method: String, url: String, headers: HTTPHeaders = HTTPHeaders(), body: ByteBuffer? = nil,
         connectTimeout: Duration = .seconds(2), timeout: Duration = .seconds(30)
     ) {
         self.method = method
@@ -79,13 +82,23 @@ public struct UpstreamRequest: Sendable {
         self.connectTimeout = connectTimeout
         self.timeout = timeout
     }
+
+    /// With the fields as pairs, in order (repeated names allowed).
+    public init(
+        method: String, url: String, headers: [(name: String, value: String)], body: ByteBuffer? = nil,
+        connectTimeout: Duration = .seconds(2), timeout: Duration = .seconds(30)
+    ) {
+        self.init(
+            method: method, url: url, headers: HTTPHeaders(headers.map { ($0.name, $0.value) }), body: body, connectTimeout: connectTimeout,
+            timeout: timeout)
+    }
 }
 
 public struct UpstreamResponseHead: Sendable {
     public var status: Int
     /// As the backend sent them, hop-by-hop and framing fields included; the caller filters. Frame
     /// what is passed on with ``contentLength``, never with these fields' `Content-Length`.
-    public var headers: [(name: String, value: String)]
+    public var headers: HTTPHeaders
     /// The backend's `Content-Length`, checked: one decimal value, no `Transfer-Encoding` beside it
     /// (a head that fails these checks ends the exchange instead). When a body follows, the body
     /// delivered is exactly this long, or the exchange fails before its last byte is delivered, so a
@@ -94,7 +107,7 @@ public struct UpstreamResponseHead: Sendable {
     /// delimited otherwise (chunked, or by the backend closing) or there is none.
     public var contentLength: Int?
 
-    public init(status: Int, headers: [(name: String, value: String)], contentLength: Int? = nil) {
+    public init(status: Int, headers: HTTPHeaders, contentLength: Int? = nil) {
         self.status = status
         self.headers = headers
         self.contentLength = contentLength

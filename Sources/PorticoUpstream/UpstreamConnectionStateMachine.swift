@@ -142,13 +142,10 @@ struct UpstreamConnectionStateMachine {
             if head.status == .switchingProtocols {
                 return failure(transport: false, detail: "the backend switched protocols, which was never asked for")
             }
-            var fields: [(name: String, value: String)] = []
-            fields.reserveCapacity(head.headers.count)
-            for (name, value) in head.headers { fields.append((name, value)) }
             // The same rules as the libcurl path: what NIO's decoder tolerates (identical repeated
             // lengths, say) is judged alike, and the receiver forwards only the checked length.
             let framing: ResponseFraming
-            switch ResponseFraming.of(status: Int(head.status.code), headers: fields, requestIsHEAD: isHeadRequest) {
+            switch ResponseFraming.of(status: Int(head.status.code), headers: head.headers, requestIsHEAD: isHeadRequest) {
             case .failure(let error): return failure(transport: false, detail: error.detail)
             case .success(let value): framing = value
             }
@@ -157,7 +154,7 @@ struct UpstreamConnectionStateMachine {
             holdingResponse = framing.isHeldBack
             // A body that ends by close leaves nothing to reuse; any other end is known from the framing.
             reusable = reusable && head.isKeepAlive && framing.body != .untilClose
-            pendingHead = UpstreamResponseHead(status: Int(head.status.code), headers: fields, contentLength: framing.contentLength)
+            pendingHead = UpstreamResponseHead(status: Int(head.status.code), headers: head.headers, contentLength: framing.contentLength)
             return .none
         case .streamingBody:
             return failure(transport: false, detail: "a second response head arrived for one request")

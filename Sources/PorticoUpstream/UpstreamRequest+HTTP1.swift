@@ -14,22 +14,25 @@ extension UpstreamRequest {
     /// - Returns: the head, and whether the request allows keep-alive (no `Connection: close`).
     func http1Head(for target: UpstreamOrigin.Parsed) -> (head: HTTPRequestHead, keepAlive: Bool) {
         let method = HTTPMethod(rawValue: self.method)
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(self.headers.count + 2)
+        var headers = self.headers
         var hasHost = false
         var keepAlive = true
-        for (name, value) in self.headers {
+        var hasFraming = false
+        for (name, value) in headers {
             switch name.utf8.count {
             case 4 where HeaderName.matches(name, "host"):
                 hasHost = true
             case 10 where HeaderName.matches(name, "connection"):
                 if Self.listsClose(value) { keepAlive = false }
             case 14 where HeaderName.matches(name, "content-length"), 17 where HeaderName.matches(name, "transfer-encoding"):
-                continue
+                hasFraming = true
             default:
                 break
             }
-            headers.add(name: name, value: value)
+        }
+        if hasFraming {
+            headers.remove(name: "content-length")
+            headers.remove(name: "transfer-encoding")
         }
         if !hasHost { headers.replaceOrAdd(name: "Host", value: String(target.authority)) }
         let length = body?.readableBytes ?? 0

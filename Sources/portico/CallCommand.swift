@@ -90,7 +90,7 @@ final class ResponseCollector: UpstreamResponseHandler {
     func upstreamReceived(_ events: UpstreamEvents) {
         if let head = events.head {
             response.status = head.status
-            response.headers = head.headers
+            response.headers = head.headers.map { ($0.name, $0.value) }
         }
         if var body = events.body {
             let count = body.readableBytes
