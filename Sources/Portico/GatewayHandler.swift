@@ -176,8 +176,7 @@ final class GatewayHandler: ChannelInboundHandler {
         var tierName: String?
         var nonce: PendingNonce?
         if routed.service.policy.auth != .none {
-            let authenticator = RequestAuthenticator(
-                policy: snapshot.policy, credentials: active.credentials, nonces: services.nonces, scheme: services.scheme)
+            let authenticator = RequestAuthenticator(active, nonces: services.nonces, scheme: services.scheme)
             switch authenticator.authenticate(head, service: routed.service.policy, hasBody: expectsBody, now: RequestAuthenticator.now()) {
             case .failure(let problem): return answerEarly(problem, context: context)
             case .success(let authentication):
@@ -185,7 +184,7 @@ final class GatewayHandler: ChannelInboundHandler {
                 exchange!.contentDigest = authentication.contentDigest
                 tierName = authentication.tier
                 nonce = authentication.nonce
-                if routed.service.policy.auth == .apiKey { exchange!.credentialHeader = snapshot.policy.apiKeys.header.lowercased() }
+                if routed.service.policy.auth == .apiKey { exchange!.credentialHeader = active.apiKeyHeader }
             }
         }
         switch routed.handler {
