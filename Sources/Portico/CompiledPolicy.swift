@@ -5,7 +5,9 @@ import PorticoPolicy
 /// resolved, so that the request path does no lookup by name, no parsing and no string building
 /// that the policy alone determines.
 ///
-/// - the routes (``PolicySnapshot/routes``, a trie);
+/// - the routes (``PolicySnapshot/routes``, a trie) and, per routed service, its ``ServiceRules``:
+///   each version's handler and backend;
+/// - each backend as a ``CompiledBackend``: origin, `Host` value, URL prefix, timeouts, client;
 /// - the client keys as HMAC contexts (``Credentials``) and the signature coverage required
 ///   (``SignatureRequirements``);
 /// - the API-key header's name in the lowercase form the forwarding filter compares with.
@@ -15,6 +17,9 @@ import PorticoPolicy
 public final class CompiledPolicy: Sendable {
     public let snapshot: PolicySnapshot
     let credentials: Credentials
+    /// Indexed by ``CompiledService/index``, parallel to the snapshot's ``RouteTable/services``.
+    let services: [ServiceRules]
+    let backends: [String: CompiledBackend]
     let signatureRequirements: SignatureRequirements
     /// `apiKeys.header`, lowercased: the field not forwarded upstream, since it holds the secret.
     let apiKeyHeader: String
@@ -23,9 +28,21 @@ public final class CompiledPolicy: Sendable {
         let policy = snapshot.policy
         self.snapshot = snapshot
         credentials = Credentials(policy: policy)
+        let backends = policy.backends.mapValues(CompiledBackend.init)
+        self.backends = backends
+        services = snapshot.routes.services.map { ServiceRules($0, backends: backends) }
         signatureRequirements = SignatureRequirements(policy.signatures)
         apiKeyHeader = policy.apiKeys.header.lowercased()
     }
+
+    /// The rules of a service the route table returned.
+    func rules(for service: CompiledService) -> ServiceRules { services[service.index] }
+
+    /// A service's rules by its policy name, for callers outside the request path (tools, tests);
+    /// requests reach theirs through the route.
+    func rules(named name: String) -> ServiceRules? { services.first { $0.name == name } }
+
+    func backend(named name: String) -> CompiledBackend? { backends[name] }
 }
 
 /// Lets ``PolicyStore`` hold the current policy in a `ManagedAtomic`: a strong reference that

@@ -59,7 +59,7 @@ final class GatewayHandler: ChannelInboundHandler {
         var record: AccessRecord
         var routed: RoutedRequest?
         var proxy: ProxyPolicy?
-        var backend: BackendPolicy?
+        var backend: CompiledBackend?
         var body: ByteBuffer?
         /// The `Content-Digest` a signed request's body must match before it is forwarded.
         var contentDigest: String?
@@ -165,7 +165,7 @@ final class GatewayHandler: ChannelInboundHandler {
             return answerEarly(.bodyTooLarge(limit: limits.maxBodyBytes), context: context)
         }
         let routed: RoutedRequest
-        switch Route.resolve(head, in: snapshot) {
+        switch Route.resolve(head, in: active) {
         case .failure(let problem): return answerEarly(problem, context: context)
         case .success(let value): routed = value
         }
@@ -190,13 +190,13 @@ final class GatewayHandler: ChannelInboundHandler {
         switch routed.handler {
         case .proxy(let proxy):
             exchange!.proxy = proxy
-            exchange!.backend = snapshot.backend(named: proxy.backend)
+            exchange!.backend = routed.backend
             exchange!.record.backend = proxy.backend
         }
         let keyID = exchange!.record.keyID
         let tier = tierName.flatMap { snapshot.policy.tiers[$0] }
         switch services.rateLimiter.admit(
-            service: routed.service.policy, tier: tier, keyID: keyID, clientAddress: addressSubject, backend: exchange!.backend)
+            service: routed.service.policy, tier: tier, keyID: keyID, clientAddress: addressSubject, backend: exchange!.backend?.policy)
         {
         case .failure(let problem): return answerEarly(problem, context: context)
         case .success(let applied): exchange!.rateLimit = applied

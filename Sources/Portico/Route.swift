@@ -9,8 +9,12 @@ import PorticoPolicy
 /// `apiVersion` query parameter, else the service's default.
 struct RoutedRequest {
     let service: CompiledService
+    /// The service's compiled limits and versions.
+    let rules: ServiceRules
     let version: Int
     let handler: HandlerPolicy
+    /// The version's backend, already resolved (see ``ServiceRules/Version/backend``).
+    let backend: CompiledBackend?
     /// Normalised path after the service prefix (empty or starting with `/`).
     let remainder: Substring
     /// The whole normalised path.
@@ -19,7 +23,7 @@ struct RoutedRequest {
 }
 
 enum Route {
-    static func resolve(_ head: HTTPRequestHead, in snapshot: PolicySnapshot) -> Result<RoutedRequest, Problem> {
+    static func resolve(_ head: HTTPRequestHead, in compiled: CompiledPolicy) -> Result<RoutedRequest, Problem> {
         let uri = head.uri
         guard uri.hasPrefix("/") else {
             return .failure(.badRequest("The request target must be a path (origin-form), such as /api/quotes."))
@@ -40,10 +44,11 @@ enum Route {
         }
         let path = normalized.path
         let host = head.headers.first(name: "host").map(Self.hostWithoutPort)
-        guard let match = snapshot.routes.match(path: path, host: host) else {
+        guard let match = compiled.snapshot.routes.match(path: path, host: host) else {
             return .failure(.notFound(path: String(path)))
         }
         let service = match.service
+        let rules = compiled.rules(for: service)
         if normalized.hasEncodedSlash && !service.policy.allowEncodedSlashes {
             return .failure(
                 .badRequest(
@@ -51,26 +56,37 @@ enum Route {
         }
         let requested: Substring? = match.path.version ?? query.flatMap { Self.queryParameter("apiVersion", in: $0) }
         let version: Int
+        let served: ServiceRules.Version
         if let requested {
             let digits = requested.first == "v" ? requested.dropFirst() : requested
-            guard let number = Int(digits), service.policy.versions[number] != nil else {
+            guard let number = Int(digits), let named = rules.versions[number] else {
                 return .failure(.unknownVersion(String(requested), service: service.name, available: service.policy.versions.keys.sorted()))
             }
             version = number
+            served = named
         } else {
             version = service.defaultVersion
+            served = rules.versions[version]!
         }
-        let handler = service.policy.versions[version]!.handler
         return .success(
-            RoutedRequest(service: service, version: version, handler: handler, remainder: match.path.remainder, path: path, query: query))
+            RoutedRequest(
+                service: service, rules: rules, version: version, handler: served.handler, backend: served.backend,
+                remainder: match.path.remainder, path: path, query: query))
     }
 
+    /// The `Host` field's host, lowercased, without the port, as routes compare it.
+    ///
+    /// Hosts usually arrive in lowercase already; then the field's own text is sliced rather than
+    /// copied into a new string.
     static func hostWithoutPort(_ host: String) -> Substring {
+        let name: Substring
         if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
-            return Substring(host[...close].lowercased())
+            name = host[...close]
+        } else {
+            name = host.firstIndex(of: ":").map { host[..<$0] } ?? host[...]
         }
-        let name = host.firstIndex(of: ":").map { host[..<$0] } ?? host[...]
-        return Substring(name.lowercased())
+        let alreadyLowercase = name.utf8.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
+        return alreadyLowercase ? name : Substring(name.lowercased())
     }
 
     static func queryParameter(_ name: String, in query: Substring) -> Substring? {

@@ -1,6 +1,8 @@
 import Dispatch
+import NIOHTTP1
 import PorticoPolicy
 import PorticoSigning
+import PorticoUpstream
 import Testing
 
 @testable import Portico
@@ -38,6 +40,72 @@ struct CompiledPolicyTests {
 
     static func compiled() throws -> CompiledPolicy {
         CompiledPolicy(try TestGateway.snapshot(policy: policy))
+    }
+
+    static func routed(_ uri: String, in compiled: CompiledPolicy) throws -> RoutedRequest {
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: uri, headers: ["Host": "gateway.example"])
+        return try Route.resolve(head, in: compiled).get()
+    }
+
+    @Test("each backend's origin, Host value, URL prefix, timeouts and client are derived once")
+    func backends() throws {
+        let compiled = try Self.compiled()
+        let plain = try #require(compiled.backend(named: "plain"))
+        #expect(plain.origin == "http://127.0.0.1:8080")
+        #expect(plain.urlPrefix == "http://127.0.0.1:8080")
+        #expect(plain.hostHeader == "127.0.0.1:8080")
+        #expect(plain.connectTimeout == .seconds(1))
+        #expect(plain.timeout == .seconds(7))
+        #expect(plain.client == nil)
+        let standard = try #require(compiled.backend(named: "standardPort"))
+        #expect(standard.hostHeader == "quotes.internal")
+        #expect(standard.urlPrefix == "http://quotes.internal:80/base")
+        #expect(standard.maxConcurrent == 3)
+        let secure = try #require(compiled.backend(named: "secure"))
+        #expect(secure.hostHeader == "secure.internal")
+        #expect(secure.origin == "https://secure.internal:443")
+        #expect(secure.client == .curl)
+        #expect(try #require(compiled.backend(named: "secureOddPort")).hostHeader == "secure.internal:8443")
+        let ipv6 = try #require(compiled.backend(named: "ipv6"))
+        #expect(ipv6.hostHeader == "[::1]:9000")
+        #expect(ipv6.urlPrefix == "http://[::1]:9000")
+    }
+
+    @Test("a routed request carries its service's rules and its version's backend")
+    func routes() throws {
+        let compiled = try Self.compiled()
+        let first = try Self.routed("/api/1/quotes/AAPL", in: compiled)
+        #expect(first.rules.name == "quotes")
+        #expect(first.rules === compiled.rules(named: "quotes"))
+        #expect(first.backend === compiled.backend(named: "standardPort"))
+        let second = try Self.routed("/api/v2/quotes", in: compiled)
+        #expect(second.backend === compiled.backend(named: "secure"))
+        let byQuery = try Self.routed("/open/x?apiVersion=1", in: compiled)
+        #expect(byQuery.backend === compiled.backend(named: "plain"))
+        for (index, service) in compiled.snapshot.routes.services.enumerated() {
+            #expect(compiled.rules(for: service).name == service.name)
+            #expect(service.index == index)
+        }
+    }
+
+    @Test("the upstream URL is the backend's prefix, the rewritten or original path and the query")
+    func upstreamURLs() throws {
+        let compiled = try Self.compiled()
+        func url(_ uri: String) throws -> String {
+            let routed = try Self.routed(uri, in: compiled)
+            guard case .proxy(let proxy) = routed.handler else { throw CancellationError() }
+            return ProxyForwarding.upstreamURL(routed, proxy: proxy, backend: try #require(routed.backend))
+        }
+        #expect(try url("/api/1/quotes/AAPL?x=1") == "http://quotes.internal:80/base/v1/AAPL?x=1")
+        #expect(try url("/api/1/quotes") == "http://quotes.internal:80/base/v1")
+        #expect(try url("/api/2/quotes/AAPL") == "https://secure.internal:443/api/2/quotes/AAPL")
+        #expect(try url("/open") == "http://127.0.0.1:8080/open")
+        #expect(try url("/open/?") == "http://127.0.0.1:8080/open/?")
+        // A rewrite to "/" (stored as "") with nothing after the prefix and no base path: "/".
+        #expect(try url("/other") == "http://[::1]:9000/")
+        #expect(try url("/other?q=1") == "http://[::1]:9000/?q=1")
+        #expect(try url("/other/a/b") == "http://[::1]:9000/a/b")
+        #expect(try url("/odd/z") == "https://secure.internal:8443/x/y/odd/z")
     }
 
     @Test("the API-key header is kept lowercased for the forwarding filter")
@@ -81,11 +149,11 @@ struct CompiledPolicyTests {
                     store.replace(with: round % 40 == 0 ? first : second)
                 } else {
                     let current = store.current
-                    precondition(current.snapshot.routes.services.count == current.snapshot.policy.services.count)
-                    precondition(current.snapshot.routes.services.count == 4 || current.snapshot.routes.services.isEmpty)
+                    precondition(current.services.count == current.snapshot.routes.services.count)
+                    precondition(current.services.count == 4 || current.services.isEmpty)
                 }
             }
         }
-        #expect(initial.snapshot.routes.services.count == 4)
+        #expect(initial.services.count == 4)
     }
 }
