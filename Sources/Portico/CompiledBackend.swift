@@ -2,7 +2,8 @@ import PorticoPolicy
 import PorticoUpstream
 
 /// A backend as the proxy handler uses it, everything a forwarded request needs already derived
-/// from its policy: the origin, the `Host` value, the URL prefix, the timeouts, the client.
+/// from its policy: the origin, the `Host` value, the URL prefix, the timeouts, the client, its
+/// rate limit.
 ///
 /// One per backend per compiled policy, shared by every request to it; a request's upstream URL
 /// is then this prefix plus its own path and query, one string built per request.
@@ -29,6 +30,7 @@ final class CompiledBackend: Sendable {
     let client: UpstreamClientKind?
     /// Requests in flight at once; `nil` is no cap.
     let maxConcurrent: Int?
+    let rateLimit: CompiledRateLimit?
 
     init(_ policy: BackendPolicy) {
         let url = policy.url
@@ -46,5 +48,6 @@ final class CompiledBackend: Sendable {
         timeout = policy.timeout
         client = policy.client.map(UpstreamClientKind.init)
         maxConcurrent = policy.maxConcurrent
+        rateLimit = policy.rateLimit.map { CompiledRateLimit(kind: .backend, name: policy.name, policy: $0) }
     }
 }

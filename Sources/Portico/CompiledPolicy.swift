@@ -6,8 +6,9 @@ import PorticoPolicy
 /// that the policy alone determines.
 ///
 /// - the routes (``PolicySnapshot/routes``, a trie) and, per routed service, its ``ServiceRules``:
-///   each version's handler and backend;
-/// - each backend as a ``CompiledBackend``: origin, `Host` value, URL prefix, timeouts, client;
+///   tier and address limits, each version's handler and backend;
+/// - each backend as a ``CompiledBackend``: origin, `Host` value, URL prefix, timeouts, client, limit;
+/// - each rate limit as a ``CompiledRateLimit``: its `GCRALimit` and `RateLimit-Policy` text;
 /// - the client keys as HMAC contexts (``Credentials``) and the signature coverage required
 ///   (``SignatureRequirements``);
 /// - the API-key header's name in the lowercase form the forwarding filter compares with.
@@ -30,7 +31,11 @@ public final class CompiledPolicy: Sendable {
         credentials = Credentials(policy: policy)
         let backends = policy.backends.mapValues(CompiledBackend.init)
         self.backends = backends
-        services = snapshot.routes.services.map { ServiceRules($0, backends: backends) }
+        // One compiled limit per tier for the services without an exception of their own.
+        let tierDefaults = policy.tiers.mapValues { CompiledRateLimit(kind: .tier, name: $0.name, policy: $0.limit) }
+        services = snapshot.routes.services.map {
+            ServiceRules($0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends)
+        }
         signatureRequirements = SignatureRequirements(policy.signatures)
         apiKeyHeader = policy.apiKeys.header.lowercased()
     }

@@ -194,9 +194,8 @@ final class GatewayHandler: ChannelInboundHandler {
             exchange!.record.backend = proxy.backend
         }
         let keyID = exchange!.record.keyID
-        let tier = tierName.flatMap { snapshot.policy.tiers[$0] }
         switch services.rateLimiter.admit(
-            service: routed.service.policy, tier: tier, keyID: keyID, clientAddress: addressSubject, backend: exchange!.backend?.policy)
+            service: routed.rules, tier: tierName, keyID: keyID, clientAddress: addressSubject, backend: exchange!.backend)
         {
         case .failure(let problem): return answerEarly(problem, context: context)
         case .success(let applied): exchange!.rateLimit = applied

@@ -57,10 +57,12 @@ struct CompiledPolicyTests {
         #expect(plain.connectTimeout == .seconds(1))
         #expect(plain.timeout == .seconds(7))
         #expect(plain.client == nil)
+        #expect(plain.rateLimit == nil)
         let standard = try #require(compiled.backend(named: "standardPort"))
         #expect(standard.hostHeader == "quotes.internal")
         #expect(standard.urlPrefix == "http://quotes.internal:80/base")
         #expect(standard.maxConcurrent == 3)
+        #expect(standard.rateLimit?.policyField == "\"backend.standardPort\";q=20;w=1")
         let secure = try #require(compiled.backend(named: "secure"))
         #expect(secure.hostHeader == "secure.internal")
         #expect(secure.origin == "https://secure.internal:443")
@@ -106,6 +108,46 @@ struct CompiledPolicyTests {
         #expect(try url("/other?q=1") == "http://[::1]:9000/?q=1")
         #expect(try url("/other/a/b") == "http://[::1]:9000/a/b")
         #expect(try url("/odd/z") == "https://secure.internal:8443/x/y/odd/z")
+    }
+
+    @Test("each limit's GCRA parameters and RateLimit-Policy text are built once, shared where the limit is the same")
+    func rateLimits() throws {
+        let compiled = try Self.compiled()
+        let quotes = try #require(compiled.rules(named: "quotes"))
+        let other = try #require(compiled.rules(named: "other"))
+        let standard = try #require(quotes.tierLimits["standard"])
+        #expect(standard.policyField == "\"tier.standard\";q=100;w=60")
+        #expect(standard.gcra == GCRALimit(count: 100, periodNanos: 60_000_000_000, burst: 10))
+        #expect(try #require(quotes.tierLimits["gold"]).policyField == "\"tier.gold\";q=1000;w=3600")
+        // The tier's own limit is one object for every service without an exception...
+        #expect(other.tierLimits["gold"] === quotes.tierLimits["gold"])
+        #expect(compiled.rules(named: "open")?.tierLimits["standard"] === standard)
+        // ...and a service with one has its own.
+        let exception = try #require(other.tierLimits["standard"])
+        #expect(exception !== standard)
+        #expect(exception.policyField == "\"tier.standard\";q=5;w=1")
+        #expect(exception.gcra == GCRALimit(count: 5, periodNanos: 1_000_000_000, burst: 1))
+        let address = try #require(compiled.rules(named: "open")?.addressLimit)
+        #expect(address.policyField == "\"address.open\";q=10;w=60")
+        #expect(quotes.addressLimit == nil)
+    }
+
+    @Test("the limiter reports the compiled limit it drew from")
+    func limiterUsesCompiledLimits() throws {
+        let compiled = try Self.compiled()
+        let limiter = RateLimiter(clock: { 0 })
+        let quotes = try #require(compiled.rules(named: "quotes"))
+        let backend = compiled.backend(named: "standardPort")
+        let applied = try #require(
+            try limiter.admit(service: quotes, tier: "standard", keyID: "k", clientAddress: nil, backend: backend).get())
+        // Tier: 10 at once, 9 left; backend: 5 at once, 4 left, the tighter.
+        #expect(applied.kind == .backend)
+        #expect(applied.limit === backend?.rateLimit)
+        #expect(applied.policyField == "\"backend.standardPort\";q=20;w=1")
+        #expect(applied.statusField == "\"backend.standardPort\";r=4;t=1")
+        // An unknown tier sets no client limit, as before.
+        let none = try limiter.admit(service: quotes, tier: "missing", keyID: "k", clientAddress: nil, backend: nil).get()
+        #expect(none == nil)
     }
 
     @Test("the API-key header is kept lowercased for the forwarding filter")
