@@ -7,8 +7,11 @@ import PorticoPolicy
 /// reload) never affects requests in flight.
 ///
 /// Reading is one atomic load of a reference, no lock: every request on every event loop reads it,
-/// so a lock here would be taken, and contended, per request. The policy is compiled before the
-/// store, so a reload costs readers nothing either.
+/// so a lock here would be taken, and contended, per request. (swift-atomics makes a strong
+/// reference's load safe against a concurrent replace by counting the reader in the same
+/// double-width word while it takes its retain: lock-free, though two compare-and-swaps on a line
+/// every loop shares.) The policy is compiled before the store, so a reload costs readers nothing
+/// either.
 public final class PolicyStore: Sendable {
     private let compiled: ManagedAtomic<CompiledPolicy>
 
