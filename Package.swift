@@ -11,6 +11,9 @@ let argumentParser: Package.Dependency = .package(
     url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2")
 // The client library's HMAC and hashes: CryptoKit's API on Apple platforms, its own BoringSSL copy
 // elsewhere, never the system OpenSSL.
+// The compiled policy's swap: a strong reference loaded and replaced atomically (`ManagedAtomic`),
+// which the standard library's Synchronization module does not offer for class references.
+let atomics: Package.Dependency = .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0")
 let crypto: Package.Dependency = .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0")
 
 let swiftSettings: [SwiftSetting] = [
@@ -32,7 +35,7 @@ let package = Package(
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
         .library(name: "PorticoClient", targets: ["PorticoClient"]),
     ],
-    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto],
+    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
         .target(
@@ -98,6 +101,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Atomics", package: "swift-atomics"),
             ],
             swiftSettings: swiftSettings
         ),

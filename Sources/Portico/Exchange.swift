@@ -25,7 +25,7 @@ final class Exchange {
     let head: HTTPRequestHead
     let requestID: String
     /// The policy the request is served by from head to end, read once at the head.
-    let policy: ActivePolicy
+    let policy: CompiledPolicy
     let client: ClientConnection
     var keepAlive: Bool
     /// The body length the head announced (`nil`: none announced, or chunked).
@@ -50,15 +50,15 @@ final class Exchange {
     var credentialHeader: String?
     /// Authenticate stage: the `Content-Digest` a signed request's body must match before it is handled.
     var contentDigest: String?
-    /// Authenticate stage: the key's rate-limit tier.
-    var tier: TierPolicy?
+    /// Authenticate stage: the name of the key's rate-limit tier.
+    var tier: String?
     /// Authenticate stage: the signature's nonce, recorded by the rate-limit stage once admitted.
     var pendingNonce: PendingNonce?
     /// Version stage: the API version served and its handler.
     var version: Int?
     var handler: HandlerPolicy?
-    /// Version stage: the backend a `proxy` handler forwards to.
-    var backend: BackendPolicy?
+    /// Version stage: the backend a `proxy` handler forwards to, compiled.
+    var backend: CompiledBackend?
     /// Rate-limit stage: the most restrictive limit that admitted the request, reported in the response.
     var rateLimit: AppliedLimit?
 
@@ -70,7 +70,7 @@ final class Exchange {
     var concurrencySlot: BackendConcurrency.Counter?
     var responseStarted = false
 
-    init(serial: Int, head: HTTPRequestHead, requestID: String, policy: ActivePolicy, client: ClientConnection) {
+    init(serial: Int, head: HTTPRequestHead, requestID: String, policy: CompiledPolicy, client: ClientConnection) {
         self.serial = serial
         self.head = head
         self.requestID = requestID

@@ -36,23 +36,41 @@ enum ProxyForwarding {
         return listed
     }
 
-    /// Path and query the backend receives: the backend's base path, then the rewritten prefix
-    /// (or the original path when the policy sets no rewrite), then the request's query unchanged.
-    static func upstreamTarget(_ routed: RoutedRequest, proxy: ProxyPolicy, backend: BackendPolicy) -> String {
-        var path = backend.url.basePath
+    /// The URL the backend receives: the backend's URL prefix (origin and base path, compiled
+    /// once), then the rewritten prefix (or the original path when the policy sets no rewrite),
+    /// then the request's query unchanged. A request whose path comes out empty gets `/`.
+    static func upstreamURL(_ routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend) -> String {
+        let pathIsEmpty: Bool
+        var length = backend.urlPrefix.utf8.count + 2
         if let rewrite = proxy.rewrite {
-            path += rewrite
-            path += routed.remainder
+            pathIsEmpty = backend.basePath.isEmpty && rewrite.isEmpty && routed.remainder.isEmpty
+            length += rewrite.utf8.count + routed.remainder.utf8.count
         } else {
-            path += routed.path
+            pathIsEmpty = backend.basePath.isEmpty && routed.path.isEmpty
+            length += routed.path.utf8.count
         }
-        if path.isEmpty { path = "/" }
-        if let query = routed.query { path += "?" + query }
-        return path
+        if let query = routed.query { length += query.utf8.count }
+        var url = ""
+        url.reserveCapacity(length)
+        url += backend.urlPrefix
+        if let rewrite = proxy.rewrite {
+            url += rewrite
+            url += routed.remainder
+        } else {
+            url += routed.path
+        }
+        if pathIsEmpty { url += "/" }
+        if let query = routed.query {
+            url += "?"
+            url += query
+        }
+        return url
     }
 
+    /// The request sent to `backend`, whose origin, `Host` value, timeouts and client come compiled
+    /// (``CompiledBackend``).
     static func upstreamRequest(
-        head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: BackendPolicy,
+        head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend,
         clientAddress: String?, scheme: String, requestID: String, dropping credentialHeader: String? = nil
     ) -> UpstreamRequest {
         let listed = connectionListed(head.headers.filter { HeaderName.matches($0.name, "connection") }.map(\.value))
@@ -72,19 +90,16 @@ enum ProxyForwarding {
         if let clientAddress {
             forwardedFor = forwardedFor.map { "\($0), \(clientAddress)" } ?? clientAddress
         }
-        let url = backend.url
-        let defaultPort = url.scheme == "https" ? 443 : 80
-        headers.add(name: "Host", value: url.port == defaultPort ? url.hostForURL : "\(url.hostForURL):\(url.port)")
+        headers.add(name: "Host", value: backend.hostHeader)
         if let forwardedFor { headers.add(name: "X-Forwarded-For", value: forwardedFor) }
         headers.add(name: "X-Forwarded-Proto", value: scheme)
         if let host = head.headers.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: host) }
         headers.add(name: "X-Request-Id", value: requestID)
 
-        let target = upstreamTarget(routed, proxy: proxy, backend: backend)
         var request = UpstreamRequest(
-            method: head.method.rawValue, url: "\(url.scheme)://\(url.hostForURL):\(url.port)\(target)", headers: headers,
-            body: body, connectTimeout: backend.connectTimeout, timeout: backend.timeout)
-        request.client = backend.client.map(UpstreamClientKind.init)
+            method: head.method.rawValue, url: upstreamURL(routed, proxy: proxy, backend: backend), headers: headers, body: body,
+            connectTimeout: backend.connectTimeout, timeout: backend.timeout)
+        request.client = backend.client
         return request
     }
 

@@ -4,23 +4,27 @@ import PorticoPolicy
 /// One limit that applied to a request, as the `RateLimit-Policy` and `RateLimit` fields and a
 /// 429's problem describe it.
 struct AppliedLimit {
-    enum Kind: String {
+    enum Kind: String, Sendable {
         case tier, address, backend
     }
 
-    let kind: Kind
-    /// The tier, backend or (for address limits) service name.
-    let name: String
+    /// The compiled limit drawn from, with its identifier and `RateLimit-Policy` text.
+    let limit: CompiledRateLimit
+    /// The service the request was for.
     let service: String
-    let policy: RateLimitPolicy
     let decision: RateLimitDecision
 
-    /// The quota policy's identifier in both fields, e.g. `tier.standard`.
-    var identifier: String { kind == .address ? "address.\(name)" : "\(kind.rawValue).\(name)" }
+    var kind: Kind { limit.kind }
+    /// The tier, backend or (for address limits) service name.
+    var name: String { limit.name }
+    var policy: RateLimitPolicy { limit.policy }
 
-    /// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers-10 §3): quota `q` per window `w`
-    /// seconds, the limit's sustained rate.
-    var policyField: String { "\"\(identifier)\";q=\(policy.count);w=\(policy.periodSeconds)" }
+    /// The quota policy's identifier in both fields, e.g. `tier.standard`.
+    var identifier: String { limit.identifier }
+
+    /// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers-10 §3), built when the policy was
+    /// compiled.
+    var policyField: String { limit.policyField }
 
     /// `RateLimit` (same draft, §4): `r` requests available now, `t` seconds until the quota is
     /// whole again.
@@ -49,37 +53,47 @@ public final class RateLimiter: Sendable {
         self.clock = clock
     }
 
-    /// `clientAddress` is the subject of the address limit (``ClientAddress/rateLimitSubject(_:)``).
-    ///
     /// Checks every limit that applies, in order: the client's (its key's tier for this service,
     /// or its address), then the backend's. The first refusal is the answer (429); otherwise the
     /// most restrictive limit is returned for the response's headers (nil when none applies).
     ///
+    /// The limits come compiled (``ServiceRules``, ``CompiledBackend``), so a request only draws
+    /// from its buckets.
+    ///
     /// A request refused by the backend's limit has already drawn from the client's bucket: the
     /// client did send it, and the alternative (refunds) would let a client probe a busy backend
     /// for free.
+    ///
+    /// - Parameters:
+    ///   - service: the routed service's rules, which hold its tier and address limits.
+    ///   - tier: the authenticated key's tier name, if it has one.
+    ///   - keyID: the authenticated key; `nil` for `auth: none`, whose requests the address limit counts.
+    ///   - clientAddress: the subject of the address limit (``ClientAddress/rateLimitSubject(_:)``).
+    ///   - backend: the backend the request would be forwarded to.
     func admit(
-        service: ServicePolicy, tier: TierPolicy?, keyID: String?, clientAddress: String?, backend: BackendPolicy?
+        service: ServiceRules, tier: String?, keyID: String?, clientAddress: String?, backend: CompiledBackend?
     ) -> Result<AppliedLimit?, Problem> {
         let now = clock()
         var tightest: AppliedLimit?
-        func apply(_ kind: AppliedLimit.Kind, _ name: String, _ policy: RateLimitPolicy, _ key: RateLimitKey) -> Problem? {
-            let decision = store.acquire(key, limit: GCRALimit(policy), now: now)
-            let applied = AppliedLimit(kind: kind, name: name, service: service.name, policy: policy, decision: decision)
+        func apply(_ limit: CompiledRateLimit, _ key: RateLimitKey) -> Problem? {
+            let decision = store.acquire(key, limit: limit.gcra, now: now)
+            let applied = AppliedLimit(limit: limit, service: service.name, decision: decision)
             guard decision.allowed else { return .rateLimited(applied) }
             if tightest.map({ decision.remaining < $0.decision.remaining }) ?? true { tightest = applied }
             return nil
         }
         if let tier, let keyID {
-            let policy = tier.limit(for: service.name)
-            let key = RateLimitKey(scope: .tier, name: tier.name, service: service.name, subject: keyID)
-            if let refusal = apply(.tier, tier.name, policy, key) { return .failure(refusal) }
-        } else if keyID == nil, let policy = service.addressRateLimit {
+            // A tier the policy does not define sets no limit (a validated policy has none such).
+            if let limit = service.tierLimits[tier] {
+                let key = RateLimitKey(scope: .tier, name: limit.name, service: service.name, subject: keyID)
+                if let refusal = apply(limit, key) { return .failure(refusal) }
+            }
+        } else if keyID == nil, let limit = service.addressLimit {
             let key = RateLimitKey(scope: .address, name: service.name, subject: clientAddress ?? "unknown")
-            if let refusal = apply(.address, service.name, policy, key) { return .failure(refusal) }
+            if let refusal = apply(limit, key) { return .failure(refusal) }
         }
-        if let backend, let policy = backend.rateLimit {
-            if let refusal = apply(.backend, backend.name, policy, RateLimitKey(scope: .backend, name: backend.name)) {
+        if let backend, let limit = backend.rateLimit {
+            if let refusal = apply(limit, RateLimitKey(scope: .backend, name: backend.name)) {
                 return .failure(refusal)
             }
         }

@@ -55,10 +55,18 @@ struct PendingNonce {
 /// authenticated costs no buffering. Answers help an honest client (which component is missing,
 /// how far its clock is off) and never reveal whether a key id exists.
 struct RequestAuthenticator {
-    let policy: Policy
-    let credentials: Credentials
+    /// The policy's keys, signature settings and required coverage, compiled.
+    let compiled: CompiledPolicy
     let nonces: any NonceStore
     let scheme: String
+
+    init(_ compiled: CompiledPolicy, nonces: any NonceStore, scheme: String) {
+        self.compiled = compiled
+        self.nonces = nonces
+        self.scheme = scheme
+    }
+
+    private var credentials: Credentials { compiled.credentials }
 
     /// Longest nonce accepted; nonces are remembered, so their size is bounded.
     static let maxNonceLength = 256
@@ -74,7 +82,7 @@ struct RequestAuthenticator {
     // MARK: API keys
 
     private func apiKey(_ head: HTTPRequestHead, service: ServicePolicy, now: Int64) -> Result<Authentication, Problem> {
-        let header = policy.apiKeys.header
+        let header = compiled.snapshot.policy.apiKeys.header
         guard let presented = head.headers.first(name: header) else { return .failure(.apiKeyRequired(header: header)) }
         let (id, secret) = Self.splitAPIKey(presented)
         let credential = credentials.byID[id]
@@ -99,7 +107,7 @@ struct RequestAuthenticator {
     // MARK: Signatures
 
     private func signature(_ head: HTTPRequestHead, service: ServicePolicy, hasBody: Bool, now: Int64) -> Result<Authentication, Problem> {
-        let settings = policy.signatures
+        let settings = compiled.snapshot.policy.signatures
         let inputLines = head.headers["signature-input"]
         let signatureLines = head.headers["signature"]
         if inputLines.isEmpty && signatureLines.isEmpty { return .failure(.signatureRequired()) }
@@ -125,9 +133,11 @@ struct RequestAuthenticator {
         if let nonce = input.nonce, nonce.utf8.count > Self.maxNonceLength {
             return .failure(.malformedSignature("The nonce is longer than \(Self.maxNonceLength) characters."))
         }
-        let covered = Set(input.components)
-        for required in requiredComponents(head, hasBody: hasBody) where !covered.contains(required) {
-            return .failure(.signatureIncomplete("The signature must cover \(required); it covers \(Self.list(input.components))."))
+        if let missing = compiled.signatureRequirements.firstMissing(
+            from: Set(input.components), hasQuery: head.uri.contains("?"), hasBody: hasBody,
+            hasClientVersion: head.headers.contains(name: "x-client-version"))
+        {
+            return .failure(.signatureIncomplete("The signature must cover \(missing); it covers \(Self.list(input.components))."))
         }
 
         // The time window: created within the allowed skew, expires (if given) still ahead.
@@ -169,16 +179,6 @@ struct RequestAuthenticator {
         return .success(
             Authentication(
                 keyID: keyID, tier: credential.policy.tier, contentDigest: head.headers.first(name: "content-digest"), nonce: pending))
-    }
-
-    /// The policy's components, plus `@query` when there is a query, `content-digest` when there is
-    /// a body and `x-client-version` when the client sends one.
-    func requiredComponents(_ head: HTTPRequestHead, hasBody: Bool) -> [ComponentIdentifier] {
-        var required = policy.signatures.requiredComponents.map { ComponentIdentifier($0) }
-        if head.uri.contains("?") { required.append(.query) }
-        if hasBody { required.append(.field("content-digest")) }
-        if head.headers.contains(name: "x-client-version") { required.append(.field("x-client-version")) }
-        return required
     }
 
     // MARK: Shared

@@ -4,6 +4,8 @@ import PorticoPolicy
 /// Which service a request is for, and the path it is served by.
 struct RoutedRequest {
     let service: CompiledService
+    /// The service's compiled limits and versions.
+    let rules: ServiceRules
     /// The version the request names, from the service path's `{version}` segment or the
     /// `apiVersion` query parameter; the version stage checks it.
     let requestedVersion: Substring?
@@ -19,7 +21,7 @@ struct RoutedRequest {
 /// The path is normalised first (``PathNormalizer``): routes match, and backends receive, the
 /// normal form, and paths that could escape a route are refused before any service is chosen.
 enum Route {
-    static func resolve(_ head: HTTPRequestHead, in snapshot: PolicySnapshot) -> Result<RoutedRequest, Problem> {
+    static func resolve(_ head: HTTPRequestHead, in compiled: CompiledPolicy) -> Result<RoutedRequest, Problem> {
         let uri = head.uri
         guard uri.hasPrefix("/") else {
             return .failure(.badRequest("The request target must be a path (origin-form), such as /api/quotes."))
@@ -40,10 +42,11 @@ enum Route {
         }
         let path = normalized.path
         let host = head.headers.first(name: "host").map(Self.hostWithoutPort)
-        guard let match = snapshot.routes.match(path: path, host: host) else {
+        guard let match = compiled.snapshot.routes.match(path: path, host: host) else {
             return .failure(.notFound(path: String(path)))
         }
         let service = match.service
+        let rules = compiled.rules(for: service)
         if normalized.hasEncodedSlash && !service.policy.allowEncodedSlashes {
             return .failure(
                 .badRequest(
@@ -51,15 +54,23 @@ enum Route {
         }
         let requested: Substring? = match.path.version ?? query.flatMap { Self.queryParameter("apiVersion", in: $0) }
         return .success(
-            RoutedRequest(service: service, requestedVersion: requested, remainder: match.path.remainder, path: path, query: query))
+            RoutedRequest(
+                service: service, rules: rules, requestedVersion: requested, remainder: match.path.remainder, path: path, query: query))
     }
 
+    /// The `Host` field's host, lowercased, without the port, as routes compare it.
+    ///
+    /// Hosts usually arrive in lowercase already; then the field's own text is sliced rather than
+    /// copied into a new string.
     static func hostWithoutPort(_ host: String) -> Substring {
+        let name: Substring
         if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
-            return Substring(host[...close].lowercased())
+            name = host[...close]
+        } else {
+            name = host.firstIndex(of: ":").map { host[..<$0] } ?? host[...]
         }
-        let name = host.firstIndex(of: ":").map { host[..<$0] } ?? host[...]
-        return Substring(name.lowercased())
+        let alreadyLowercase = name.utf8.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
+        return alreadyLowercase ? name : Substring(name.lowercased())
     }
 
     static func queryParameter(_ name: String, in query: Substring) -> Substring? {

@@ -26,6 +26,9 @@ public struct CompiledService: Sendable {
     public let template: PathTemplate
     /// Highest version number; what `default: latest` serves.
     public let latestVersion: Int
+    /// Its position in ``RouteTable/services``: what the gateway indexes its own per-service data
+    /// by, so that a routed request finds it without a lookup by name.
+    public let index: Int
 
     public var name: String { policy.name }
 
@@ -38,22 +41,30 @@ public struct CompiledService: Sendable {
     }
 }
 
-/// Services ordered so the first match is the most specific one.
+/// Services ordered so the first match is the most specific one, and indexed by path segment.
 public struct RouteTable: Sendable {
+    /// The routing rule itself: a request goes to the first service in this order whose template
+    /// matches its path and whose host, if it names one, is the request's. ``match(path:host:)``
+    /// answers that from a trie rather than by scanning the list.
     public let services: [CompiledService]
+    private let trie: RouteTrie
 
     init(services: [ServicePolicy]) {
-        self.services = services.compactMap { policy in
+        let ordered = services.compactMap { policy -> (ServicePolicy, PathTemplate, Int)? in
             guard let template = PathTemplate(policy.path), let latest = policy.versions.keys.max() else { return nil }
-            return CompiledService(policy: policy, template: template, latestVersion: latest)
+            return (policy, template, latest)
         }.sorted { lhs, rhs in
             // Longer prefixes first, then host-bound before host-free, then literal before {version}.
-            if lhs.template.specificity != rhs.template.specificity {
-                return lhs.template.specificity > rhs.template.specificity
+            if lhs.1.specificity != rhs.1.specificity {
+                return lhs.1.specificity > rhs.1.specificity
             }
-            if (lhs.policy.host != nil) != (rhs.policy.host != nil) { return lhs.policy.host != nil }
-            return !lhs.template.segments.contains(.version) && rhs.template.segments.contains(.version)
+            if (lhs.0.host != nil) != (rhs.0.host != nil) { return lhs.0.host != nil }
+            return !lhs.1.segments.contains(.version) && rhs.1.segments.contains(.version)
         }
+        self.services = ordered.enumerated().map { index, service in
+            CompiledService(policy: service.0, template: service.1, latestVersion: service.2, index: index)
+        }
+        self.trie = RouteTrie(self.services.map { RouteTrie.Entry(template: $0.template, host: $0.policy.host) })
     }
 
     public struct Match: Sendable {
@@ -62,11 +73,11 @@ public struct RouteTable: Sendable {
     }
 
     /// Finds the service for a request path (without its query) and host (lowercased, without port).
+    ///
+    /// Costs a dictionary lookup per path segment (see ``RouteTrie``), not a template comparison
+    /// per service.
     public func match(path: Substring, host: Substring?) -> Match? {
-        for service in services {
-            if let wanted = service.policy.host, host.map({ $0 == wanted }) != true { continue }
-            if let match = service.template.match(path) { return Match(service: service, path: match) }
-        }
-        return nil
+        guard let found = trie.match(path: path, host: host) else { return nil }
+        return Match(service: services[found.rank], path: found.path)
     }
 }

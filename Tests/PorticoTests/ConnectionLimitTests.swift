@@ -64,7 +64,7 @@ struct ConnectionLimitTests {
                 services:
                   open: { path: /open, addressRateLimit: { rate: 1/h, burst: 2 }, versions: { 1: { proxy: { backend: b } } } }
                 """)
-        let service = snapshot.policy.services["open"]!
+        let service = CompiledPolicy(snapshot).rules(named: "open")!
         let limiter = RateLimiter(clock: { 0 })
         var outcomes: [Bool] = []
         for host in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2::3", "2001:db8:1:9::1"] {

@@ -153,7 +153,7 @@ struct SharedVectorTests {
         // authenticate stage (required components, time window, nonce, key status).
         guard vector.coverage.mode == "default" else { return }
         let authenticator = try Self.authenticator(for: vector, scheme: scheme)
-        let service = authenticator.policy.services["vectors"]!
+        let service = authenticator.compiled.snapshot.policy.services["vectors"]!
         let result = authenticator.authenticate(head, service: service, hasBody: vector.body != nil, now: vector.created)
         switch result {
         case .success(let authentication):
@@ -192,6 +192,6 @@ struct SharedVectorTests {
         var policy = snapshot.policy
         policy.keys[vector.keyID]!.secret = Secret(bytes: vector.key.bytes)
         return RequestAuthenticator(
-            policy: policy, credentials: Credentials(policy: policy), nonces: InMemoryNonceStore(capacity: 16), scheme: scheme)
+            CompiledPolicy(PolicySnapshot(policy: policy)), nonces: InMemoryNonceStore(capacity: 16), scheme: scheme)
     }
 }

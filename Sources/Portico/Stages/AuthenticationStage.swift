@@ -12,17 +12,16 @@ struct AuthenticationStage: RequestStage {
 
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
         guard let service = exchange.routed?.service.policy, service.auth != .none else { return .proceed }
-        let policy = exchange.snapshot.policy
-        let authenticator = RequestAuthenticator(policy: policy, credentials: exchange.policy.credentials, nonces: nonces, scheme: scheme)
+        let authenticator = RequestAuthenticator(exchange.policy, nonces: nonces, scheme: scheme)
         switch authenticator.authenticate(exchange.head, service: service, hasBody: exchange.expectsBody, now: RequestAuthenticator.now()) {
         case .failure(let problem):
             return .answer(problem)
         case .success(let authentication):
             exchange.record.keyID = authentication.keyID
             exchange.contentDigest = authentication.contentDigest
-            exchange.tier = authentication.tier.flatMap { policy.tiers[$0] }
+            exchange.tier = authentication.tier
             exchange.pendingNonce = authentication.nonce
-            if service.auth == .apiKey { exchange.credentialHeader = policy.apiKeys.header.lowercased() }
+            if service.auth == .apiKey { exchange.credentialHeader = exchange.policy.apiKeyHeader }
             return .proceed
         }
     }

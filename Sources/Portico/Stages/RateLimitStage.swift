@@ -9,7 +9,7 @@ struct RateLimitStage: RequestStage {
     let nonces: any NonceStore
 
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
-        guard let service = exchange.routed?.service.policy else { return .proceed }
+        guard let service = exchange.routed?.rules else { return .proceed }
         switch rateLimiter.admit(
             service: service, tier: exchange.tier, keyID: exchange.record.keyID, clientAddress: exchange.client.addressSubject,
             backend: exchange.backend)

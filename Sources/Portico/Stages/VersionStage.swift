@@ -14,7 +14,7 @@ struct VersionStage: RequestStage {
         let version: Int
         if let requested = routed.requestedVersion {
             let digits = requested.first == "v" ? requested.dropFirst() : requested
-            guard let number = Int(digits), service.policy.versions[number] != nil else {
+            guard let number = Int(digits), routed.rules.versions[number] != nil else {
                 return .answer(
                     .unknownVersion(String(requested), service: service.name, available: service.policy.versions.keys.sorted()))
             }
@@ -22,14 +22,13 @@ struct VersionStage: RequestStage {
         } else {
             version = service.defaultVersion
         }
-        let handler = service.policy.versions[version]!.handler
+        let served = routed.rules.versions[version]!
         exchange.version = version
-        exchange.handler = handler
+        exchange.handler = served.handler
+        exchange.backend = served.backend
         exchange.record.version = version
-        switch handler {
-        case .proxy(let proxy):
-            exchange.backend = exchange.snapshot.backend(named: proxy.backend)
-            exchange.record.backend = proxy.backend
+        switch served.handler {
+        case .proxy(let proxy): exchange.record.backend = proxy.backend
         }
         return .proceed
     }

@@ -1,0 +1,56 @@
+import Atomics
+import PorticoPolicy
+
+/// A policy snapshot compiled into what requests read: everything a stage needs, already
+/// resolved, so that the request path does no lookup by name, no parsing and no string building
+/// that the policy alone determines.
+///
+/// - the routes (``PolicySnapshot/routes``, a trie) and, per routed service, its ``ServiceRules``:
+///   tier and address limits, each version's handler and backend;
+/// - each backend as a ``CompiledBackend``: origin, `Host` value, URL prefix, timeouts, client, limit;
+/// - each rate limit as a ``CompiledRateLimit``: its `GCRALimit` and `RateLimit-Policy` text;
+/// - the client keys as HMAC contexts (``Credentials``) and the signature coverage required
+///   (``SignatureRequirements``);
+/// - the API-key header's name in the lowercase form the forwarding filter compares with.
+///
+/// Immutable once built. ``PolicyStore`` builds one per snapshot, off the request path, and swaps
+/// it in atomically; a request loads it once at its head and keeps it to the end.
+public final class CompiledPolicy: Sendable {
+    public let snapshot: PolicySnapshot
+    let credentials: Credentials
+    /// Indexed by ``CompiledService/index``, parallel to the snapshot's ``RouteTable/services``.
+    let services: [ServiceRules]
+    let backends: [String: CompiledBackend]
+    let signatureRequirements: SignatureRequirements
+    /// `apiKeys.header`, lowercased: the field not forwarded upstream, since it holds the secret.
+    let apiKeyHeader: String
+
+    public init(_ snapshot: PolicySnapshot) {
+        let policy = snapshot.policy
+        self.snapshot = snapshot
+        credentials = Credentials(policy: policy)
+        let backends = policy.backends.mapValues(CompiledBackend.init)
+        self.backends = backends
+        // One compiled limit per tier for the services without an exception of their own.
+        let tierDefaults = policy.tiers.mapValues { CompiledRateLimit(kind: .tier, name: $0.name, policy: $0.limit) }
+        services = snapshot.routes.services.map {
+            ServiceRules($0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends)
+        }
+        signatureRequirements = SignatureRequirements(policy.signatures)
+        apiKeyHeader = policy.apiKeys.header.lowercased()
+    }
+
+    /// The rules of a service the route table returned.
+    func rules(for service: CompiledService) -> ServiceRules { services[service.index] }
+
+    /// A service's rules by its policy name, for callers outside the request path (tools, tests);
+    /// requests reach theirs through the route.
+    func rules(named name: String) -> ServiceRules? { services.first { $0.name == name } }
+
+    func backend(named name: String) -> CompiledBackend? { backends[name] }
+}
+
+/// Lets ``PolicyStore`` hold the current policy in a `ManagedAtomic`: a strong reference that
+/// readers load and a reload replaces concurrently, with no lock and no reader ever seeing a
+/// released object.
+extension CompiledPolicy: AtomicReference {}

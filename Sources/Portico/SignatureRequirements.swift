@@ -1,0 +1,32 @@
+import PorticoPolicy
+import PorticoSigning
+
+/// The components a signature must cover (RFC 9421 §7.2.1: the verifier decides what a
+/// signature has to protect), parsed from the policy once.
+///
+/// The policy's list applies to every request of every `auth: signature` service; three more
+/// depend on the request itself: `@query` when it has a query, `content-digest` when it has a body,
+/// and `x-client-version` when the client sends one.
+struct SignatureRequirements: Sendable {
+    /// The policy's `signatures.requiredComponents`, in its order.
+    let always: [ComponentIdentifier]
+
+    static let contentDigest = ComponentIdentifier.field("content-digest")
+    static let clientVersion = ComponentIdentifier.field("x-client-version")
+
+    init(_ policy: SignaturePolicy) {
+        always = policy.requiredComponents.map { ComponentIdentifier($0) }
+    }
+
+    /// The first required component `covered` lacks, in the order the policy's list and then the
+    /// request-dependent ones come; `nil` when the signature covers them all.
+    func firstMissing(
+        from covered: Set<ComponentIdentifier>, hasQuery: Bool, hasBody: Bool, hasClientVersion: Bool
+    ) -> ComponentIdentifier? {
+        for component in always where !covered.contains(component) { return component }
+        if hasQuery && !covered.contains(.query) { return .query }
+        if hasBody && !covered.contains(Self.contentDigest) { return Self.contentDigest }
+        if hasClientVersion && !covered.contains(Self.clientVersion) { return Self.clientVersion }
+        return nil
+    }
+}
