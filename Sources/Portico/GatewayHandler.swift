@@ -45,6 +45,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     /// The same connection's timeout handler, told where each request stands.
     private let timeouts: ConnectionTimeoutHandler
     private var machine = ExchangeStateMachine()
+    /// The policy as this connection last read it (one atomic load per request; see ``PolicyStore``).
+    private var policy: PolicyStore.Reader
     private var pipelined = PipelinedRequests()
     /// A read was asked for while pipelined parts waited; it is passed on once they are taken.
     private var readHeld = false
@@ -61,6 +63,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
 
     init(services: GatewayServices, timeouts: ConnectionTimeoutHandler, stages: RequestStages) {
         self.services = services
+        self.policy = PolicyStore.Reader(services.store)
         self.stages = stages
         self.proxy = ProxyHandler(upstream: services.upstream, concurrency: services.rateLimiter.concurrency, scheme: services.scheme)
         self.accessLog = AccessLogObserver(logger: services.accessLogger)
@@ -105,7 +108,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         case .head(let head):
             serial += 1
             let requestID = head.headers.first(name: "x-request-id").flatMap { RequestID.accept($0) ? $0 : nil } ?? RequestID.generate()
-            let exchange = Exchange(serial: serial, head: head, requestID: requestID, policy: services.store.current, client: client)
+            let exchange = Exchange(serial: serial, head: head, requestID: requestID, policy: policy.current(), client: client)
             perform(machine.headReceived(exchange), context: context)
         case .body(let part):
             perform(machine.bodyReceived(part), context: context)
@@ -146,7 +149,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     }
 
     private func refuse(_ error: HTTPParserError, context: ChannelHandlerContext) {
-        let limits = services.store.current.snapshot.limits
+        let limits = policy.current().snapshot.limits
         let problem = Problem.parserError(error, maxHeadBytes: limits.maxHeadBytes, maxHeaderCount: limits.maxHeaderCount)
         perform(machine.parserErrorReceived(problem), context: context)
     }

@@ -1,4 +1,5 @@
 import Atomics
+import NIOConcurrencyHelpers
 import PorticoPolicy
 
 /// Holds the policy new requests are served from.
@@ -6,26 +7,50 @@ import PorticoPolicy
 /// A request reads it once, at its head, and keeps that policy to the end; replacing it (a policy
 /// reload) never affects requests in flight.
 ///
-/// Reading is one atomic load of a reference, no lock: every request on every event loop reads it,
-/// so a lock here would be taken, and contended, per request. (swift-atomics makes a strong
-/// reference's load safe against a concurrent replace by counting the reader in the same
-/// double-width word while it takes its retain: lock-free, though two compare-and-swaps on a line
-/// every loop shares.) The policy is compiled before the store, so a reload costs readers nothing
-/// either.
+/// The request path reads it through a ``Reader`` that each connection keeps: one atomic load of a
+/// generation number, which only a reload writes, so the cache line stays shared by every core;
+/// the compiled policy itself is taken under the lock only when the generation has moved. (A
+/// reference held in an atomic would be one load too, but a strong reference's safe load is two
+/// compare-and-swaps on one line that every core then writes, per request.) The policy is compiled
+/// before it is installed, so a reload costs readers nothing but that one lock per connection.
 public final class PolicyStore: Sendable {
-    private let compiled: ManagedAtomic<CompiledPolicy>
+    private let generation = ManagedAtomic<UInt64>(0)
+    private let box: NIOLockedValueBox<(policy: CompiledPolicy, generation: UInt64)>
 
     public init(_ snapshot: PolicySnapshot) {
-        compiled = ManagedAtomic(CompiledPolicy(snapshot))
+        box = NIOLockedValueBox((CompiledPolicy(snapshot), 0))
     }
 
-    /// The compiled policy to serve a new request from.
-    public var current: CompiledPolicy { compiled.load(ordering: .acquiring) }
+    /// The compiled policy to serve from, for callers off the request path (start-up, tools).
+    public var current: CompiledPolicy { box.withLockedValue { $0.policy } }
 
-    /// Installs `snapshot` for new requests; it is compiled first, on the caller's thread, then
-    /// published with one atomic store.
+    /// Installs `snapshot` for new requests; it is compiled first, on the caller's thread.
     public func replace(with snapshot: PolicySnapshot) {
         let next = CompiledPolicy(snapshot)
-        compiled.store(next, ordering: .releasing)
+        box.withLockedValue { state in
+            state = (next, state.generation + 1)
+            // Inside the lock, so that generations are published in the order policies were.
+            generation.store(state.generation, ordering: .releasing)
+        }
+    }
+
+    /// A connection's view of the store: the policy it last read and that policy's generation.
+    /// Confined to the connection's event loop.
+    struct Reader {
+        private let store: PolicyStore
+        private var cached: (policy: CompiledPolicy, generation: UInt64)
+
+        init(_ store: PolicyStore) {
+            self.store = store
+            self.cached = store.box.withLockedValue { $0 }
+        }
+
+        /// The current policy: the cached one unless a reload has happened since it was read.
+        mutating func current() -> CompiledPolicy {
+            if store.generation.load(ordering: .acquiring) != cached.generation {
+                cached = store.box.withLockedValue { $0 }
+            }
+            return cached.policy
+        }
     }
 }

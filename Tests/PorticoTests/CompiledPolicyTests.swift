@@ -210,4 +210,36 @@ struct CompiledPolicyTests {
         }
         #expect(initial.services.count == 4)
     }
+
+    @Test("a connection's reader keeps its policy until a reload, then reads the new one once")
+    func readerFollowsReloads() throws {
+        let first = try TestGateway.snapshot(policy: Self.policy)
+        let second = try TestGateway.snapshot(policy: "services: {}\n")
+        let store = PolicyStore(first)
+        var reader = PolicyStore.Reader(store)
+        let initial = reader.current()
+        #expect(initial === store.current)
+        #expect(reader.current() === initial)
+        store.replace(with: second)
+        let reloaded = reader.current()
+        #expect(reloaded !== initial)
+        #expect(reloaded === store.current)
+        #expect(reloaded.snapshot.policy.services.isEmpty)
+        #expect(reader.current() === reloaded)
+        // Readers racing reloads always see a whole policy, and end on the last one installed.
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            var reader = PolicyStore.Reader(store)
+            for round in 0..<2000 {
+                if worker == 0 && round % 20 == 0 {
+                    store.replace(with: round % 40 == 0 ? first : second)
+                } else {
+                    let current = reader.current()
+                    precondition(current.services.count == 4 || current.services.isEmpty)
+                }
+            }
+        }
+        var late = PolicyStore.Reader(store)
+        #expect(late.current() === store.current)
+        #expect(reader.current() === store.current)
+    }
 }
