@@ -169,7 +169,7 @@ public final class Gateway: Sendable {
     /// left and stops the upstream client.
     ///
     /// Idle keep-alive connections close at once; a connection with a request in flight closes as
-    /// soon as its response has ended (NIO's pipelining handler does this on
+    /// soon as its response has ended (the gateway handler does this on
     /// `ChannelShouldQuiesceEvent`), so a rolling restart loses no request that was already accepted.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         let (listeners, connections) = state.withLockedValue { state in
