@@ -24,9 +24,9 @@ enum ProxyForwarding {
 
     /// Field names listed in `Connection` values (RFC 9110 §7.6.1), lowercased; `close` and
     /// `keep-alive` are left out since they are dropped anyway.
-    static func connectionListed(_ values: [String]) -> [String] {
+    static func connectionListed(_ fields: some Sequence<(name: String, value: String)>) -> [String] {
         var listed: [String] = []
-        for value in values {
+        for (fieldName, value) in fields where HeaderName.matches(fieldName, "connection") {
             for token in value.split(separator: ",") {
                 let name = token.trimmingOptionalWhitespace()
                 if name.isEmpty || HeaderName.matches(String(name), "close") || HeaderName.matches(String(name), "keep-alive") { continue }
@@ -73,7 +73,7 @@ enum ProxyForwarding {
         head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend,
         clientAddress: String?, scheme: String, requestID: String, dropping credentialHeader: String? = nil
     ) -> UpstreamRequest {
-        let listed = connectionListed(head.headers.filter { HeaderName.matches($0.name, "connection") }.map(\.value))
+        let listed = connectionListed(head.headers)
         var headers = HTTPHeaders()
         headers.reserveCapacity(head.headers.count + 5)
         var forwardedFor: String?
@@ -111,7 +111,7 @@ enum ProxyForwarding {
     /// frames the body chunked (HTTP/1.1) or the connection's close ends it (HTTP/1.0). NIO also
     /// drops the length from 204 and 304 answers and sends no body after HEAD.
     static func responseHead(_ upstream: UpstreamResponseHead, version: HTTPVersion) -> HTTPResponseHead {
-        let listed = connectionListed(upstream.headers.filter { HeaderName.matches($0.name, "connection") }.map(\.value))
+        let listed = connectionListed(upstream.headers)
         var headers = HTTPHeaders()
         headers.reserveCapacity(upstream.headers.count + 5)
         for (name, value) in upstream.headers {

@@ -26,7 +26,14 @@ enum RequestID {
     /// per request.
     static func generate() -> String {
         let sequence = counter.wrappingAdd(1, ordering: .relaxed).newValue
-        return hex(processPrefix) + hex(scramble(sequence &+ processPrefix))
+        let prefix = processPrefix
+        let suffix = scramble(sequence &+ prefix)
+        // One allocation: the 32 hex digits are written straight into the string's storage.
+        return String(unsafeUninitializedCapacity: 32) { buffer in
+            writeHex(prefix, into: buffer, at: 0)
+            writeHex(suffix, into: buffer, at: 16)
+            return 32
+        }
     }
 
     private static func scramble(_ value: UInt64) -> UInt64 {
@@ -36,14 +43,11 @@ enum RequestID {
         return z ^ (z >> 31)
     }
 
-    private static func hex(_ value: UInt64) -> String {
-        String(unsafeUninitializedCapacity: 16) { buffer in
-            let digits: StaticString = "0123456789abcdef"
-            for index in 0..<16 {
-                let nibble = Int((value >> UInt64(60 - index * 4)) & 0xF)
-                buffer[index] = digits.utf8Start[nibble]
-            }
-            return 16
+    private static func writeHex(_ value: UInt64, into buffer: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+        let digits: StaticString = "0123456789abcdef"
+        for index in 0..<16 {
+            let nibble = Int((value >> UInt64(60 - index * 4)) & 0xF)
+            buffer[offset + index] = digits.utf8Start[nibble]
         }
     }
 }
