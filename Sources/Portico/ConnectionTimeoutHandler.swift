@@ -5,8 +5,15 @@ import PorticoTLS
 /// connection.
 ///
 /// It sits directly above the socket (or the TLS handler) so it sees every inbound byte, and every
-/// outbound write with its completion; its 408 answer is written as raw bytes because the HTTP
-/// codec may hold a half-parsed request at that moment. The request handler of the same connection
+/// outbound flush with its completion; its 408 answer is written as raw bytes because the HTTP
+/// codec may hold a half-parsed request at that moment.
+///
+/// Send progress is watched once per flush, not once per write: the last write before each flush
+/// is held back until the flush (or a close) and passed on with a promise (the writer's own, or
+/// one made here), whose completion means every write of that flush has left, since a channel
+/// completes writes in order. The writes before it pass straight on with whatever promise their
+/// writer gave, so a response written as head, body and end costs one completion callback, not
+/// three promises and three callbacks. The request handler of the same connection
 /// tells it where a request stands by calling ``requestHeadReceived(expectsBody:)``,
 /// ``requestEndReceived()`` and ``responseEndSent()`` directly (both live on the connection's event
 /// loop), rather than sending events through the whole pipeline three times per request.
@@ -29,6 +36,8 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     /// When the send timer expires; `nil` when nothing waits to be written.
     private var sendDeadline: NIODeadline?
     private var context: ChannelHandlerContext?
+    /// The latest write since the last flush, not yet passed on (see the type's comment).
+    private var heldWrite: (data: NIOAny, promise: EventLoopPromise<Void>?)?
     private let headTimeout: TimeAmount
     private let idleTimeout: TimeAmount
     private let sendTimeout: TimeAmount
@@ -47,6 +56,7 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         stopTimers()
         self.context = nil
+        heldWrite.take()?.promise?.fail(ChannelError.ioOnClosedChannel)
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -55,6 +65,7 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        passHeldWrite(context: context)  // to fail as the channel fails any write now
         perform(machine.connectionClosed(), context: context)
         context.fireChannelInactive()
     }
@@ -72,19 +83,40 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     // MARK: Outbound
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        send(data, promise: promise, context: context)
+        passHeldWrite(context: context)
+        heldWrite = (data, promise)
     }
 
-    /// Passes a write on and reports it, and later its completion, to the state machine.
-    private func send(_ data: NIOAny, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
-        let written = promise ?? context.eventLoop.makePromise()
-        perform(machine.writeQueued(), context: context)
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        written.futureResult.whenComplete { _ in
-            let (handler, context) = bound.value
-            handler.perform(handler.machine.writeCompleted(), context: context)
+    /// Passes the held write on with a promise, which reports the flush's completion to the state
+    /// machine, then flushes.
+    func flush(context: ChannelHandlerContext) {
+        if let held = heldWrite.take() {
+            let written = held.promise ?? context.eventLoop.makePromise()
+            perform(machine.flushQueued(), context: context)
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            written.futureResult.whenComplete { _ in
+                let (handler, context) = bound.value
+                handler.perform(handler.machine.flushCompleted(), context: context)
+            }
+            context.write(held.data, promise: written)
         }
-        context.write(data, promise: written)
+        context.flush()
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        passHeldWrite(context: context)  // in order: what the handlers below do with unflushed writes at a close
+        context.close(mode: mode, promise: promise)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        passHeldWrite(context: context)
+        context.triggerUserOutboundEvent(event, promise: promise)
+    }
+
+    /// Passes the held write on as it is: no flush follows it (yet), so there is no flush to watch.
+    private func passHeldWrite(context: ChannelHandlerContext) {
+        guard let held = heldWrite.take() else { return }
+        context.write(held.data, promise: held.promise)
     }
 
     // MARK: Progress reported by the request handler
@@ -144,8 +176,8 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
             let channel = context.channel
             let written = context.eventLoop.makePromise(of: Void.self)
             // Sent like any response, so a client that does not read it meets the send timeout.
-            send(wrapOutboundOut(response), promise: written, context: context)
-            context.flush()
+            write(context: context, data: wrapOutboundOut(response), promise: written)
+            flush(context: context)
             written.futureResult.whenComplete { _ in channel.close(promise: nil) }
         case .closeImmediately:
             stopTimers()

@@ -19,7 +19,7 @@
 /// The **send timer** runs while response bytes wait to be written (``sending``), whatever the read
 /// side is doing: a client that stops reading would otherwise pin the connection, its pending bytes
 /// and its descriptor for ever (flow control stops the backend, so nothing else ever ends the
-/// exchange). Each completed write, and the channel becoming writable again, is progress and
+/// exchange). Each completed flush, and the channel becoming writable again, is progress and
 /// restarts it; when it fires the connection is closed at once, since nothing queued (a TLS
 /// close_notify included) would ever reach such a client.
 struct ConnectionTimeoutStateMachine {
@@ -35,11 +35,12 @@ struct ConnectionTimeoutStateMachine {
 
     /// Where the connection's outbound bytes stand.
     enum Sending: Equatable {
-        /// Every write handed down has completed.
+        /// Every flush handed down has completed (all its writes have left).
         case caughtUp
-        /// `writes` writes were handed down and have not completed yet.
-        case waiting(writes: Int)
-        /// The connection is gone; late write completions change nothing.
+        /// `flushes` flushes were handed down and have not completed yet. Flushes, not writes: the
+        /// handler watches the last write of each flush only (writes complete in order).
+        case waiting(flushes: Int)
+        /// The connection is gone; late flush completions change nothing.
         case closed
     }
 
@@ -150,26 +151,26 @@ struct ConnectionTimeoutStateMachine {
 
     // MARK: Sending
 
-    /// A write was handed towards the socket. The first one to wait starts the send timer; later
-    /// ones leave it alone (only progress moves it).
-    mutating func writeQueued() -> Action {
+    /// Writes were flushed towards the socket. The first flush to wait starts the send timer;
+    /// later ones leave it alone (only progress moves it).
+    mutating func flushQueued() -> Action {
         switch sending {
         case .caughtUp:
-            sending = .waiting(writes: 1)
+            sending = .waiting(flushes: 1)
             return .startTimer(.send)
-        case .waiting(let writes):
-            sending = .waiting(writes: writes + 1)
+        case .waiting(let flushes):
+            sending = .waiting(flushes: flushes + 1)
             return .none
         case .closed:
             return .none
         }
     }
 
-    /// A write completed (written, or failed because the channel closed): progress.
-    mutating func writeCompleted() -> Action {
+    /// A flush's writes completed (written, or failed because the channel closed): progress.
+    mutating func flushCompleted() -> Action {
         switch sending {
-        case .waiting(let writes) where writes > 1:
-            sending = .waiting(writes: writes - 1)
+        case .waiting(let flushes) where flushes > 1:
+            sending = .waiting(flushes: flushes - 1)
             return .startTimer(.send)
         case .waiting:
             sending = .caughtUp
@@ -180,7 +181,7 @@ struct ConnectionTimeoutStateMachine {
     }
 
     /// The channel's outbound buffer fell below its low-water mark: bytes did move, even if no
-    /// write has completed yet (a large one is written in pieces).
+    /// flush has completed yet (a large one is written in pieces).
     mutating func becameWritable() -> Action {
         guard case .waiting = sending else { return .none }
         return .startTimer(.send)

@@ -93,6 +93,57 @@ final class TLSConnection {
         return outcome
     }
 
+    /// The most plaintext one record carries (RFC 8446 §5.1, RFC 5246 §6.2.1); OpenSSL cuts a
+    /// longer `SSL_write` into records of this size.
+    static let maxRecordPlaintext = 16_384
+
+    /// Encrypts `buffers`, in order, into as few records as their total size allows.
+    ///
+    /// Each `SSL_write` ends in a record of its own, so writing a response's head and body
+    /// separately costs a second record: its header, its tag, and a second encryption call. Small
+    /// buffers are therefore copied into `staging` until it holds a record's worth; a buffer that
+    /// is at least a record long on its own is encrypted where it lies (its whole-record part, and
+    /// its rest too when nothing follows), so big bodies are never copied but for the piece that
+    /// completes a record begun by the buffers before them.
+    ///
+    /// - Parameter staging: scratch space for the copies, cleared first (its storage is reused when
+    ///   nothing else holds it); it holds nothing meaningful afterwards.
+    func write<Buffers: Collection<ByteBuffer>>(_ buffers: Buffers, staging: inout ByteBuffer) -> Step {
+        let recordSize = Self.maxRecordPlaintext
+        var total = 0
+        for buffer in buffers { total += buffer.readableBytes }
+        var left = total
+        // Whether `staging` has been cleared for this call (until then it holds the caller's leftovers).
+        var stagingReady = false
+        for var buffer in buffers {
+            while buffer.readableBytes > 0 {
+                if !stagingReady || staging.readableBytes == 0 {
+                    // Nothing staged: encrypt in place whatever would fill records of its own.
+                    let inPlace = buffer.readableBytes == left ? left : buffer.readableBytes - buffer.readableBytes % recordSize
+                    if inPlace > 0 {
+                        left -= inPlace
+                        let step = write(buffer.readSlice(length: inPlace)!)
+                        guard case .done = step else { return step }
+                        continue
+                    }
+                }
+                if !stagingReady {
+                    staging.clear(minimumCapacity: min(left, recordSize))
+                    stagingReady = true
+                }
+                var piece = buffer.readSlice(length: min(recordSize - staging.readableBytes, buffer.readableBytes))!
+                left -= piece.readableBytes
+                staging.writeBuffer(&piece)
+                if staging.readableBytes == recordSize || left == 0 {
+                    let step = write(staging)
+                    guard case .done = step else { return step }
+                    staging.clear()
+                }
+            }
+        }
+        return .done
+    }
+
     /// Queues close_notify.
     func shutdown() {
         OpenSSLErrors.clear()
@@ -100,15 +151,30 @@ final class TLSConnection {
         OpenSSLErrors.clear()
     }
 
-    /// The ciphertext OpenSSL has produced since the last call, if any.
+    /// The ciphertext OpenSSL has produced since the last call, if any, in a buffer of its own.
     func takeCiphertext(allocator: ByteBufferAllocator) -> ByteBuffer? {
         let pending = BIO_ctrl_pending(writeBIO)
         guard pending > 0 else { return nil }
         var buffer = allocator.buffer(capacity: Int(pending))
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(pending)) { space in
-            Int(max(0, BIO_read(writeBIO, space.baseAddress, Int32(pending))))
-        }
+        readCiphertext(into: &buffer, count: Int(pending))
         return buffer
+    }
+
+    /// Moves the ciphertext OpenSSL has produced since the last call into `buffer`, which is
+    /// cleared first: its storage is reused when nothing else (a socket still writing it) holds it.
+    /// Returns false, leaving `buffer` alone, when there is none.
+    func takeCiphertext(into buffer: inout ByteBuffer) -> Bool {
+        let pending = Int(BIO_ctrl_pending(writeBIO))
+        guard pending > 0 else { return false }
+        buffer.clear(minimumCapacity: pending)
+        readCiphertext(into: &buffer, count: pending)
+        return true
+    }
+
+    private func readCiphertext(into buffer: inout ByteBuffer, count: Int) {
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { space in
+            Int(max(0, BIO_read(writeBIO, space.baseAddress, Int32(count))))
+        }
     }
 
     var info: TLSConnectionInfo {

@@ -20,8 +20,10 @@ public struct CloseImmediatelyEvent: Sendable {
 /// Terminates TLS on an accepted connection with the system OpenSSL. It sits first in the pipeline:
 /// ciphertext below, plaintext above.
 ///
-/// Writes that arrive before the handshake completes are held and flushed after it; each write's
-/// promise completes when its ciphertext has been written to the socket. Closing sends
+/// Writes are held until a flush, then encrypted together: the plaintext of one flush goes out in
+/// as few records as its size allows (a small response's head and body in one) and in one socket
+/// write, whose completion completes each write's promise. Writes that arrive before the handshake
+/// completes are held and flushed after it. Closing sends
 /// close_notify first, and waits for it to be written at most `closeTimeout` (not at all when the
 /// channel is not writable); a peer that closes without one is reported with
 /// ``TLSError/Kind/uncleanShutdown`` rather than taken for a clean end of data.
@@ -56,6 +58,15 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     private var closeWaiters: [EventLoopPromise<Void>] = []
     /// ``closeNow(context:)`` has closed the socket (a write failing then calls it again).
     private var socketClosed = false
+    /// Reused from flush to flush: first to gather small writes into one record, then for the
+    /// ciphertext handed to the socket. Once the socket has written that, nothing else holds the
+    /// storage and the next flush allocates nothing; while it still does, `ByteBuffer`'s
+    /// copy-on-write gives the next flush fresh storage. Kept only while small (see
+    /// ``retainedScratchCapacity``), so an idle connection holds at most that much.
+    private var scratch: ByteBuffer?
+    /// One page: room for a typical small API answer's ciphertext. What one big answer needed is
+    /// given back once it has been written, rather than kept for the connection's life.
+    private static let retainedScratchCapacity = 4096
 
     /// - Parameter context: the listener's context at accept time; the connection keeps it for its
     ///   whole life, even if a certificate reload installs another.
@@ -109,7 +120,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         case .done:
             stopHandshakeTimer()
             state = .active
-            writeCiphertext(context: context, flush: true, promise: nil)
+            writeCiphertext(context: context, promise: nil)
             context.fireUserInboundEventTriggered(TLSHandshakeCompleted(info: connection.info))
             if flushPending {
                 flushPending = false
@@ -118,7 +129,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
             // Application data may have arrived in the same read as the client's Finished.
             readPlaintext(context: context)
         case .wantMore:
-            writeCiphertext(context: context, flush: true, promise: nil)
+            writeCiphertext(context: context, promise: nil)
         case .failed(let error):
             // The alert OpenSSL queued tells the client why.
             fail(error, context: context)
@@ -137,7 +148,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         switch step {
         case .done, .wantMore:
             // Reading can produce output too (a TLS 1.3 key update answer).
-            writeCiphertext(context: context, flush: true, promise: nil)
+            writeCiphertext(context: context, promise: nil)
         case .closeNotify:
             // The peer is done: answer with our close_notify and close.
             guard case .active = state else {
@@ -234,44 +245,53 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         closeNow(context: context)
     }
 
-    /// Encrypts every held write and sends the ciphertext in one socket write, whose completion
-    /// completes the writes' promises.
+    /// Encrypts every held write (coalesced into as few records as their size allows) and sends the
+    /// ciphertext in one socket write, whose completion completes the writes' promises.
     private func encryptPendingWrites(context: ChannelHandlerContext) {
         guard !pendingWrites.isEmpty else { return }
-        let writes = pendingWrites
+        // Taken out, so that `buffer` is its storage's only holder (unless the socket still is one).
+        var buffer: ByteBuffer
+        if let kept = scratch.take() {
+            buffer = kept
+        } else {
+            // Sized for this flush's first record and its framing (a TLS 1.3 record adds 22 bytes).
+            var plaintext = 0
+            for write in pendingWrites { plaintext += write.data.readableBytes }
+            buffer = context.channel.allocator.buffer(capacity: min(plaintext, TLSConnection.maxRecordPlaintext) + 32)
+        }
+        let step = connection.write(pendingWrites.lazy.map(\.data), staging: &buffer)
+        // The first promise goes with the socket write; any others follow it.
+        var promise: EventLoopPromise<Void>?
+        for write in pendingWrites {
+            guard let next = write.promise else { continue }
+            if let first = promise { first.futureResult.cascade(to: next) } else { promise = next }
+        }
+        // Emptied before anything completes: a promise's callback may write again, re-entrantly.
         pendingWrites.removeAll(keepingCapacity: true)
-        var promises: [EventLoopPromise<Void>] = []
-        for (index, write) in writes.enumerated() {
-            if case .failed(let error) = connection.write(write.data) {
-                for promise in promises { promise.fail(error) }
-                for unsent in writes[index...] { unsent.promise?.fail(error) }
-                fail(error, context: context)
-                return
-            }
-            if let promise = write.promise { promises.append(promise) }
+        if case .failed(let error) = step {
+            promise?.fail(error)
+            fail(error, context: context)
+            return
         }
-        let combined: EventLoopPromise<Void>?
-        switch promises.count {
-        case 0: combined = nil
-        case 1: combined = promises[0]
-        default:
-            combined = context.eventLoop.makePromise()
-            let waiting = promises
-            combined!.futureResult.whenComplete { result in
-                for promise in waiting { promise.completeWith(result) }
-            }
-        }
-        writeCiphertext(context: context, flush: true, promise: combined)
-    }
-
-    private func writeCiphertext(context: ChannelHandlerContext, flush: Bool, promise: EventLoopPromise<Void>?) {
-        guard let ciphertext = connection.takeCiphertext(allocator: context.channel.allocator) else {
-            if flush { context.flush() }
+        guard connection.takeCiphertext(into: &buffer) else {
+            // Only empty writes (an HTTP encoder's end of a body with a known length): nothing to send.
+            scratch = buffer
             promise?.succeed()
             return
         }
-        context.write(wrapOutboundOut(ciphertext), promise: promise)
-        if flush { context.flush() }
+        context.write(wrapOutboundOut(buffer), promise: promise)
+        if buffer.capacity <= Self.retainedScratchCapacity { scratch = buffer }
+        context.flush()
+    }
+
+    /// Sends whatever OpenSSL has queued (handshake messages, alerts, close_notify) in a buffer of
+    /// its own; with nothing queued, completes `promise` at once and flushes nothing.
+    private func writeCiphertext(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        guard let ciphertext = connection.takeCiphertext(allocator: context.channel.allocator) else {
+            promise?.succeed()
+            return
+        }
+        context.writeAndFlush(wrapOutboundOut(ciphertext), promise: promise)
     }
 
     /// Sends what is held, then close_notify, then closes once that has been written.
@@ -296,7 +316,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
             return
         }
         let written = context.eventLoop.makePromise(of: Void.self)
-        writeCiphertext(context: context, flush: true, promise: written)
+        writeCiphertext(context: context, promise: written)
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         written.futureResult.whenComplete { _ in
             let (handler, context) = loopBound.value

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import Testing
@@ -76,6 +77,45 @@ struct ConnectionTimeoutHandlerTests {
         #expect(setup.channel.isActive)
         setup.advance(.milliseconds(1))
         #expect(!setup.channel.isActive)
+    }
+
+    @Test("a flush is watched through its last write alone; the other writes pass on with their writers' promises")
+    func onePromisePerFlush() throws {
+        let setup = try Self.setUp()
+        try setup.requestArrived()
+        setup.socket.stuck = true
+        let own = setup.channel.eventLoop.makePromise(of: Void.self)
+        setup.channel.write(ByteBuffer(string: "head "), promise: nil)
+        setup.channel.write(ByteBuffer(string: "body "), promise: own)
+        setup.channel.write(ByteBuffer(string: "end"), promise: nil)
+        #expect(setup.socket.held.count == 2)  // the last waits for the flush
+        setup.channel.flush()
+        #expect(setup.socket.held.map { $0.promise != nil } == [false, true, true])
+        setup.advance(.milliseconds(900))
+        setup.socket.release()
+        let completed = NIOLockedValueBox(false)
+        own.futureResult.whenSuccess { completed.withLockedValue { $0 = true } }
+        #expect(completed.withLockedValue { $0 })
+        // Caught up: no send timer runs any more.
+        setup.advance(.seconds(30))
+        #expect(setup.channel.isActive)
+        #expect(try setup.written() == "head body end")
+    }
+
+    @Test("a write held for its flush still goes out, in order, before a close")
+    func heldWriteBeforeClose() throws {
+        let setup = try Self.setUp()
+        try setup.requestArrived()
+        setup.socket.stuck = true  // the socket keeps what reaches it, and fails it at the close
+        let written = setup.channel.eventLoop.makePromise(of: Void.self)
+        setup.channel.write(ByteBuffer(string: "last words"), promise: written)
+        #expect(setup.socket.held.isEmpty)
+        let failed = NIOLockedValueBox(false)
+        written.futureResult.whenFailure { _ in failed.withLockedValue { $0 = true } }
+        setup.channel.close(promise: nil)
+        #expect(setup.socket.closeRequests == 1)
+        // It reached the socket before the close did, and failed with what the socket held.
+        #expect(failed.withLockedValue { $0 })
     }
 
     @Test("the channel becoming writable again counts as progress")

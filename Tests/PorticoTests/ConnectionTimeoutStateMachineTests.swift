@@ -62,44 +62,44 @@ struct ConnectionTimeoutStateMachineTests {
         #expect(machine.connectionClosed() == .stopTimers)
         #expect(machine.timerFired() == .none)
         #expect(machine.bytesReceived() == .none)
-        #expect(machine.writeQueued() == .none)
+        #expect(machine.flushQueued() == .none)
         #expect(machine.sendTimerFired() == .none)
     }
 
-    @Test("the first write waiting starts the send timer; further writes do not push it back")
+    @Test("the first flush waiting starts the send timer; further flushes do not push it back")
     func sendTimerStarts() {
         var machine = ConnectionTimeoutStateMachine()
         _ = machine.connectionOpened()
         _ = machine.bytesReceived()
         _ = machine.requestHeadReceived(expectsBody: false)
-        #expect(machine.writeQueued() == .startTimer(.send))
-        #expect(machine.writeQueued() == .none)
-        #expect(machine.writeQueued() == .none)
-        #expect(machine.sending == .waiting(writes: 3))
+        #expect(machine.flushQueued() == .startTimer(.send))
+        #expect(machine.flushQueued() == .none)
+        #expect(machine.flushQueued() == .none)
+        #expect(machine.sending == .waiting(flushes: 3))
         #expect(machine.sendTimerFired() == .closeImmediately)
         #expect(machine.state == .closed)
     }
 
-    @Test("each completed write is progress and restarts the send timer; the last one stops it")
+    @Test("each completed flush is progress and restarts the send timer; the last one stops it")
     func sendProgress() {
         var machine = ConnectionTimeoutStateMachine()
         _ = machine.connectionOpened()
-        _ = machine.writeQueued()
-        _ = machine.writeQueued()
-        #expect(machine.writeCompleted() == .startTimer(.send))
-        #expect(machine.writeCompleted() == .cancelSendTimer)
+        _ = machine.flushQueued()
+        _ = machine.flushQueued()
+        #expect(machine.flushCompleted() == .startTimer(.send))
+        #expect(machine.flushCompleted() == .cancelSendTimer)
         #expect(machine.sending == .caughtUp)
         // Caught up, a late expiry closes nothing.
         #expect(machine.sendTimerFired() == .none)
-        #expect(machine.writeCompleted() == .none)
+        #expect(machine.flushCompleted() == .none)
     }
 
-    @Test("the channel becoming writable again is progress while writes wait, and nothing otherwise")
+    @Test("the channel becoming writable again is progress while flushes wait, and nothing otherwise")
     func writability() {
         var machine = ConnectionTimeoutStateMachine()
         _ = machine.connectionOpened()
         #expect(machine.becameWritable() == .none)
-        _ = machine.writeQueued()
+        _ = machine.flushQueued()
         #expect(machine.becameWritable() == .startTimer(.send))
     }
 
@@ -109,7 +109,7 @@ struct ConnectionTimeoutStateMachineTests {
         _ = machine.connectionOpened()
         _ = machine.bytesReceived()
         _ = machine.requestHeadReceived(expectsBody: false)
-        _ = machine.writeQueued()
+        _ = machine.flushQueued()
         #expect(machine.responseEndSent() == .startTimer(.idle))
         #expect(machine.state == .idle)
         #expect(machine.sendTimerFired() == .closeImmediately)
@@ -123,7 +123,7 @@ struct ConnectionTimeoutStateMachineTests {
         _ = machine.connectionOpened()
         _ = machine.bytesReceived()
         #expect(machine.timerFired() == .respondTimeoutAndClose)
-        #expect(machine.writeQueued() == .startTimer(.send))
+        #expect(machine.flushQueued() == .startTimer(.send))
         #expect(machine.sendTimerFired() == .closeImmediately)
     }
 }

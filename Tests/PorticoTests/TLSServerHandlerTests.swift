@@ -136,6 +136,94 @@ struct TLSServerHandlerTests {
         return Setup(channel: channel, client: MemoryClient(), recorder: recorder, socket: socket)
     }
 
+    /// The content type of each TLS record in `ciphertext`, walked by the 5-byte record headers
+    /// (type, version, length). Under TLS 1.3 every encrypted record says 23, application data.
+    static func recordTypes(_ ciphertext: ByteBuffer) -> [UInt8] {
+        var rest = ciphertext
+        var types: [UInt8] = []
+        while let type = rest.readInteger(as: UInt8.self) {
+            rest.moveReaderIndex(forwardBy: 2)
+            guard let length = rest.readInteger(as: UInt16.self), rest.readSlice(length: Int(length)) != nil else {
+                types.append(0)  // a truncated record
+                break
+            }
+            types.append(type)
+        }
+        return types
+    }
+
+    /// Writes `parts` with a promise each, flushes, and returns the ciphertext that reached the
+    /// socket, in the socket writes it came in, and whether every promise succeeded.
+    static func flushed(_ parts: [ByteBuffer], setup: Setup) throws -> (writes: [ByteBuffer], promisesSucceeded: Bool) {
+        let succeeded = NIOLockedValueBox(0)
+        for part in parts {
+            let promise = setup.channel.eventLoop.makePromise(of: Void.self)
+            promise.futureResult.whenSuccess { succeeded.withLockedValue { $0 += 1 } }
+            setup.channel.write(part, promise: promise)
+        }
+        setup.channel.flush()
+        var writes: [ByteBuffer] = []
+        while let buffer = try setup.channel.readOutbound(as: ByteBuffer.self) { writes.append(buffer) }
+        return (writes, succeeded.withLockedValue { $0 } == parts.count)
+    }
+
+    @Test("a small response's head, body and end, written then flushed, leave as one record in one socket write")
+    func oneRecordPerSmallResponse() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n"
+        // The empty write is what NIO's encoder sends for the end of a body with a known length.
+        let parts = [ByteBuffer(string: head), ByteBuffer(string: #"{"ok":true}"#), ByteBuffer()]
+        let (writes, succeeded) = try Self.flushed(parts, setup: setup)
+        #expect(writes.count == 1)
+        #expect(writes.map(Self.recordTypes) == [[23]])
+        #expect(succeeded)
+        for buffer in writes { setup.client.give(buffer) }
+        #expect(setup.client.read().text == head + #"{"ok":true}"#)
+        _ = try setup.channel.finish(acceptAlreadyClosed: true)
+    }
+
+    @Test("a flush larger than a record leaves in as few records as its size allows, in one socket write")
+    func fewestRecordsForLargeFlushes() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        // A head, a body of two and a half records, a tail: 3 records.
+        let big = [ByteBuffer(string: "HTTP/1.1 200 OK\r\n\r\n"), ByteBuffer(repeating: 0x61, count: 40_000), ByteBuffer(string: "tail")]
+        // Fifty small writes, 50,000 bytes: 4 records (the pieces cross record boundaries).
+        let small = (0..<50).map { ByteBuffer(repeating: UInt8(0x41 + $0 % 26), count: 1_000) }
+        // One body as big as a record exactly, after a head: 2 records.
+        let exact = [ByteBuffer(string: "head"), ByteBuffer(repeating: 0x62, count: 16_384)]
+        for (parts, records) in [(big, 3), (small, 4), (exact, 2)] {
+            let (writes, succeeded) = try Self.flushed(parts, setup: setup)
+            #expect(writes.count == 1)
+            #expect(writes.map(Self.recordTypes) == [Array(repeating: 23, count: records)])
+            #expect(succeeded)
+            for buffer in writes { setup.client.give(buffer) }
+            #expect(setup.client.read().text == parts.map { String(buffer: $0) }.joined())
+        }
+        _ = try setup.channel.finish(acceptAlreadyClosed: true)
+    }
+
+    @Test("each write's promise completes only once the flush's ciphertext has been written")
+    func promisesWaitForTheSocket() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        setup.socket.stuck = true
+        let succeeded = NIOLockedValueBox(0)
+        for part in ["HTTP/1.1 200 OK\r\n\r\n", "body", ""] {
+            let promise = setup.channel.eventLoop.makePromise(of: Void.self)
+            promise.futureResult.whenSuccess { succeeded.withLockedValue { $0 += 1 } }
+            setup.channel.write(ByteBuffer(string: part), promise: promise)
+        }
+        setup.channel.flush()
+        #expect(setup.socket.held.count == 1)
+        #expect(succeeded.withLockedValue { $0 } == 0)
+        setup.socket.stuck = false
+        setup.socket.release()
+        #expect(succeeded.withLockedValue { $0 } == 3)
+        _ = try setup.channel.finish(acceptAlreadyClosed: true)
+    }
+
     @Test("writes before the handshake are held, flushed after it, and their promises complete then")
     func writesBeforeHandshake() throws {
         let setup = try Self.setUp()

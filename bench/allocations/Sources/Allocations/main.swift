@@ -1,0 +1,118 @@
+// Allocations per proxied request, counted on the gateway's own threads.
+//
+//   Allocations [requests] [warm-up] [certificate key]
+//
+// Starts, in this process: a small backend (its own event loop), the real `Gateway` with a policy
+// like bench/run.sh's (its own event loop, the only threads marked for counting), and a blocking
+// client on the main thread. Runs the requests on one keep-alive connection each: straight to the
+// backend, then through the gateway over HTTP, then over TLS (when a certificate is given).
+//
+// Two figures per run: allocations on the gateway's threads alone, and on every thread of the
+// process. The second, minus the direct run's (client and backend alone), is a check on the first
+// that needs no thread marking; over TLS it also holds the client's own TLS work.
+import CMallocCounter
+import Logging
+import NIOCore
+import NIOPosix
+import Portico
+import PorticoPolicy
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+let arguments = CommandLine.arguments.dropFirst()
+let requests = arguments.first.flatMap { Int($0) } ?? 10_000
+let warmUp = arguments.dropFirst().first.flatMap { Int($0) } ?? 1_000
+let certificate = arguments.dropFirst(2).first
+let privateKey = arguments.dropFirst(3).first
+
+let backendGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+let gatewayGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+let backend = try await QuoteBackend.start(group: backendGroup)
+let backendPort = backend.localAddress!.port!
+
+let tlsListener = certificate.map { ", tls: { certificate: \($0), privateKey: \(privateKey!) }" }
+let policy = """
+    listeners:
+      - { name: plain, address: 127.0.0.1, port: 0 }
+    \(tlsListener.map { "  - { name: tls, address: 127.0.0.1, port: 0\($0) }" } ?? "")
+    accessLog: { enabled: false }
+    backends:
+      quotes: { url: "http://127.0.0.1:\(backendPort)", timeout: 5s }
+    services:
+      stockQuote:
+        path: /api/{version}/stockquote
+        versions:
+          1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+    """
+var logger = Logger(label: "portico.bench")
+logger.logLevel = .warning
+let gateway = Gateway(snapshot: try PolicyLoader().load(sources: [(file: "bench.yaml", text: policy)]), group: gatewayGroup, logger: logger)
+try await gateway.start()
+for loop in gatewayGroup.makeIterator() {
+    try await loop.submit { malloc_counter_mark_thread() }.get()
+}
+
+struct Row {
+    let name: String
+    let all: Double
+    let gateway: Double
+    let gatewayReallocations: Double
+    let gatewayFrees: Double
+}
+
+/// Lets the last answer's write completions and callbacks run before the counters are read.
+func settle() { usleep(50_000) }
+
+func measure(_ name: String, _ client: BlockingHTTPClient) throws -> Row {
+    for _ in 0..<warmUp { _ = try client.exchange() }
+    settle()
+    let all = malloc_counts_all()
+    let marked = malloc_counts_marked()
+    for _ in 0..<requests {
+        let status = try client.exchange()
+        guard status == 200 else { throw ClientError(description: "\(name): status \(status)") }
+    }
+    settle()
+    let allAfter = malloc_counts_all()
+    let markedAfter = malloc_counts_marked()
+    let perRequest = { (before: UInt64, after: UInt64) in Double(after - before) / Double(requests) }
+    return Row(
+        name: name, all: perRequest(all.allocations, allAfter.allocations),
+        gateway: perRequest(marked.allocations, markedAfter.allocations),
+        gatewayReallocations: perRequest(marked.reallocations, markedAfter.reallocations),
+        gatewayFrees: perRequest(marked.frees, markedAfter.frees))
+}
+
+let path = "/api/1/stockquote/AAPL"
+var rows = [try measure("direct to the backend", BlockingHTTPClient(stream: try PlainStream(port: backendPort), path: "/v1/quotes/AAPL"))]
+rows.append(try measure("through Portico, HTTP", BlockingHTTPClient(stream: try PlainStream(port: gateway.boundPorts["plain"]!), path: path)))
+if certificate != nil {
+    rows.append(try measure("through Portico, TLS", BlockingHTTPClient(stream: try TLSStream(port: gateway.boundPorts["tls"]!), path: path)))
+}
+
+func format(_ value: Double) -> String {
+    let tenths = Int((value * 10).rounded())
+    return "\(tenths / 10).\(tenths % 10)"
+}
+func pad(_ text: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - text.count)) + text }
+
+print("\(requests) requests per run (after \(warmUp) to warm up), one keep-alive connection each; allocations per request")
+print("run".padding(24) + pad("all threads", 13) + pad("all − direct", 14) + pad("gateway", 10) + pad("reallocs", 10) + pad("frees", 8))
+for row in rows {
+    let isDirect = row.name.hasPrefix("direct")
+    print(
+        row.name.padding(24) + pad(format(row.all), 13) + pad(isDirect ? "-" : format(row.all - rows[0].all), 14)
+            + pad(isDirect ? "-" : format(row.gateway), 10) + pad(isDirect ? "-" : format(row.gatewayReallocations), 10)
+            + pad(isDirect ? "-" : format(row.gatewayFrees), 8))
+}
+
+await gateway.shutdown(gracePeriod: .seconds(1))
+try await backend.close()
+try await gatewayGroup.shutdownGracefully()
+try await backendGroup.shutdownGracefully()
+
+extension String {
+    fileprivate func padding(_ width: Int) -> String { self + String(repeating: " ", count: max(0, width - count)) }
+}

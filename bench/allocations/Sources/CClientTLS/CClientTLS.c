@@ -1,0 +1,3 @@
+// The benchmark's TLS client calls OpenSSL directly; this target only brings its headers and
+// libraries in.
+#include "CClientTLS.h"

@@ -1,0 +1,86 @@
+// Replaces the allocator's entry points in the executable: the dynamic linker then binds every
+// library's calls (Swift's runtime, Foundation, OpenSSL) to these, which count and forward to
+// glibc's own implementations. Counting per thread is what separates the gateway's event loops
+// from the backend and the client running in the same process.
+#include "CMallocCounter.h"
+
+#include <errno.h>
+#include <stddef.h>
+
+#if defined(__GLIBC__)
+
+extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t count, size_t size);
+extern void *__libc_realloc(void *pointer, size_t size);
+extern void __libc_free(void *pointer);
+extern void *__libc_memalign(size_t alignment, size_t size);
+
+// initial-exec: the executable's own thread-local storage, reached without calling anything that
+// could allocate.
+static __thread int marked __attribute__((tls_model("initial-exec")));
+
+static malloc_counts all;
+static malloc_counts onMarked;
+
+
+#define COUNT(field)                                                    \
+    do {                                                                \
+        __atomic_fetch_add(&all.field, 1, __ATOMIC_RELAXED);            \
+        if (marked) __atomic_fetch_add(&onMarked.field, 1, __ATOMIC_RELAXED); \
+    } while (0)
+
+void *malloc(size_t size) {
+    COUNT(allocations);
+    return __libc_malloc(size);
+}
+
+void *calloc(size_t count, size_t size) {
+    COUNT(allocations);
+    return __libc_calloc(count, size);
+}
+
+void *realloc(void *pointer, size_t size) {
+    if (pointer == NULL) {
+        COUNT(allocations);
+    } else {
+        COUNT(reallocations);
+    }
+    return __libc_realloc(pointer, size);
+}
+
+void free(void *pointer) {
+    if (pointer != NULL) COUNT(frees);
+    __libc_free(pointer);
+}
+
+void *memalign(size_t alignment, size_t size) {
+    COUNT(allocations);
+    return __libc_memalign(alignment, size);
+}
+
+void *aligned_alloc(size_t alignment, size_t size) {
+    COUNT(allocations);
+    return __libc_memalign(alignment, size);
+}
+
+int posix_memalign(void **result, size_t alignment, size_t size) {
+    if (alignment % sizeof(void *) != 0 || (alignment & (alignment - 1)) != 0) return EINVAL;
+    COUNT(allocations);
+    void *pointer = __libc_memalign(alignment, size);
+    if (pointer == NULL) return ENOMEM;
+    *result = pointer;
+    return 0;
+}
+
+static malloc_counts load(malloc_counts *counts) {
+    malloc_counts copy;
+    copy.allocations = __atomic_load_n(&counts->allocations, __ATOMIC_RELAXED);
+    copy.reallocations = __atomic_load_n(&counts->reallocations, __ATOMIC_RELAXED);
+    copy.frees = __atomic_load_n(&counts->frees, __ATOMIC_RELAXED);
+    return copy;
+}
+
+malloc_counts malloc_counts_all(void) { return load(&all); }
+malloc_counts malloc_counts_marked(void) { return load(&onMarked); }
+void malloc_counter_mark_thread(void) { marked = 1; }
+#endif
