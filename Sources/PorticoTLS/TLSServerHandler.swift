@@ -67,6 +67,10 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     /// One page: room for a typical small API answer's ciphertext. What one big answer needed is
     /// given back once it has been written, rather than kept for the connection's life.
     private static let retainedScratchCapacity = 4096
+    /// The same for decrypted bytes: reused from read to read once the handlers above have let go
+    /// of the last one (NIO's HTTP decoder does once it has parsed it all); while they hold it,
+    /// copy-on-write gives the next read fresh storage.
+    private var inboundScratch: ByteBuffer?
 
     /// - Parameter context: the listener's context at accept time; the connection keeps it for its
     ///   whole life, even if a certificate reload installs another.
@@ -140,8 +144,16 @@ public final class TLSServerHandler: ChannelDuplexHandler {
 
     private func readPlaintext(context: ChannelHandlerContext) {
         // Plaintext is never longer than the ciphertext it came from.
-        var plaintext = context.channel.allocator.buffer(capacity: max(connection.pendingCiphertext, 1024))
+        let capacity = max(connection.pendingCiphertext, 1024)
+        var plaintext: ByteBuffer
+        if var kept = inboundScratch.take() {
+            kept.clear(minimumCapacity: capacity)
+            plaintext = kept
+        } else {
+            plaintext = context.channel.allocator.buffer(capacity: capacity)
+        }
         let step = connection.read(into: &plaintext)
+        if plaintext.capacity <= Self.retainedScratchCapacity { inboundScratch = plaintext }
         if plaintext.readableBytes > 0, case .active = state {
             context.fireChannelRead(wrapInboundOut(plaintext))
         }
