@@ -58,15 +58,9 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     private var closeWaiters: [EventLoopPromise<Void>] = []
     /// ``closeNow(context:)`` has closed the socket (a write failing then calls it again).
     private var socketClosed = false
-    /// Reused from flush to flush: first to gather small writes into one record, then for the
-    /// ciphertext handed to the socket. Once the socket has written that, nothing else holds the
-    /// storage and the next flush allocates nothing; while it still does, `ByteBuffer`'s
-    /// copy-on-write gives the next flush fresh storage. Kept only while small (see
-    /// ``retainedScratchCapacity``), so an idle connection holds at most that much.
-    private var scratch: ByteBuffer?
-    /// One page: room for a typical small API answer's ciphertext. What one big answer needed is
-    /// given back once it has been written, rather than kept for the connection's life.
-    private static let retainedScratchCapacity = 4096
+    /// This event loop's buffers, lent from connection to connection (set in `handlerAdded`, which
+    /// runs on the loop).
+    private var scratch: TLSScratchBuffers?
 
     /// - Parameter context: the listener's context at accept time; the connection keeps it for its
     ///   whole life, even if a certificate reload installs another.
@@ -78,6 +72,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     }
 
     public func handlerAdded(context: ChannelHandlerContext) {
+        scratch = TLSScratchBuffers.current
         if context.channel.isActive { startHandshakeTimer(context: context) }
     }
 
@@ -140,8 +135,16 @@ public final class TLSServerHandler: ChannelDuplexHandler {
 
     private func readPlaintext(context: ChannelHandlerContext) {
         // Plaintext is never longer than the ciphertext it came from.
-        var plaintext = context.channel.allocator.buffer(capacity: max(connection.pendingCiphertext, 1024))
+        let capacity = max(connection.pendingCiphertext, 1024)
+        var plaintext: ByteBuffer
+        if var lent = scratch?.inbound.take() {
+            lent.clear(minimumCapacity: capacity)
+            plaintext = lent
+        } else {
+            plaintext = context.channel.allocator.buffer(capacity: capacity)
+        }
         let step = connection.read(into: &plaintext)
+        if let scratch { TLSScratchBuffers.keep(plaintext, in: &scratch.inbound) }
         if plaintext.readableBytes > 0, case .active = state {
             context.fireChannelRead(wrapInboundOut(plaintext))
         }
@@ -249,10 +252,10 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     /// ciphertext in one socket write, whose completion completes the writes' promises.
     private func encryptPendingWrites(context: ChannelHandlerContext) {
         guard !pendingWrites.isEmpty else { return }
-        // Taken out, so that `buffer` is its storage's only holder (unless the socket still is one).
+        // Taken out, so that `buffer` is its storage's only holder (unless a socket still is one).
         var buffer: ByteBuffer
-        if let kept = scratch.take() {
-            buffer = kept
+        if let lent = scratch?.outbound.take() {
+            buffer = lent
         } else {
             // Sized for this flush's first record and its framing (a TLS 1.3 record adds 22 bytes).
             var plaintext = 0
@@ -275,12 +278,13 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         }
         guard connection.takeCiphertext(into: &buffer) else {
             // Only empty writes (an HTTP encoder's end of a body with a known length): nothing to send.
-            scratch = buffer
+            if let scratch { TLSScratchBuffers.keep(buffer, in: &scratch.outbound) }
             promise?.succeed()
             return
         }
         context.write(wrapOutboundOut(buffer), promise: promise)
-        if buffer.capacity <= Self.retainedScratchCapacity { scratch = buffer }
+        // Given back before the flush: a callback it runs may flush another connection.
+        if let scratch { TLSScratchBuffers.keep(buffer, in: &scratch.outbound) }
         context.flush()
     }
 

@@ -21,6 +21,9 @@ import PorticoPolicy
     import Glibc
 #endif
 
+// A peer closing must show up as an error from the client, not as a silent death by SIGPIPE.
+signal(SIGPIPE, SIG_IGN)
+
 let arguments = CommandLine.arguments.dropFirst()
 let requests = arguments.first.flatMap { Int($0) } ?? 10_000
 let warmUp = arguments.dropFirst().first.flatMap { Int($0) } ?? 1_000
@@ -109,7 +112,7 @@ for row in rows {
 }
 
 await gateway.shutdown(gracePeriod: .seconds(1))
-try await backend.close()
+try await backend.close().get()
 try await gatewayGroup.shutdownGracefully()
 try await backendGroup.shutdownGracefully()
 
