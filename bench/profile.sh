@@ -12,6 +12,7 @@
 # printed directory for `perf report -i` afterwards. Loopback only; it ends by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/common.sh
 
 DURATION=${1:-10}
 CONNECTIONS=${2:-32}
@@ -27,17 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-MISSING=()
-command -v wrk >/dev/null || MISSING+=(wrk)
-command -v nginx >/dev/null || MISSING+=(nginx-light)
-command -v perf >/dev/null || MISSING+=(linux-perf)
-if [ ${#MISSING[@]} -gt 0 ]; then
-  if [ "$(id -u)" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq "${MISSING[@]}" >/dev/null
-  else
-    echo "profile needs: sudo apt-get install -y ${MISSING[*]}" >&2; exit 1
-  fi
-fi
+bench_install wrk:wrk nginx:nginx-light perf:linux-perf
 
 echo "== building Portico (release)" >&2
 swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null
@@ -46,36 +37,8 @@ mkdir -p "$WORK/backend" "$WORK/policies"
 ./certs/make-dev-certs.sh "$WORK/certs" >/dev/null
 TLS_SECTION=""
 [ "$SCHEME" = https ] && TLS_SECTION=", tls: { certificate: $WORK/certs/server.pem, privateKey: $WORK/certs/server-key.pem }"
-BODY='{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84}'
-cat >"$WORK/backend/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/backend/nginx.pid;
-error_log $WORK/backend/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/backend; proxy_temp_path $WORK/backend; fastcgi_temp_path $WORK/backend;
-  uwsgi_temp_path $WORK/backend; scgi_temp_path $WORK/backend;
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:$BACKEND_PORT;
-    location / { default_type application/json; return 200 '$BODY'; }
-  }
-}
-CONF
-cat >"$WORK/policies/profile.yaml" <<YAML
-listeners:
-  - { name: profile, address: 127.0.0.1, port: $PORTICO_PORT$TLS_SECTION }
-accessLog: { enabled: false }
-backends:
-  quotes: { url: "http://127.0.0.1:$BACKEND_PORT", timeout: 5s }
-services:
-  stockQuote:
-    path: /api/{version}/stockquote
-    versions:
-      1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
-YAML
+bench_backend_conf "$WORK/backend" "$BACKEND_PORT"
+bench_policy "$WORK/policies/profile.yaml" "$PORTICO_PORT" "$BACKEND_PORT" "$TLS_SECTION"
 
 nginx -p "$WORK/backend" -c "$WORK/backend/nginx.conf" & PIDS+=($!)
 .build/release/portico serve --policies "$WORK/policies" --log-level warning & PIDS+=($!)

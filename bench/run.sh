@@ -19,6 +19,7 @@
 # proxy's processes spent is read from /proc before and after its run. The median round is reported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/common.sh
 
 DURATION=${1:-10}
 CONNECTIONS=${2:-32}
@@ -47,18 +48,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-need() { command -v "$1" >/dev/null 2>&1 || MISSING+=("$2"); }
-MISSING=()
-need wrk wrk
-need nginx nginx-light
-[ "$CADDY" = 1 ] && need caddy caddy
-if [ ${#MISSING[@]} -gt 0 ]; then
-  if [ "$(id -u)" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq "${MISSING[@]}" >/dev/null
-  else
-    echo "bench needs: sudo apt-get install -y ${MISSING[*]}" >&2; exit 1
-  fi
-fi
+TOOLS=(wrk:wrk nginx:nginx-light)
+[ "$CADDY" = 1 ] && TOOLS+=(caddy:caddy)
+bench_install "${TOOLS[@]}"
 
 echo "== building Portico (release)"
 # The same flags as `make build` (cross-module optimisation), unless SWIFT_BUILD_FLAGS says otherwise.
@@ -74,39 +66,8 @@ if [ "$TLS" = 1 ]; then
   NGINX_LISTEN="127.0.0.1:$NGINX_PORT ssl; ssl_certificate $WORK/certs/server.pem; ssl_certificate_key $WORK/certs/server-key.pem; ssl_protocols TLSv1.2 TLSv1.3"
   PORTICO_TLS=", tls: { certificate: $WORK/certs/server.pem, privateKey: $WORK/certs/server-key.pem }"
 fi
-BODY='{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84}'
-
-cat >"$WORK/backend/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/backend/nginx.pid;
-error_log $WORK/backend/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/backend; proxy_temp_path $WORK/backend; fastcgi_temp_path $WORK/backend;
-  uwsgi_temp_path $WORK/backend; scgi_temp_path $WORK/backend;
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:$BACKEND_PORT;
-    location / { default_type application/json; return 200 '$BODY'; }
-  }
-}
-CONF
-
-cat >"$WORK/policies/bench.yaml" <<YAML
-listeners:
-  - { name: bench, address: 127.0.0.1, port: $PORTICO_PORT$PORTICO_TLS }
-accessLog: { enabled: false }
-upstream: { threads: 1, maxConnectionsPerHost: 64 }
-backends:
-  quotes: { url: "http://127.0.0.1:$BACKEND_PORT", timeout: 5s${CLIENT:+, client: $CLIENT} }
-services:
-  stockQuote:
-    path: /api/{version}/stockquote
-    versions:
-      1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
-YAML
+bench_backend_conf "$WORK/backend" "$BACKEND_PORT"
+bench_policy "$WORK/policies/bench.yaml" "$PORTICO_PORT" "$BACKEND_PORT" "$PORTICO_TLS" "${CLIENT:+, client: $CLIENT}"
 
 # The same service behind signature auth, on its own listener. wrk replays one signature, so the
 # nonce is off here (the nonce store's insert, ~0.3 µs, is measured by the micro-benchmarks).

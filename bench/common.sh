@@ -1,0 +1,63 @@
+# What bench/run.sh and bench/profile.sh share: the tools they install, the fast backend they put
+# behind the proxies, and Portico's policy in front of it. Sourced, not run.
+
+# The small JSON body the backend answers every request with, from memory.
+BENCH_BODY='{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84}'
+
+# bench_install COMMAND:PACKAGE ...: installs the Debian packages of the commands that are missing
+# (as root), or says which to install and exits.
+bench_install() {
+  local missing=() pair
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -eq 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "$(basename "$0") needs: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+}
+
+# bench_backend_conf DIR PORT: nginx.conf in DIR for one worker answering BENCH_BODY on PORT.
+bench_backend_conf() {
+  local dir=$1 port=$2
+  cat >"$dir/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir; proxy_temp_path $dir; fastcgi_temp_path $dir;
+  uwsgi_temp_path $dir; scgi_temp_path $dir;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$port;
+    location / { default_type application/json; return 200 '$BENCH_BODY'; }
+  }
+}
+CONF
+}
+
+# bench_policy FILE PORT BACKEND_PORT [LISTENER_EXTRA] [BACKEND_EXTRA]: Portico's policy: one
+# listener on PORT (LISTENER_EXTRA: e.g. its tls section), access log off, the backend on
+# BACKEND_PORT, and /api/{version}/stockquote proxied to its /v1/quotes.
+bench_policy() {
+  local file=$1 port=$2 backend_port=$3 listener_extra=${4:-} backend_extra=${5:-}
+  cat >"$file" <<YAML
+listeners:
+  - { name: bench, address: 127.0.0.1, port: $port$listener_extra }
+accessLog: { enabled: false }
+upstream: { threads: 1, maxConnectionsPerHost: 64 }
+backends:
+  quotes: { url: "http://127.0.0.1:$backend_port", timeout: 5s$backend_extra }
+services:
+  stockQuote:
+    path: /api/{version}/stockquote
+    versions:
+      1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+YAML
+}
