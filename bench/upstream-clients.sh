@@ -10,6 +10,7 @@
 # The backend's CPU per request is read from /proc and printed beside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/common.sh
 
 REQUESTS=${1:-10000}
 shift || true
@@ -24,29 +25,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-command -v nginx >/dev/null || { echo "needs nginx (apt-get install nginx-light)" >&2; exit 1; }
+bench_install nginx:nginx-light
 
 echo "== building bench/upstream (release, cross-module optimisation)"
 swift build -c release --package-path bench/upstream -Xswiftc -cross-module-optimization >/dev/null
 BIN=$(swift build -c release --package-path bench/upstream --show-bin-path)/UpstreamClients
 
-cat >"$WORK/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK; uwsgi_temp_path $WORK; scgi_temp_path $WORK;
-  keepalive_requests 1000000;
-  keepalive_timeout 75s;
-  server {
-    listen 127.0.0.1:$PORT;
-    location / { default_type application/json; return 200 '{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84}'; }
-  }
-}
-CONF
+bench_backend_conf "$WORK" "$PORT"
 nginx -c "$WORK/nginx.conf" -p "$WORK" &
 NGINX_PID=$!
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
