@@ -1,4 +1,3 @@
-import Atomics
 import PorticoPolicy
 
 /// A policy snapshot compiled into what requests read: everything a stage needs, already
@@ -13,8 +12,9 @@ import PorticoPolicy
 ///   (``SignatureRequirements``);
 /// - the API-key header's name in the lowercase form the forwarding filter compares with.
 ///
-/// Immutable once built. ``PolicyStore`` builds one per snapshot, off the request path, and swaps
-/// it in atomically; a request loads it once at its head and keeps it to the end.
+/// Immutable once built. ``PolicyStore`` builds one per snapshot, off the request path, and
+/// installs it; a request reads it once at its head (through its connection's
+/// ``PolicyStore/Reader``) and keeps it to the end.
 public final class CompiledPolicy: Sendable {
     public let snapshot: PolicySnapshot
     let credentials: Credentials
@@ -50,7 +50,3 @@ public final class CompiledPolicy: Sendable {
     func backend(named name: String) -> CompiledBackend? { backends[name] }
 }
 
-/// Lets ``PolicyStore`` hold the current policy in a `ManagedAtomic`: a strong reference that
-/// readers load and a reload replaces concurrently, with no lock and no reader ever seeing a
-/// released object.
-extension CompiledPolicy: AtomicReference {}
