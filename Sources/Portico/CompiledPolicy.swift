@@ -49,4 +49,3 @@ public final class CompiledPolicy: Sendable {
 
     func backend(named name: String) -> CompiledBackend? { backends[name] }
 }
-

@@ -20,6 +20,8 @@ final class UpstreamConnectionPool: NIOScheduledCallbackHandler {
     private var waiters: [Int: UpstreamExchange] = [:]
     private var nextRequestID = 0
     private var idleTimer: NIOScheduledCallback?
+    /// The whole-exchange deadlines of this pool's requests, behind one timer.
+    let deadlines: UpstreamDeadlines
     /// The origin as a socket address when its host is an IP literal (no resolver needed).
     private let address: SocketAddress?
     /// The connect timeout of the latest request, used for the connections opened for it.
@@ -33,6 +35,7 @@ final class UpstreamConnectionPool: NIOScheduledCallbackHandler {
             configuration: .init(
                 maxConnections: configuration.maxConnectionsPerHost, idleTimeout: TimeAmount(configuration.idleTimeout)))
         self.address = try? SocketAddress(ipAddress: origin.host, port: origin.port)
+        self.deadlines = UpstreamDeadlines(eventLoop: eventLoop)
     }
 
     /// Counts for tests and diagnostics.

@@ -11,7 +11,7 @@ import NIOHTTP1
 /// `@unchecked Sendable`: ``UpstreamTask`` must be `Sendable`, but every mutable field is touched on
 /// `eventLoop` only. `cancel()` and `consumed(bytes:)` hop there when called from elsewhere (the
 /// gateway calls them on the loop, so that costs nothing there).
-final class UpstreamExchange: UpstreamTask, NIOScheduledCallbackHandler, @unchecked Sendable {
+final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
     enum State {
         /// Made by `execute`, not yet handed to a pool (only while hopping onto the loop).
         case created
@@ -40,7 +40,13 @@ final class UpstreamExchange: UpstreamTask, NIOScheduledCallbackHandler, @unchec
     /// The pool's number for this request while it waits.
     var poolRequestID = 0
     private var started = NIODeadline.uptimeNanoseconds(0)
-    private var timer: NIOScheduledCallback?
+    /// The whole-exchange deadline and this exchange's links in its pool's ``UpstreamDeadlines``.
+    var deadline = NIODeadline.uptimeNanoseconds(0)
+    var earlierDeadline: UpstreamExchange?
+    var laterDeadline: UpstreamExchange?
+    var isListed = false
+    /// The list the deadline is in (its pool's).
+    private var deadlines: UpstreamDeadlines?
     private var retried = false
     /// A retry after a stale connection runs on a fresh one only.
     var needsFreshConnection: Bool { retried }
@@ -72,14 +78,15 @@ final class UpstreamExchange: UpstreamTask, NIOScheduledCallbackHandler, @unchec
         guard case .created = state else { return }
         self.pool = pool
         state = .waiting
-        armTimeout()
+        armTimeout(in: pool.deadlines)
         pool.lease(self, fresh: false)
     }
 
     /// Starts the whole-exchange clock, on the loop's own time (so an `EmbeddedEventLoop` can move it).
-    func armTimeout() {
+    func armTimeout(in deadlines: UpstreamDeadlines) {
         started = eventLoop.now
-        timer = try? eventLoop.assumeIsolated().scheduleCallback(in: timeout, handler: self)
+        self.deadlines = deadlines
+        deadlines.insert(self, deadline: started + timeout)
     }
 
     /// Fails an exchange that never reached a pool, on the next loop turn (never inside `execute`,
@@ -179,11 +186,12 @@ final class UpstreamExchange: UpstreamTask, NIOScheduledCallbackHandler, @unchec
 
     // MARK: Timeout
 
-    func handleScheduledCallback(eventLoop: some EventLoop) {
-        timer = nil
+    /// The whole-exchange timeout ran out (``UpstreamDeadlines`` has unlinked it already).
+    func deadlinePassed() {
         let error = UpstreamError(.timedOut, detail: "no complete response within \(Duration(timeout))")
         switch state {
-        case .waiting:
+        case .created, .waiting:
+            // (Created: its clock was started before it reached a pool, which only tests do.)
             pool?.remove(self)
             finish(.failure(error))
         case .running(let connection):
@@ -191,14 +199,13 @@ final class UpstreamExchange: UpstreamTask, NIOScheduledCallbackHandler, @unchec
             state = .finished
             connection.cancel()
             handler.upstreamReceived(UpstreamEvents(result: .failure(error)))
-        case .created, .finished:
+        case .finished:
             break
         }
     }
 
     private func stopTimer() {
-        timer?.cancel()
-        timer = nil
+        deadlines?.remove(self)
     }
 
     private func finish(_ result: Result<UpstreamMetrics, UpstreamError>) {

@@ -102,7 +102,7 @@ struct UpstreamConnectionHandlerTests {
     @Test("on an EmbeddedEventLoop the exchange times out when the loop's clock reaches its timeout, and the connection closes")
     func timeoutOnTheLoopsClock() throws {
         let setup = try Self.setUp(timeout: .seconds(5))
-        setup.exchange.armTimeout()
+        setup.exchange.armTimeout(in: UpstreamDeadlines(eventLoop: setup.loop))
         #expect(setup.exchange.run(on: setup.handler))
         try setup.channel.writeInbound(Self.responseHead())
         setup.loop.advanceTime(by: .seconds(5) - .nanoseconds(1))
