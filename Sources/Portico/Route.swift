@@ -2,7 +2,10 @@ import NIOHTTP1
 import PorticoPolicy
 
 /// Which service a request is for, and the path it is served by.
-struct RoutedRequest {
+///
+/// A class: later stages read it through the exchange several times per request, and a struct of
+/// this many references would be copied, with a retain per field, at each read.
+final class RoutedRequest {
     let service: CompiledService
     /// The service's compiled limits and versions.
     let rules: ServiceRules
@@ -14,6 +17,18 @@ struct RoutedRequest {
     /// The whole normalised path.
     let path: Substring
     let query: Substring?
+
+    init(
+        service: CompiledService, rules: ServiceRules, requestedVersion: Substring?, remainder: Substring, path: Substring,
+        query: Substring?
+    ) {
+        self.service = service
+        self.rules = rules
+        self.requestedVersion = requestedVersion
+        self.remainder = remainder
+        self.path = path
+        self.query = query
+    }
 }
 
 /// How a request's target finds its service (the route stage's work).
