@@ -92,7 +92,9 @@ struct ExchangeStateMachine {
     /// cannot interrupt another.
     var acceptsParserError: Bool {
         switch state {
-        case .idle, .admitting, .receivingBody, .discardingBody: true
+        case .idle, .receivingBody, .discardingBody: true
+        // A request that has ended is answered first, even while one of its stages waits.
+        case .admitting(let exchange): !exchange.requestEnded
         case .handling, .closed: false
         }
     }
@@ -242,8 +244,14 @@ struct ExchangeStateMachine {
         }
     }
 
-    /// Whether `exchange` is the one the connection is serving: a suspended stage resuming checks
-    /// this before it goes on.
+    /// Whether `exchange`'s stages are still running: a suspended stage resuming checks this before
+    /// it goes on (an exchange answered meanwhile, or whose client left, runs no further stage).
+    func isAdmitting(_ exchange: Exchange) -> Bool {
+        if case .admitting(let current) = state { return current === exchange }
+        return false
+    }
+
+    /// Whether `exchange` is the one the connection is serving.
     func isCurrent(_ exchange: Exchange) -> Bool {
         switch state {
         case .admitting(let current), .receivingBody(let current), .handling(let current), .discardingBody(let current):

@@ -51,6 +51,9 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     /// A read was asked for while pipelined parts waited; it is passed on once they are taken.
     private var readHeld = false
     private var delivering = false
+    /// The end of an answer given before its request ended, while the rest of the request is
+    /// dropped: a close decided meanwhile (the rest is too long, or malformed) waits for it.
+    private var earlyAnswerWritten: EventLoopFuture<Void>?
     private var serial = 0
     private var client = ClientConnection()
     private var context: ChannelHandlerContext?
@@ -139,8 +142,11 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Bytes after a parse error: that error is answered, or queued behind the response under
+        // way, and the connection closes then; these must not cut that response short.
+        if let decoderError = error as? ByteToMessageDecoderError, case .dataReceivedInErrorState = decoderError { return }
         guard let parserError = error as? HTTPParserError else {
-            return context.close(promise: nil)
+            return close(context: context)
         }
         guard pipelined.isEmpty && machine.acceptsParserError else {
             return pipelined.append(.parserError(parserError))
@@ -158,6 +164,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
 
     /// Holds a read back while pipelined parts wait (see ``PipelinedRequests``).
     func read(context: ChannelHandlerContext) {
+        // A connection that is closing reads nothing more.
+        if case .closed = machine.state { return }
         if pipelined.isEmpty {
             context.read()
         } else {
@@ -211,7 +219,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     private func resume(_ exchange: Exchange, after future: EventLoopFuture<StageOutcome>, at index: Int, context: ChannelHandlerContext) {
         future.hop(to: context.eventLoop).assumeIsolated().whenComplete { result in
             // The client may have left, or the exchange been answered, while the stage waited.
-            guard self.machine.isCurrent(exchange) else { return }
+            guard self.machine.isAdmitting(exchange) else { return }
             switch result {
             case .success(.proceed):
                 self.runStages(exchange, from: index, context: context)
@@ -253,6 +261,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             context.flush()
             context.close(promise: nil)
         case .drainFinished:
+            earlyAnswerWritten = nil
             timeouts.requestEndReceived()
             timeouts.responseEndSent()
         case .abandon(let exchange):
@@ -262,7 +271,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             if !exchange.responseStarted { exchange.record.status = 499 }
             accessLog.exchangeEnded(exchange)
         case .close:
-            context.close(promise: nil)
+            close(context: context)
         case .refuse(let problem):
             let requestID = RequestID.generate()
             let body = problem.body(requestID: requestID)
@@ -359,9 +368,32 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         if after == .nextRequest { timeouts.responseEndSent() }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
-        writeEnd(closing: closing, context: context)
-        // The rest of the body must now arrive within the head timeout, not extended by each byte.
-        if after == .discardRest && exchange.expectsBody { timeouts.drainStarted() }
+        if after == .discardRest && exchange.expectsBody {
+            // A body is still to be dropped, and may turn out too long or malformed: the close that
+            // then follows waits for this answer (only the request's end can follow otherwise).
+            let written = context.eventLoop.makePromise(of: Void.self)
+            earlyAnswerWritten = written.futureResult
+            context.write(wrapOutboundOut(.end(nil)), promise: written)
+            if readingBatch { flushPending = true } else { context.flush() }
+            // The rest of the body must now arrive within the head timeout, not extended by each byte.
+            timeouts.drainStarted()
+        } else {
+            writeEnd(closing: closing, context: context)
+        }
+    }
+
+    /// Closes the connection once what has been written has left: a pending flush goes first (a
+    /// socket drops unflushed writes when it closes), and an early answer still on its way is
+    /// waited for.
+    private func close(context: ChannelHandlerContext) {
+        if flushPending {
+            flushPending = false
+            context.flush()
+        }
+        guard let written = earlyAnswerWritten else { return context.close(promise: nil) }
+        earlyAnswerWritten = nil
+        let channel = context.channel
+        written.whenComplete { _ in channel.close(promise: nil) }
     }
 
     private func writeEnd(closing: Bool, context: ChannelHandlerContext) {

@@ -84,7 +84,10 @@ final class TLSConnection {
                 OpenSSLErrors.clear()
                 let result = SSL_write(ssl, bytes.baseAddress! + offset, Int32(min(bytes.count - offset, Int(Int32.max))))
                 guard result > 0 else {
-                    outcome = step(after: result, failure: .protocolError)
+                    // A memory BIO never pushes back, so "want more" here (a renegotiation, say)
+                    // would leave the rest unsent: it is a failure, not a pause.
+                    let step = step(after: result, failure: .protocolError)
+                    if case .failed = step { outcome = step } else { outcome = .failed(TLSError(.protocolError)) }
                     return
                 }
                 offset += Int(result)

@@ -277,9 +277,16 @@ public final class TLSServerHandler: ChannelDuplexHandler {
             return
         }
         guard connection.takeCiphertext(into: &buffer) else {
-            // Only empty writes (an HTTP encoder's end of a body with a known length): nothing to send.
+            // Only empty writes (an HTTP encoder's end of a body with a known length): nothing to
+            // encrypt. A promise still goes down the pipeline with an empty buffer, so that the
+            // socket completes it after the writes before it (NIO's encoder writes an empty end for
+            // that very reason); completing it here could let its owner close the connection
+            // while earlier bytes are still queued.
             if let scratch { TLSScratchBuffers.keep(buffer, in: &scratch.outbound) }
-            promise?.succeed()
+            if let promise {
+                context.write(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)), promise: promise)
+                context.flush()
+            }
             return
         }
         context.write(wrapOutboundOut(buffer), promise: promise)
