@@ -67,8 +67,9 @@ struct ExchangeStateMachine {
         case abandon(Exchange)
         /// Close now (a dropped body turned out too long to read, or the gateway is shutting down).
         case close
-        /// The request could not be parsed: answer with this problem, then close.
-        case refuse(Problem)
+        /// The request could not be parsed: answer with this problem, then close. The exchange whose
+        /// request broke off, if one had begun, is logged with that answer.
+        case refuse(Problem, Exchange?)
     }
 
     private(set) var state = State.idle
@@ -108,9 +109,12 @@ struct ExchangeStateMachine {
             // The early answer has been written already; nothing can follow it but the close.
             state = .closed
             return .close
-        case .idle, .admitting, .receivingBody:
+        case .idle:
             state = .closed
-            return .refuse(problem)
+            return .refuse(problem, nil)
+        case .admitting(let exchange), .receivingBody(let exchange):
+            state = .closed
+            return .refuse(problem, exchange)
         }
     }
 
@@ -239,8 +243,9 @@ struct ExchangeStateMachine {
     mutating func channelInactive() -> Action {
         defer { state = .closed }
         switch state {
-        case .admitting(let exchange), .handling(let exchange): return .abandon(exchange)
-        case .idle, .receivingBody, .discardingBody, .closed: return .none
+        // An upload the client gave up on is logged too (499), like an exchange it left mid-answer.
+        case .admitting(let exchange), .receivingBody(let exchange), .handling(let exchange): return .abandon(exchange)
+        case .idle, .discardingBody, .closed: return .none
         }
     }
 

@@ -272,9 +272,15 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             accessLog.exchangeEnded(exchange)
         case .close:
             close(context: context)
-        case .refuse(let problem):
-            let requestID = RequestID.generate()
+        case .refuse(let problem, let exchange):
+            let requestID = exchange?.requestID ?? RequestID.generate()
             let body = problem.body(requestID: requestID)
+            if let exchange {
+                exchange.record.status = problem.status.code
+                exchange.record.bytesSent = body.readableBytes
+                exchange.record.failure = "the request could not be parsed"
+                accessLog.exchangeEnded(exchange)
+            }
             // Written and flushed at once: the decoder stops here, and the close follows the answer.
             context.write(wrapOutboundOut(.head(problem.head(requestID: requestID, contentLength: body.readableBytes))), promise: nil)
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)

@@ -43,7 +43,7 @@ import Testing
         case .drainFinished: "drainFinished"
         case .abandon: "abandon"
         case .close: "close"
-        case .refuse(let problem): "refuse \(problem.status.code)"
+        case .refuse(let problem, let exchange): "refuse \(problem.status.code)\(exchange == nil ? "" : " exchange")"
         }
     }
 
@@ -218,7 +218,7 @@ import Testing
         let exchange = Self.exchange([("transfer-encoding", "chunked")])
         _ = machine.headReceived(exchange)
         _ = machine.stagesFinished(exchange, answer: nil)
-        #expect(Self.name(machine.parserErrorReceived(.malformedRequest("bad chunk"))) == "refuse 400")
+        #expect(Self.name(machine.parserErrorReceived(.malformedRequest("bad chunk"))) == "refuse 400 exchange")
         #expect(!machine.isCurrent(exchange))
 
         var answered = ExchangeStateMachine()
@@ -246,5 +246,17 @@ import Testing
         _ = draining.stagesFinished(answered, answer: .notFound(path: "/x"))
         _ = draining.quiesce()
         #expect(Self.name(draining.endReceived()) == "close")
+    }
+
+    @Test func aClientLeavingMidUploadIsLoggedAndAParseErrorBetweenRequestsHasNoExchange() {
+        var machine = ExchangeStateMachine()
+        let upload = Self.exchange([("content-length", "10")])
+        _ = machine.headReceived(upload)
+        _ = machine.stagesFinished(upload, answer: nil)
+        _ = machine.bodyReceived(ByteBuffer(string: "abc"))
+        #expect(Self.name(machine.channelInactive()) == "abandon")
+
+        var idle = ExchangeStateMachine()
+        #expect(Self.name(idle.parserErrorReceived(.malformedRequest("bad"))) == "refuse 400")
     }
 }
