@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHTTP1
 import PorticoUpstream
 
 /// A backend that answers at once, on the channel's event loop, with no network: the test double
@@ -15,10 +16,10 @@ final class ImmediateUpstreamClient: UpstreamClient {
         let metrics = UpstreamMetrics(duration: .microseconds(1), newConnections: 0)
         let head = UpstreamResponseHead(
             status: 200,
-            headers: [
+            headers: HTTPHeaders([
                 ("Content-Type", "text/plain"), ("Connection", "x-hop"), ("X-Hop", "dropped"), ("Keep-Alive", "timeout=5"),
                 ("X-Request-Id", "from-the-backend"),
-            ])
+            ]))
         let body = ByteBuffer(string: "ok\n")
         let url = request.url
         if url.contains("/fail") {
