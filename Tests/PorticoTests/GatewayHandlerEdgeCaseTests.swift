@@ -29,15 +29,6 @@ import Testing
               1: { proxy: { backend: quotes } }
         """
 
-    final class ParkedStage: RequestStage {
-        let promises = NIOLockedValueBox<[EventLoopPromise<StageOutcome>]>([])
-        func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
-            let promise = eventLoop.makePromise(of: StageOutcome.self)
-            promises.withLockedValue { $0.append(promise) }
-            return .suspend(promise.futureResult)
-        }
-    }
-
     final class CountingStage: RequestStage {
         let count = NIOLockedValueBox(0)
         func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
@@ -81,43 +72,25 @@ import Testing
         }
     }
 
+    /// The pipeline with a socket-like close at the bottom, a controlled upstream and a stage counter.
     struct Connection {
-        let channel: EmbeddedChannel
+        let staged: StagedConnection
         let socket = SocketLikeClose()
-        let parked = ParkedStage()
         let counting = CountingStage()
         let upstream = ControlledUpstream()
 
         init(stages makeStages: (GatewayServices, ParkedStage, CountingStage) -> RequestStages) throws {
-            let snapshot = try PolicyLoader().load(sources: [(file: "edge-cases.yaml", text: GatewayHandlerEdgeCaseTests.policy)])
-            let services = GatewayServices(
-                store: PolicyStore(snapshot), upstream: upstream, nonces: InMemoryNonceStore(capacity: 16),
-                rateLimiter: RateLimiter(), accessLogger: Logger(label: "portico.test"), scheme: "http")
-            channel = EmbeddedChannel()
-            try ConnectionPipeline(services: services, limits: snapshot.limits, stages: makeStages(services, parked, counting))
-                .configure(channel.pipeline.syncOperations)
-            try channel.pipeline.syncOperations.addHandler(socket, position: .first)
-            try channel.connect(to: SocketAddress(ipAddress: "192.0.2.1", port: 1)).wait()
-        }
-
-        func send(_ text: String) {
-            _ = try? channel.writeInbound(ByteBuffer(string: text))
-            channel.embeddedEventLoop.run()
-        }
-
-        func output() throws -> String {
-            var text = ""
-            while let data = try channel.readOutbound(as: IOData.self) {
-                if case .byteBuffer(let buffer) = data { text += String(buffer: buffer) }
+            let counting = self.counting
+            staged = try StagedConnection(policy: GatewayHandlerEdgeCaseTests.policy, upstream: upstream, bottom: socket) {
+                services, parked in
+                makeStages(services, parked, counting)
             }
-            return text
         }
 
-        func resume(_ outcome: StageOutcome) {
-            let promise = parked.promises.withLockedValue { $0.removeFirst() }
-            promise.succeed(outcome)
-            channel.embeddedEventLoop.run()
-        }
+        var channel: EmbeddedChannel { staged.channel }
+        func send(_ text: String) { staged.send(text) }
+        func output() throws -> String { try staged.output() }
+        func resume(_ outcome: StageOutcome) { staged.resume(outcome) }
     }
 
     /// A dropped body that turns out too long closes the connection, but only after the early
