@@ -11,18 +11,17 @@ struct VersionStage: RequestStage {
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
         guard let routed = exchange.routed else { return .proceed }
         let service = routed.service
-        let version: Int
+        let version: Int?
         if let requested = routed.requestedVersion {
-            let digits = requested.first == "v" ? requested.dropFirst() : requested
-            guard let number = Int(digits), routed.rules.versions[number] != nil else {
-                return .answer(
-                    .unknownVersion(String(requested), service: service.name, available: service.policy.versions.keys.sorted()))
-            }
-            version = number
+            version = Int(requested.first == "v" ? requested.dropFirst() : requested)
         } else {
             version = service.defaultVersion
         }
-        let served = routed.rules.versions[version]!
+        // A validated policy always has its default version, so only a named one can be missing.
+        guard let version, let served = routed.rules.versions[version] else {
+            let named = String(routed.requestedVersion ?? "\(service.defaultVersion)")
+            return .answer(.unknownVersion(named, service: service.name, available: service.policy.versions.keys.sorted()))
+        }
         exchange.version = version
         exchange.handler = served.handler
         exchange.backend = served.backend
