@@ -8,13 +8,7 @@ import PorticoUpstream
 /// One per backend per compiled policy, shared by every request to it; a request's upstream URL
 /// is then this prefix plus its own path and query, one string built per request.
 final class CompiledBackend: Sendable {
-    let policy: BackendPolicy
     let name: String
-    /// `http` or `https`.
-    let scheme: String
-    /// The host as it appears in a URL (an IPv6 literal bracketed).
-    let hostForURL: String
-    let port: Int
     /// `scheme://host:port`, the port always written, as every upstream URL has carried it.
     let origin: String
     /// The base path: empty, or starting with `/` and without a trailing one.
@@ -34,11 +28,7 @@ final class CompiledBackend: Sendable {
 
     init(_ policy: BackendPolicy) {
         let url = policy.url
-        self.policy = policy
         name = policy.name
-        scheme = url.scheme
-        hostForURL = url.hostForURL
-        port = url.port
         origin = "\(url.scheme)://\(url.hostForURL):\(url.port)"
         basePath = url.basePath
         urlPrefix = origin + url.basePath

@@ -20,8 +20,6 @@ struct ClientConnection {
 /// connection's event loop, so that stages update it in place rather than copying a dozen fields
 /// (and their reference counts) at each step, and a suspended stage's continuation can hold it.
 final class Exchange {
-    /// Which request of the connection this is; events of an earlier exchange are told apart by it.
-    let serial: Int
     let head: HTTPRequestHead
     let requestID: String
     /// The policy the request is served by from head to end, read once at the head.
@@ -70,8 +68,7 @@ final class Exchange {
     var concurrencySlot: BackendConcurrency.Counter?
     var responseStarted = false
 
-    init(serial: Int, head: HTTPRequestHead, requestID: String, policy: CompiledPolicy, client: ClientConnection) {
-        self.serial = serial
+    init(head: HTTPRequestHead, requestID: String, policy: CompiledPolicy, client: ClientConnection) {
         self.head = head
         self.requestID = requestID
         self.policy = policy

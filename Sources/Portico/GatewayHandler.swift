@@ -35,9 +35,6 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
-    /// See ``ExchangeStateMachine/maxDrainBytes``.
-    static var maxDrainBytes: Int { ExchangeStateMachine.maxDrainBytes }
-
     private let services: GatewayServices
     private let stages: RequestStages
     private let proxy: ProxyHandler
@@ -54,7 +51,6 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     /// The end of an answer given before its request ended, while the rest of the request is
     /// dropped: a close decided meanwhile (the rest is too long, or malformed) waits for it.
     private var earlyAnswerWritten: EventLoopFuture<Void>?
-    private var serial = 0
     private var client = ClientConnection()
     private var context: ChannelHandlerContext?
     /// Inside `channelRead`…`channelReadComplete`: writes wait for the batch's one flush.
@@ -109,9 +105,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     private func receive(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch part {
         case .head(let head):
-            serial += 1
             let requestID = head.headers.first(name: "x-request-id").flatMap { RequestID.accept($0) ? $0 : nil } ?? RequestID.generate()
-            let exchange = Exchange(serial: serial, head: head, requestID: requestID, policy: policy.current(), client: client)
+            let exchange = Exchange(head: head, requestID: requestID, policy: policy.current(), client: client)
             perform(machine.headReceived(exchange), context: context)
         case .body(let part):
             perform(machine.bodyReceived(part), context: context)
@@ -230,7 +225,6 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             case .failure:
                 self.perform(self.machine.stagesFinished(exchange, answer: .stageFailed()), context: context)
             }
-            self.flushIfOutsideReadBatch(context: context)
         }
     }
 
@@ -344,7 +338,6 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
                 perform(machine.handlerAnswered(exchange, problem), context: context)
             }
         }
-        flushIfOutsideReadBatch(context: context)
     }
 
     /// Gives the upstream client back the credit for body bytes that have left this handler's
@@ -379,8 +372,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             // then follows waits for this answer (only the request's end can follow otherwise).
             let written = context.eventLoop.makePromise(of: Void.self)
             earlyAnswerWritten = written.futureResult
-            context.write(wrapOutboundOut(.end(nil)), promise: written)
-            if readingBatch { flushPending = true } else { context.flush() }
+            write(.end(nil), promise: written, context: context)
             // The rest of the body must now arrive within the head timeout, not extended by each byte.
             timeouts.drainStarted()
         } else {
@@ -410,15 +402,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     }
 
     /// Writes `part`, flushing now unless a read batch is under way (its end flushes once).
-    private func write(_ part: HTTPServerResponsePart, context: ChannelHandlerContext) {
-        context.write(wrapOutboundOut(part), promise: nil)
+    private func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>? = nil, context: ChannelHandlerContext) {
+        context.write(wrapOutboundOut(part), promise: promise)
         if readingBatch { flushPending = true } else { context.flush() }
-    }
-
-    private func flushIfOutsideReadBatch(context: ChannelHandlerContext) {
-        if !readingBatch && flushPending {
-            flushPending = false
-            context.flush()
-        }
     }
 }

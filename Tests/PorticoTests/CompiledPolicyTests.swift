@@ -51,7 +51,7 @@ struct CompiledPolicyTests {
     /// The exchange after the route and version stages: its service and the version's handler and backend.
     static func served(_ uri: String, in compiled: CompiledPolicy) throws -> Exchange {
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: uri, headers: ["Host": "gateway.example"])
-        let exchange = Exchange(serial: 1, head: head, requestID: "r", policy: compiled, client: ClientConnection())
+        let exchange = Exchange(head: head, requestID: "r", policy: compiled, client: ClientConnection())
         let loop = EmbeddedEventLoop()
         for stage in [RouteStage(), VersionStage()] as [any RequestStage] {
             guard case .proceed = stage.process(exchange, on: loop) else { throw CancellationError() }

@@ -27,7 +27,7 @@ import Testing
         var head = HTTPRequestHead(version: version, method: .POST, uri: "/quotes")
         head.headers.add(name: "host", value: "example.test")
         for (name, value) in fields { head.headers.add(name: name, value: value) }
-        return Exchange(serial: serial, head: head, requestID: "r\(serial)", policy: CompiledPolicy(snapshot), client: ClientConnection())
+        return Exchange(head: head, requestID: "r\(serial)", policy: CompiledPolicy(snapshot), client: ClientConnection())
     }
 
     static func name(_ action: ExchangeStateMachine.Action) -> String {
