@@ -62,7 +62,7 @@ final class Exchange {
 
     /// The request body, collected whole (a signed body is checked before anything is forwarded).
     var body: ByteBuffer?
-    /// The handler's work in flight, cancelled if the client goes away.
+    /// The handler's work in flight, cancelled if the client goes away; nil again once it ended.
     var task: (any UpstreamTask)?
     /// The backend concurrency slot this exchange holds while forwarding.
     var concurrencySlot: BackendConcurrency.Counter?

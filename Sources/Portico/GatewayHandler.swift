@@ -260,6 +260,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             timeouts.responseEndSent()
         case .abandon(let exchange):
             exchange.task?.cancel()
+            exchange.task = nil
             exchange.releaseConcurrencySlot()
             exchange.record.failure = "client closed the connection"
             if !exchange.responseStarted { exchange.record.status = 499 }
@@ -322,6 +323,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             if context.channel.isWritable { returnCredit() }
             return
         }
+        exchange.task = nil
         exchange.releaseConcurrencySlot()
         unconsumedBytes = 0
         switch result {
