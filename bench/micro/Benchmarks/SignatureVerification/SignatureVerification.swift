@@ -65,7 +65,7 @@ let benchmarks: @Sendable () -> Void = {
         var counter = 0
         for _ in benchmark.scaledIterations {
             counter += 1
-            blackHole(nonces.insert(keyID: "demo-app", nonce: "nonce-\(counter)", expiry: 2_000_000_000, now: 1_795_000_000))
+            blackHole(nonces.insert(keyID: "demo-app", nonce: "nonce-\(counter)", expiry: 2_000_000_000, now: 1_795_000_000, quota: .max))
         }
     }
 
