@@ -1,4 +1,5 @@
 import PorticoPolicy
+import PorticoSigning
 
 /// A policy snapshot compiled into what requests read: everything a stage needs, already
 /// resolved, so that the request path does no lookup by name, no parsing and no string building
@@ -25,10 +26,15 @@ public final class CompiledPolicy: Sendable {
     /// `apiKeys.header`, lowercased: the field not forwarded upstream, since it holds the secret.
     let apiKeyHeader: String
 
-    public init(_ snapshot: PolicySnapshot) {
+    public convenience init(_ snapshot: PolicySnapshot) {
+        self.init(snapshot, makeKey: Credentials.openSSLKey)
+    }
+
+    /// - Parameter makeKey: the authenticator of each key's secret (tests count MACs through it).
+    init(_ snapshot: PolicySnapshot, makeKey: ([UInt8]) -> any MessageAuthenticator) {
         let policy = snapshot.policy
         self.snapshot = snapshot
-        credentials = Credentials(policy: policy)
+        credentials = Credentials(policy: policy, makeKey: makeKey)
         let backends = policy.backends.mapValues(CompiledBackend.init)
         self.backends = backends
         // One compiled limit per tier for the services without an exception of their own.

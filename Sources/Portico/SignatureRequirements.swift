@@ -20,8 +20,10 @@ struct SignatureRequirements: Sendable {
 
     /// The first required component `covered` lacks, in the order the policy's list and then the
     /// request-dependent ones come; `nil` when the signature covers them all.
+    ///
+    /// `covered` is a signature's short list, searched linearly: cheaper than hashing it into a set.
     func firstMissing(
-        from covered: Set<ComponentIdentifier>, hasQuery: Bool, hasBody: Bool, hasClientVersion: Bool
+        from covered: [ComponentIdentifier], hasQuery: Bool, hasBody: Bool, hasClientVersion: Bool
     ) -> ComponentIdentifier? {
         for component in always where !covered.contains(component) { return component }
         if hasQuery && !covered.contains(.query) { return .query }

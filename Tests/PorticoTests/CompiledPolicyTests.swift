@@ -171,7 +171,7 @@ struct CompiledPolicyTests {
     func signatureRequirements() throws {
         let requirements = try Self.compiled().signatureRequirements
         #expect(requirements.always == [.method, .path])
-        let all: Set<ComponentIdentifier> = [.method, .path, .query, .field("content-digest"), .field("x-client-version")]
+        let all: [ComponentIdentifier] = [.method, .path, .query, .field("content-digest"), .field("x-client-version")]
         #expect(requirements.firstMissing(from: all, hasQuery: true, hasBody: true, hasClientVersion: true) == nil)
         #expect(requirements.firstMissing(from: [.path], hasQuery: true, hasBody: true, hasClientVersion: true) == .method)
         #expect(requirements.firstMissing(from: [.method, .path], hasQuery: false, hasBody: false, hasClientVersion: false) == nil)
