@@ -10,7 +10,9 @@ import PorticoPolicy
 /// - each rate limit as a ``CompiledRateLimit``: its `GCRALimit` and `RateLimit-Policy` text;
 /// - the client keys as HMAC contexts (``Credentials``) and the signature coverage required
 ///   (``SignatureRequirements``);
-/// - the API-key header's name in the lowercase form the forwarding filter compares with.
+/// - the API-key header's name in the lowercase form the forwarding filter compares with;
+/// - per service, the compatibility buckets as sorted arrays (``CompatibilityMap``) and the `Vary`
+///   value of the answers they decide.
 ///
 /// Immutable once built. ``PolicyStore`` builds one per snapshot, off the request path, and
 /// installs it; a request reads it once at its head (through its connection's
@@ -24,6 +26,10 @@ public final class CompiledPolicy: Sendable {
     let signatureRequirements: SignatureRequirements
     /// `apiKeys.header`, lowercased: the field not forwarded upstream, since it holds the secret.
     let apiKeyHeader: String
+    /// `clients.versionHeader` and `clients.platformHeader`: where the version stage reads an app's
+    /// version and platform.
+    let clientVersionHeader: String
+    let clientPlatformHeader: String
 
     public init(_ snapshot: PolicySnapshot) {
         let policy = snapshot.policy
@@ -34,10 +40,12 @@ public final class CompiledPolicy: Sendable {
         // One compiled limit per tier for the services without an exception of their own.
         let tierDefaults = policy.tiers.mapValues { CompiledRateLimit(kind: .tier, name: $0.name, policy: $0.limit) }
         services = snapshot.routes.services.map {
-            ServiceRules($0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends)
+            ServiceRules($0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends, clients: policy.clients)
         }
         signatureRequirements = SignatureRequirements(policy.signatures)
         apiKeyHeader = policy.apiKeys.header.lowercased()
+        clientVersionHeader = policy.clients.versionHeader
+        clientPlatformHeader = policy.clients.platformHeader
     }
 
     /// The rules of a service the route table returned.

@@ -55,6 +55,9 @@ final class Exchange {
     /// Version stage: the API version served and its handler.
     var version: Int?
     var handler: HandlerPolicy?
+    /// Version stage: the `Vary` value naming the request fields that chose the version, when the
+    /// active map read them (precomputed per service).
+    var vary: String?
     /// Version stage: the backend a `proxy` handler forwards to, compiled.
     var backend: CompiledBackend?
     /// Rate-limit stage: the most restrictive limit that admitted the request, reported in the response.

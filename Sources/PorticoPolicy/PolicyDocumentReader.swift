@@ -23,6 +23,7 @@ struct PolicyDocumentReader {
         checkDuplicatePaths(services)
         let signatures = single("signatures", in: sections).flatMap(readSignatures) ?? SignaturePolicy()
         let apiKeys = single("apiKeys", in: sections).flatMap(readAPIKeys) ?? APIKeyPolicy()
+        let clients = single("clients", in: sections).flatMap(readClients) ?? ClientsPolicy()
         warnAboutClearTextKeys(listeners: listenerEntries, services: services.values.map(\.policy))
         let tiers = merged("tiers", in: sections) { readTier($0, name: $1, services: Set(services.keys)) }
         // Keys are checked against every tier named, even one with mistakes of its own, so that a
@@ -32,10 +33,11 @@ struct PolicyDocumentReader {
             KeyReader(value: $0).read(id: $1, services: Set(services.keys), tiers: tierNames)
         }
         guard sink.diagnostics.isEmpty else { return nil }
-        let policy = Policy(
+        var policy = Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
             backends: backends.mapValues(\.policy), services: services.mapValues(\.policy),
             signatures: signatures, apiKeys: apiKeys, keys: keys.mapValues(\.policy), tiers: tiers.mapValues(\.policy))
+        policy.clients = clients
         warnAboutWholeStoreShares(policy, tiers: tiers)
         return policy
     }
@@ -335,7 +337,10 @@ struct PolicyDocumentReader {
     private func readService(
         _ value: PolicyValue, name: String, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> (ServicePolicy)? {
-        let known = ["path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes"]
+        let known = [
+            "path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes", "compatibility",
+            "minimumClientVersion", "missingClientVersion",
+        ]
         guard let fields = value.fields(known: known) else { return nil }
         let path = fields.required("path", readServicePath)
         let host = fields.optional("host") { $0.nonEmptyString()?.lowercased() }
@@ -372,10 +377,15 @@ struct PolicyDocumentReader {
         if addressRateLimit != nil, auth != .none, let limitValue = fields["addressRateLimit"] {
             limitValue.warning("applies to unauthenticated requests only; with auth: \(auth.rawValue), the keys' tiers limit this service")
         }
+        let active = readActiveVersioning(fields, versions: versions, defaultVersion: defaultVersion)
         guard let path else { return nil }
-        return ServicePolicy(
+        var service = ServicePolicy(
             name: name, path: path, host: host, versions: versions, defaultVersion: defaultVersion, auth: auth,
             addressRateLimit: addressRateLimit, allowEncodedSlashes: allowEncodedSlashes)
+        service.compatibility = active.buckets
+        service.minimumClientVersion = active.minimum
+        service.missingClientVersion = active.missing
+        return service
     }
 
     private func readServicePath(_ value: PolicyValue) -> String? {

@@ -183,4 +183,44 @@ struct CommandLineTests {
                 "gateway.yaml:5: services.s.versions.1.proxy.backend: unknown backend \"missing\"; expected one of: (no backends defined)"))
         #expect(lines[2].hasSuffix(": 2 error(s)"))
     }
+
+    @Test("portico check names the exact versions of overlapping buckets (errors) and of gaps (warnings)")
+    func checkBuckets() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-check-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let policy = """
+            listeners:
+              - { name: public, port: 8080 }
+            backends:
+              b: { url: "http://127.0.0.1:18081" }
+            services:
+              s:
+                path: /api/{version}/s
+                versions: { 1: { proxy: { backend: b } }, 2: { proxy: { backend: b } }, 3: { proxy: { backend: b } } }
+                compatibility:
+                  - { clients: "<2.0.0", version: 1 }
+                  - { clients: ">=2.2.0 <3.1.0", version: 2 }
+                  - { clients: ">=3.1.0", version: 3 }
+                minimumClientVersion: 1.0.0
+            """
+        let file = directory.appendingPathComponent("gateway.yaml")
+        try policy.write(to: file, atomically: true, encoding: .utf8)
+        let gapped = try run(["check", directory.path])
+        #expect(gapped.status == 0, "\(gapped.errors)")
+        #expect(
+            gapped.output.contains(
+                "warning: \(file.path):10: services.s.compatibility: versions >=2.0.0 <2.2.0 are in no bucket; they get the default version 3"
+            ),
+            "\(gapped.output)")
+
+        try policy.replacingOccurrences(of: ">=3.1.0\"", with: ">=3.0.0\"").write(to: file, atomically: true, encoding: .utf8)
+        let overlapping = try run(["check", directory.path])
+        #expect(overlapping.status == 1)
+        #expect(
+            overlapping.errors.contains(
+                "error: \(file.path):12: services.s.compatibility.2: overlaps bucket 1 (>=2.2.0 <3.1.0 → 2): versions >=3.0.0 <3.1.0 are in both"
+            ),
+            "\(overlapping.errors)")
+    }
 }
