@@ -11,6 +11,7 @@ import PorticoPolicy
 /// - the client keys as HMAC contexts (``Credentials``) and the signature coverage required
 ///   (``SignatureRequirements``);
 /// - the API-key header's name in the lowercase form the forwarding filter compares with;
+/// - the service locator's documents, with their `ETag`, digest and signature (``CompiledLocator``);
 /// - per service, the compatibility buckets as sorted arrays (``CompatibilityMap``) and the `Vary`
 ///   value of the answers they decide.
 ///
@@ -30,6 +31,8 @@ public final class CompiledPolicy: Sendable {
     /// version and platform.
     let clientVersionHeader: String
     let clientPlatformHeader: String
+    /// The service locator's documents, signed; `nil` when the policy publishes none.
+    let locator: CompiledLocator?
 
     public init(_ snapshot: PolicySnapshot) {
         let policy = snapshot.policy
@@ -46,6 +49,15 @@ public final class CompiledPolicy: Sendable {
         apiKeyHeader = policy.apiKeys.header.lowercased()
         clientVersionHeader = policy.clients.versionHeader
         clientPlatformHeader = policy.clients.platformHeader
+        if let locator = policy.locator {
+            // A key that cannot be read leaves the document unavailable (503) rather than unsigned:
+            // the gateway's start and `portico check` report the file, so this is a key broken since.
+            let key = try? LocatorSigning.key(for: snapshot)
+            self.locator = CompiledLocator(
+                policy, locator: locator, signingKey: key, keyUnreadable: locator.signingKey != nil && key == nil)
+        } else {
+            self.locator = nil
+        }
     }
 
     /// The rules of a service the route table returned.

@@ -44,6 +44,8 @@ final class Exchange {
     // Found by the stages, in order.
     /// Route stage: the service and the normalised path.
     var routed: RoutedRequest?
+    /// Route stage: the gateway's own answer (the service locator), given instead of a handler's.
+    var builtIn: BuiltInResponse?
     /// Authenticate stage: the header carrying an API key, which is not forwarded (it holds the secret).
     var credentialHeader: String?
     /// Authenticate stage: the `Content-Digest` a signed request's body must match before it is handled.

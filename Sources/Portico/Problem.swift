@@ -156,6 +156,20 @@ extension Problem {
         Problem(type: typePrefix + "no-route", title: "No such service", status: .notFound, detail: "No service is published at \(path).")
     }
 
+    static func locatorUnavailable() -> Problem {
+        Problem(
+            type: typePrefix + "locator-unavailable", title: "Service locator unavailable", status: .serviceUnavailable,
+            detail: "The service locator cannot be signed right now; keep using the last document you verified.")
+    }
+
+    static func methodNotAllowed(allowed: String) -> Problem {
+        var problem = Problem(
+            type: typePrefix + "method-not-allowed", title: "Method not allowed", status: .methodNotAllowed,
+            detail: "This resource answers \(allowed) only.")
+        problem.headers = [("allow", allowed)]
+        return problem
+    }
+
     static func unknownVersion(_ version: String, service: String, available: [Int]) -> Problem {
         Problem(
             type: typePrefix + "unknown-api-version", title: "Unknown API version", status: .notFound,

@@ -18,6 +18,8 @@ public struct Policy: Sendable {
     public var tiers: [String: TierPolicy] = [:]
     /// The request fields clients name their app version and platform in.
     public var clients = ClientsPolicy()
+    /// The service locator; `nil`: none is published.
+    public var locator: LocatorPolicy?
 }
 
 /// A socket the gateway accepts connections on.
@@ -149,6 +151,16 @@ public enum DefaultVersion: Sendable, Hashable {
 /// What serves one version of a service.
 public struct VersionPolicy: Sendable, Hashable {
     public var handler: HandlerPolicy
+    /// The date (`2027-06-30`) after which this version may be withdrawn, published by the locator.
+    public var deprecation: String?
+    /// The media types of request and response bodies, published by the locator.
+    public var input = "application/json"
+    public var output = "application/json"
+
+    public init(handler: HandlerPolicy, deprecation: String? = nil) {
+        self.handler = handler
+        self.deprecation = deprecation
+    }
 }
 
 public enum HandlerPolicy: Sendable, Hashable {

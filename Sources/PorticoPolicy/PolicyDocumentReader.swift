@@ -24,6 +24,7 @@ struct PolicyDocumentReader {
         let signatures = single("signatures", in: sections).flatMap(readSignatures) ?? SignaturePolicy()
         let apiKeys = single("apiKeys", in: sections).flatMap(readAPIKeys) ?? APIKeyPolicy()
         let clients = single("clients", in: sections).flatMap(readClients) ?? ClientsPolicy()
+        let locator = single("locator", in: sections).flatMap { readLocator($0, listeners: listeners.map(\.name)) }
         warnAboutClearTextKeys(listeners: listenerEntries, services: services.values.map(\.policy))
         let tiers = merged("tiers", in: sections) { readTier($0, name: $1, services: Set(services.keys)) }
         // Keys are checked against every tier named, even one with mistakes of its own, so that a
@@ -38,6 +39,7 @@ struct PolicyDocumentReader {
             backends: backends.mapValues(\.policy), services: services.mapValues(\.policy),
             signatures: signatures, apiKeys: apiKeys, keys: keys.mapValues(\.policy), tiers: tiers.mapValues(\.policy))
         policy.clients = clients
+        policy.locator = locator
         warnAboutWholeStoreShares(policy, tiers: tiers)
         return policy
     }
@@ -196,7 +198,7 @@ struct PolicyDocumentReader {
     }
 
     /// A file named by the policy, with where it was named.
-    private func file(_ value: PolicyValue) -> PolicyFile? {
+    func file(_ value: PolicyValue) -> PolicyFile? {
         guard let path = value.filePath() else { return nil }
         return PolicyFile(path: path, origin: PolicyOrigin(file: value.file, line: value.line, keyPath: value.keyPath))
     }
@@ -406,7 +408,10 @@ struct PolicyDocumentReader {
     private func readVersion(
         _ value: PolicyValue, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> VersionPolicy? {
-        guard let fields = value.fields(known: ["proxy"]) else { return nil }
+        guard let fields = value.fields(known: ["proxy", "deprecation", "input", "output"]) else { return nil }
+        let deprecation = fields.optional("deprecation", Self.deprecationDate)
+        let input = fields.optional("input", Self.mediaType)
+        let output = fields.optional("output", Self.mediaType)
         guard let proxyValue = fields["proxy"] else {
             value.error("expected a handler: proxy")
             return nil
@@ -427,7 +432,11 @@ struct PolicyDocumentReader {
             return nil
         }
         guard let backend else { return nil }
-        return VersionPolicy(handler: .proxy(ProxyPolicy(backend: backend, rewrite: rewrite == "/" ? "" : rewrite)))
+        var version = VersionPolicy(handler: .proxy(ProxyPolicy(backend: backend, rewrite: rewrite == "/" ? "" : rewrite)))
+        version.deprecation = deprecation
+        if let input { version.input = input }
+        if let output { version.output = output }
+        return version
     }
 
     private func checkDuplicatePaths(_ services: [String: (policy: ServicePolicy, value: PolicyValue)]) {
