@@ -1,10 +1,12 @@
 import Foundation
-import Portico
+import NIOHTTP1
 import PorticoClient
 import PorticoDemoBackends
 import PorticoPolicy
 import PorticoSigning
 import Testing
+
+@testable import Portico
 
 /// The service locator as the gateway serves it: generated from the live policy, cacheable
 /// (`ETag`, `Cache-Control`, 304), and signed once per snapshot.
@@ -271,5 +273,46 @@ struct LocatorTests {
             await #expect(throws: PolicyError.self) { try await gateway.start() }
             await gateway.shutdown()
         }
+    }
+}
+
+/// The signature's life, driven by the time the locator is asked at rather than by waiting.
+@Suite("Service locator signing schedule")
+struct LocatorSigningScheduleTests {
+    static func variant() -> CompiledLocator.Variant {
+        CompiledLocator.Variant(
+            body: Array(#"{"services":[]}"#.utf8), signer: .init(key: LocatorKeys.signing.key, keyID: "k"), maxAge: 120, grace: 30)
+    }
+
+    static func created(_ response: BuiltInResponse) throws -> Int64 {
+        let input = try #require(response.headers.first(name: "signature-input"))
+        let signature = try SignatureFields.select(
+            label: "locator", signatureInput: input, signature: response.headers.first(name: "signature")!)
+        return try #require(signature.input.created)
+    }
+
+    @Test("one signature serves every request while its document is fresh; a stale one is replaced, once")
+    func resignsOnlyWhenStale() throws {
+        let variant = Self.variant()
+        let now = Int64(Date().timeIntervalSince1970)
+        let first = variant.response(ifNoneMatch: [], head: false, now: now)
+        let created = try Self.created(first)
+        #expect(created <= now && created >= now - 60)
+        // Within max-age: the same signature, and Age counts up.
+        let later = variant.response(ifNoneMatch: [], head: false, now: created + 119)
+        #expect(later.headers.first(name: "signature") == first.headers.first(name: "signature"))
+        #expect(later.headers.first(name: "age") == "119")
+        // At max-age: signed anew, valid for max-age + grace from then, and Age starts again.
+        let stale = variant.response(ifNoneMatch: [], head: false, now: created + 120)
+        #expect(try Self.created(stale) == created + 120)
+        #expect(stale.headers.first(name: "signature") != first.headers.first(name: "signature"))
+        #expect(stale.headers.first(name: "signature-input")?.contains(";expires=\(created + 120 + 150)") == true)
+        #expect(stale.headers.first(name: "age") == "0")
+        // The body, its digest and its tag do not change with the signature.
+        #expect(stale.headers.first(name: "etag") == first.headers.first(name: "etag"))
+        #expect(stale.headers.first(name: "content-digest") == first.headers.first(name: "content-digest"))
+        #expect(
+            variant.response(ifNoneMatch: [], head: false, now: created + 200).headers.first(name: "signature")
+                == stale.headers.first(name: "signature"))
     }
 }
