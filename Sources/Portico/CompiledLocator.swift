@@ -76,9 +76,12 @@ final class CompiledLocator: Sendable {
         return "ed25519-" + digest.prefix(8).map { byte in String(byte, radix: 16).leftPadded(to: 2) }.joined()
     }
 
-    /// Whether `target` (a request target) is one of the locator's paths, and which answer it gets;
-    /// `nil` when it is neither. Other methods than GET and HEAD get 405.
-    func answer(_ head: HTTPRequestHead, listener: String, now: Int64) -> Result<BuiltInResponse, Problem>? {
+    /// Whether the request is for one of the locator's paths, and which answer it gets; `nil` when
+    /// it is neither (every other request pays two prefix comparisons, and no clock read). Other
+    /// methods than GET and HEAD get 405.
+    func answer(
+        _ head: HTTPRequestHead, listener: String, now: () -> Int64 = RequestAuthenticator.now
+    ) -> Result<BuiltInResponse, Problem>? {
         let uri = head.uri
         let isDocument = Self.targets(uri, path)
         guard isDocument || Self.targets(uri, publicKeyPath) else { return nil }
@@ -89,7 +92,7 @@ final class CompiledLocator: Sendable {
         if keyUnreadable { return .failure(.locatorUnavailable()) }
         if isDocument {
             guard let variant = variants[listener] else { return .failure(.notFound(path: path)) }
-            return .success(variant.response(ifNoneMatch: head.headers[canonicalForm: "if-none-match"], head: isHead, now: now))
+            return .success(variant.response(ifNoneMatch: head.headers[canonicalForm: "if-none-match"], head: isHead, now: now()))
         }
         guard let body = publicKeyBody else { return .failure(.notFound(path: publicKeyPath)) }
         var headers = HTTPHeaders()

@@ -60,6 +60,9 @@ final class Exchange {
     /// Version stage: the `Vary` value naming the request fields that chose the version, when the
     /// active map read them (precomputed per service).
     var vary: String?
+    /// Version stage: for a request that left out the `{version}` segment, the service path with
+    /// the chosen version in it, which a proxy without `rewrite` forwards instead of the request's.
+    var versionedPrefix: String?
     /// Version stage: the backend a `proxy` handler forwards to, compiled.
     var backend: CompiledBackend?
     /// Rate-limit stage: the most restrictive limit that admitted the request, reported in the response.

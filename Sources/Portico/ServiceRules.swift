@@ -1,3 +1,4 @@
+import Foundation
 import PorticoPolicy
 import Version
 
@@ -13,6 +14,10 @@ final class ServiceRules: Sendable {
         /// The proxy's backend; `nil` only if the policy names one it does not define, which a
         /// validated policy never does (the request is then answered 502).
         let backend: CompiledBackend?
+        /// The service's path with this version in its `{version}` segment (`/api/2/stockquote`),
+        /// for a template that has one: what a request that left the segment out is forwarded as
+        /// when the proxy does not rewrite, so the backend sees the version chosen.
+        let versionedPrefix: String?
     }
 
     let service: CompiledService
@@ -55,11 +60,15 @@ final class ServiceRules: Sendable {
         }
         self.tierLimits = tierLimits
         addressLimit = service.policy.addressRateLimit.map { CompiledRateLimit(kind: .address, name: service.name, policy: $0) }
-        versions = service.policy.versions.mapValues { version in
-            switch version.handler {
-            case .proxy(let proxy): Version(handler: version.handler, backend: backends[proxy.backend])
-            }
-        }
+        let hasVersionSegment = service.template.segments.contains(.version)
+        versions = Dictionary(
+            uniqueKeysWithValues: service.policy.versions.map { number, version in
+                let prefix = hasVersionSegment ? service.policy.path.replacingOccurrences(of: "{version}", with: String(number)) : nil
+                switch version.handler {
+                case .proxy(let proxy):
+                    return (number, Version(handler: version.handler, backend: backends[proxy.backend], versionedPrefix: prefix))
+                }
+            })
         versionNumbers = service.policy.versions.keys.sorted()
         let policy = service.policy
         if policy.readsClientVersion {

@@ -40,6 +40,13 @@ struct BucketResolutionTests {
             path: /plain
             versions:
               1: { proxy: { backend: echo, rewrite: /p1 } }
+          unrewritten:
+            path: /api/{version}/things
+            versions:
+              1: { proxy: { backend: echo } }
+              2: { proxy: { backend: echo } }
+            compatibility:
+              - { clients: "<2.0.0", version: 1 }
         """
     }
 
@@ -210,6 +217,20 @@ struct BucketResolutionTests {
             let plain = try client.request("GET", "/plain/x", headers: [("X-Client-Version", "2.0")])
             #expect(plain.header("X-API-Version") == "1")
             #expect(plain.header("Vary") == nil)
+        }
+    }
+
+    @Test("without a rewrite, a versionless request reaches the backend with the chosen version in its path")
+    func versionlessForwarding() async throws {
+        try await withGateway(policy: Self.policy) { gateway, _ in
+            let client = try gateway.connect()
+            let mapped = try client.request("GET", "/api/things/x/y?z=1", headers: [("X-Client-Version", "1.5")])
+            #expect(mapped.json?["path"] as? String == "/api/1/things/x/y")
+            #expect(mapped.json?["query"] as? String == "z=1")
+            let defaulted = try client.request("GET", "/api/things")
+            #expect(defaulted.json?["path"] as? String == "/api/2/things")
+            // A request that names its version is forwarded as it came.
+            #expect(try client.request("GET", "/api/v1/things/x").json?["path"] as? String == "/api/v1/things/x")
         }
     }
 

@@ -12,7 +12,7 @@ struct RouteStage: RequestStage {
 
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
         if let locator = exchange.policy.locator,
-            let answer = locator.answer(exchange.head, listener: listener, now: RequestAuthenticator.now())
+            let answer = locator.answer(exchange.head, listener: listener)
         {
             exchange.record.service = "(locator)"
             switch answer {

@@ -58,6 +58,7 @@ struct VersionStage: RequestStage {
         exchange.version = version
         exchange.handler = served.handler
         exchange.backend = served.backend
+        if routed.versionless { exchange.versionedPrefix = served.versionedPrefix }
         exchange.record.version = version
         switch served.handler {
         case .proxy(let proxy): exchange.record.backend = proxy.backend
