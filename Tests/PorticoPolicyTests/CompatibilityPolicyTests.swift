@@ -147,3 +147,37 @@ struct CompatibilityPolicyTests {
             ], "\(result.errors)")
     }
 }
+
+/// App versions as clients send them.
+@Suite("Client versions")
+struct ClientVersionTests {
+    @Test("what apps send parses to SemVer; anything else is refused")
+    func parsing() {
+        let accepted: [(String, String)] = [
+            ("2.4.1", "2.4.1"), ("2.4", "2.4.0"), ("3", "3.0.0"), ("2.4.1-beta.2", "2.4.1-beta.2"), ("2.4.1+build.5", "2.4.1"),
+            ("0.0.0", "0.0.0"), ("10.20.30-rc.1+exp", "10.20.30-rc.1"), ("1.0.0-x-y-z", "1.0.0-x-y-z"),
+        ]
+        for (text, normal) in accepted {
+            #expect(ClientVersion.parse(text).map(ClientVersion.describe) == normal, "\(text)")
+        }
+        let refused = [
+            "", "v2.4.1", "+2", "2.", ".2", "2..4", "2.4.1.0", "2.4.1-", "2.4.1+", "2.4.1-a..b", "2.4.1-ä", "2.4.1 beta", "-1.0.0",
+            "1.-1.0", "2.4.x", "1234567890.0.0", String(repeating: "1.", count: 40) + "1",
+        ]
+        for text in refused {
+            #expect(ClientVersion.parse(text) == nil, "\(text)")
+        }
+    }
+
+    @Test("random text never traps, and whatever parses prints back to itself")
+    func randomText() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("0123456789..--++abvZ \u{0}é")
+        for _ in 0..<20_000 {
+            let text = String((0..<Int.random(in: 0...14, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
+            guard let version = ClientVersion.parse(text) else { continue }
+            let printed = ClientVersion.describe(version)
+            #expect(ClientVersion.parse(printed) == version, "\(text) → \(printed)")
+        }
+    }
+}
