@@ -35,10 +35,10 @@ final class CompiledLocator: Sendable {
     /// The signature's `keyid`.
     let keyID: String?
 
-    /// `signingKey` is the policy's key, loaded; `nil` serves the document unsigned.
     /// A key is configured but could not be read: the document is not served (503).
     private let keyUnreadable: Bool
 
+    /// `signingKey` is the policy's key, loaded; `nil` serves the document unsigned.
     init(_ policy: Policy, locator: LocatorPolicy, signingKey: Ed25519SigningKey?, keyUnreadable: Bool = false) {
         self.keyUnreadable = keyUnreadable
         path = locator.path
