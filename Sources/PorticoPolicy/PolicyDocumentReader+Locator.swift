@@ -67,6 +67,20 @@ extension PolicyDocumentReader {
         return policy
     }
 
+    /// The locator is answered before routing: a service whose path holds one of its paths never
+    /// sees requests for it.
+    func warnAboutShadowedRoutes(_ locator: LocatorPolicy, at value: PolicyValue, services: [ServicePolicy]) {
+        for (key, path) in [("path", locator.path), ("publicKeyPath", locator.publicKeyPath)] {
+            for service in services.sorted(by: { $0.name < $1.name }) {
+                guard let template = PathTemplate(service.path) else { continue }
+                let reached = template.match(path[...]) != nil || template.withoutVersion?.match(path[...]) != nil
+                guard reached else { continue }
+                (value.value(forKey: key) ?? value).warning(
+                    "\(path) is also under service \(service.name)'s path \(service.path); the gateway answers it as the locator's")
+            }
+        }
+    }
+
     /// A path the gateway itself answers: absolute, no query, fragment or dot-segment.
     static func servedPath(_ value: PolicyValue) -> String? {
         guard let path = value.nonEmptyString() else { return nil }

@@ -24,7 +24,9 @@ struct PolicyDocumentReader {
         let signatures = single("signatures", in: sections).flatMap(readSignatures) ?? SignaturePolicy()
         let apiKeys = single("apiKeys", in: sections).flatMap(readAPIKeys) ?? APIKeyPolicy()
         let clients = single("clients", in: sections).flatMap(readClients) ?? ClientsPolicy()
-        let locator = single("locator", in: sections).flatMap { readLocator($0, listeners: listeners.map(\.name)) }
+        let locatorValue = single("locator", in: sections)
+        let locator = locatorValue.flatMap { readLocator($0, listeners: listeners.map(\.name)) }
+        if let locator, let locatorValue { warnAboutShadowedRoutes(locator, at: locatorValue, services: services.values.map(\.policy)) }
         warnAboutClearTextKeys(listeners: listenerEntries, services: services.values.map(\.policy))
         let tiers = merged("tiers", in: sections) { readTier($0, name: $1, services: Set(services.keys)) }
         // Keys are checked against every tier named, even one with mistakes of its own, so that a

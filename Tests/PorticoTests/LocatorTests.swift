@@ -253,6 +253,33 @@ struct LocatorTests {
             ], "\(diagnostics)")
     }
 
+    @Test("portico check warns when a service's path holds a locator path, which the gateway answers first")
+    func shadowedRoute() throws {
+        let snapshot = try PolicyLoader().load(sources: [
+            (
+                file: "p.yaml",
+                text: """
+                listeners:
+                  - { name: public, address: 127.0.0.1, port: 0 }
+                backends:
+                  b: { url: "http://127.0.0.1:1" }
+                services:
+                  everything: { path: /, versions: { 1: { proxy: { backend: b } } } }
+                  wellKnown: { path: "/{version}/.well-known", versions: { 1: { proxy: { backend: b } } } }
+                locator:
+                  publicBaseURL: "https://api.example.com"
+                  signingKey: "\(LocatorKeys.signing.file)"
+                """
+            )
+        ])
+        #expect(
+            snapshot.warnings.map(\.description) == [
+                "p.yaml:9: locator: /serviceLocator.json is also under service everything's path /; the gateway answers it as the locator's",
+                "p.yaml:9: locator: /.well-known/portico-locator-keys.json is also under service everything's path /; the gateway answers it as the locator's",
+                "p.yaml:9: locator: /.well-known/portico-locator-keys.json is also under service wellKnown's path /{version}/.well-known; the gateway answers it as the locator's",
+            ], "\(snapshot.warnings)")
+    }
+
     @Test("a signing key that cannot be used is reported against locator.signingKey, and the gateway does not start")
     func unusableKey() async throws {
         let notAKey = LocatorKeys.directory.appendingPathComponent("not-a-key.pem").path
