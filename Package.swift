@@ -9,15 +9,15 @@ let structuredHeaders: Package.Dependency = .package(
     url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0")
 let argumentParser: Package.Dependency = .package(
     url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2")
-// The client library's HMAC and hashes: CryptoKit's API on Apple platforms, its own BoringSSL copy
-// elsewhere, never the system OpenSSL.
 // The compiled policy's swap: a strong reference loaded and replaced atomically (`ManagedAtomic`),
 // which the standard library's Synchronization module does not offer for class references.
 let atomics: Package.Dependency = .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0")
-// Semantic versions of client apps (`X-Client-Version`) and of compatibility-bucket ranges: parsing
-// (tolerant of `2.4` and a leading `v`) and SemVer 2.0 precedence, pre-releases included.
-let semver: Package.Dependency = .package(url: "https://github.com/mxcl/Version.git", from: "2.2.1")
+// The client library's HMAC and hashes, and its check of the locator's Ed25519 signature: CryptoKit's
+// API on Apple platforms, its own BoringSSL copy elsewhere, never the system OpenSSL.
 let crypto: Package.Dependency = .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0")
+// Semantic versions of client apps (`X-Client-Version`) and of compatibility-bucket ranges: parsing
+// (`2.4` is 2.4.0) and SemVer 2.0 precedence, pre-releases included.
+let semver: Package.Dependency = .package(url: "https://github.com/mxcl/Version.git", from: "2.2.1")
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
