@@ -6,16 +6,6 @@ import PorticoPolicy
 import PorticoSigning
 import PorticoUpstream
 
-/// A gateway answer that no backend gives: the service locator and its public key.
-struct BuiltInResponse {
-    var status: HTTPResponseStatus
-    var headers: HTTPHeaders
-    /// `nil` for a 304 and for HEAD.
-    var body: ByteBuffer?
-    /// The length `Content-Length` states (HEAD's is the body's it leaves out); `nil` for a 304.
-    var contentLength: Int?
-}
-
 /// The service locator compiled for one policy snapshot: a document per public base URL, its
 /// `ETag` and `Content-Digest`, and its Ed25519 signature, all made here rather than per request.
 ///
@@ -206,16 +196,6 @@ final class CompiledLocator: Sendable {
             }
             return false
         }
-    }
-}
-
-/// base64url without padding (RFC 4648 §5), as JWKs and ETags here use it.
-enum Base64URL {
-    static func encode(_ bytes: [UInt8]) -> String {
-        var text = Data(bytes).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
     }
 }
 
