@@ -36,8 +36,10 @@ public actor ServiceLocatorClient {
         var document: ServiceLocatorDocument
         var etag: String?
         var freshUntil: Date
-        /// The exact bytes, which a signed 304 is verified against.
+        /// The exact bytes, which a 304 is verified against.
         var body: Data
+        /// The stored response's fields (lowercased names), which a 304 updates.
+        var fields: [String: String]
     }
 
     public nonisolated let url: URL
@@ -142,10 +144,15 @@ public actor ServiceLocatorClient {
         let freshUntil = clock().addingTimeInterval(lifetime(of: response))
         switch response.status {
         case 304 where cached != nil:
-            // The stored 200 takes the 304's fields (RFC 9111 §4.3.4), its new signature among them.
+            // The stored 200 takes the 304's fields (RFC 9111 §4.3.4), its new signature among them;
+            // a 304 without one (an intermediary that drops fields) leaves the stored signature,
+            // which must then still hold.
+            let fields = cached!.fields.merging(response.headers) { _, new in new }
             if let pinnedKey {
-                try LocatorSignatureVerifier.verify(status: 200, headers: response, body: cached!.body, key: pinnedKey, now: clock())
+                let updated = ServiceLocatorResponse(status: 200, headers: fields, body: cached!.body)
+                try LocatorSignatureVerifier.verify(status: 200, headers: updated, body: cached!.body, key: pinnedKey, now: clock())
             }
+            cached!.fields = fields
             cached!.freshUntil = freshUntil
             if let etag = response.header("etag") { cached!.etag = etag }
             return cached!.document
@@ -154,7 +161,8 @@ public actor ServiceLocatorClient {
                 try LocatorSignatureVerifier.verify(status: 200, headers: response, body: response.body, key: pinnedKey, now: clock())
             }
             let document = try ServiceLocatorDocument.decode(response.body)
-            cached = Cached(document: document, etag: response.header("etag"), freshUntil: freshUntil, body: response.body)
+            cached = Cached(
+                document: document, etag: response.header("etag"), freshUntil: freshUntil, body: response.body, fields: response.headers)
             return document
         default:
             throw ServiceLocatorError.httpStatus(response.status)

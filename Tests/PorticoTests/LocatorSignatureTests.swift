@@ -14,7 +14,9 @@ struct LocatorSignatureTests {
     /// between the gateway and the app could).
     final class TamperingTransport: ServiceLocatorTransport {
         enum Tamper: Sendable {
-            case none, flipBodyByte, dropSignature, otherSignatureValue
+            /// `flipBodyByte` and `dropSignature` ask for a full answer (no `If-None-Match`);
+            /// the others change what comes, 200 or 304.
+            case none, flipBodyByte, dropSignature, dropSignatureFrom304, otherSignatureValue
         }
 
         let tamper = Mutex(Tamper.none)
@@ -24,14 +26,14 @@ struct LocatorSignatureTests {
             let tamper = self.tamper.withLock { $0 }
             var headers = headers
             // A changed body needs a full answer, not a 304.
-            if tamper == .flipBodyByte { headers["If-None-Match"] = nil }
+            if tamper == .flipBodyByte || tamper == .dropSignature { headers["If-None-Match"] = nil }
             var response = try await real.get(url, headers: headers)
             switch tamper {
             case .none: break
             case .flipBodyByte:
                 let index = response.body.index(response.body.startIndex, offsetBy: response.body.count / 2)
                 response.body[index] ^= 0x01
-            case .dropSignature:
+            case .dropSignature, .dropSignatureFrom304:
                 response.headers["signature"] = nil
                 response.headers["signature-input"] = nil
             case .otherSignatureValue:
@@ -84,6 +86,22 @@ struct LocatorSignatureTests {
             transport.tamper.withLock { $0 = .none }
             let again = try await client.refresh()
             #expect(again == good)
+
+            // A 304 without the signature fields leaves the stored signature, which holds for now…
+            transport.tamper.withLock { $0 = .dropSignatureFrom304 }
+            let revalidated = try await client.refresh()
+            #expect(revalidated == good)
+            // … but not once it has expired.
+            let offset = Mutex(0.0)
+            let aging = ServiceLocatorClient(
+                url: url, transport: transport, pinnedKey: Self.pinned, clock: { Date().addingTimeInterval(offset.withLock { $0 }) })
+            transport.tamper.withLock { $0 = .none }
+            try await aging.refresh()
+            transport.tamper.withLock { $0 = .dropSignatureFrom304 }
+            offset.withLock { $0 = 120 + 30 + 60 + 5 }
+            await #expect(throws: ServiceLocatorError.invalidSignature) { try await aging.refresh() }
+            #expect(await aging.document == good)
+            transport.tamper.withLock { $0 = .none }
 
             // Signed, but not by the pinned key.
             let otherKey = try PinnedLocatorKey(base64URL: LocatorSigning.base64URL(LocatorKeys.other.key.publicKey))
