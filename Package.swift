@@ -9,12 +9,15 @@ let structuredHeaders: Package.Dependency = .package(
     url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0")
 let argumentParser: Package.Dependency = .package(
     url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2")
-// The client library's HMAC and hashes: CryptoKit's API on Apple platforms, its own BoringSSL copy
-// elsewhere, never the system OpenSSL.
 // The compiled policy's swap: a strong reference loaded and replaced atomically (`ManagedAtomic`),
 // which the standard library's Synchronization module does not offer for class references.
 let atomics: Package.Dependency = .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0")
+// The client library's HMAC and hashes, and its check of the locator's Ed25519 signature: CryptoKit's
+// API on Apple platforms, its own BoringSSL copy elsewhere, never the system OpenSSL.
 let crypto: Package.Dependency = .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0")
+// Semantic versions of client apps (`X-Client-Version`) and of compatibility-bucket ranges: parsing
+// (`2.4` is 2.4.0) and SemVer 2.0 precedence, pre-releases included.
+let semver: Package.Dependency = .package(url: "https://github.com/mxcl/Version.git", from: "2.2.1")
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
@@ -35,7 +38,7 @@ let package = Package(
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
         .library(name: "PorticoClient", targets: ["PorticoClient"]),
     ],
-    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics],
+    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
         .target(
@@ -85,7 +88,7 @@ let package = Package(
         ),
         .target(
             name: "PorticoPolicy",
-            dependencies: [.product(name: "Yams", package: "Yams")],
+            dependencies: [.product(name: "Yams", package: "Yams"), .product(name: "Version", package: "Version")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -102,6 +105,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Atomics", package: "swift-atomics"),
+                .product(name: "Version", package: "Version"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -134,7 +138,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PorticoPolicyTests",
-            dependencies: ["PorticoPolicy"],
+            dependencies: ["PorticoPolicy", .product(name: "Version", package: "Version")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -187,6 +191,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Version", package: "Version"),
             ],
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings

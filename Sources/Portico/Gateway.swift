@@ -82,6 +82,7 @@ public final class Gateway: Sendable {
         var accessLogger = logger
         accessLogger[metadataKey: "log"] = "access"
         let tlsStores = try ListenerTLS.contexts(for: snapshot).mapValues(TLSContextStore.init)
+        _ = try LocatorSigning.key(for: snapshot)  // a locator key that cannot be read fails the start, naming its file
         let limits = snapshot.limits
         var bound: [(name: String, channel: any Channel, connections: ListenerConnections)] = []
         do {
@@ -89,7 +90,7 @@ public final class Gateway: Sendable {
                 let tls = tlsStores[listener.name]
                 let services = GatewayServices(
                     store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
-                    scheme: tls == nil ? "http" : "https")
+                    scheme: tls == nil ? "http" : "https", listener: listener.name)
                 let connections = ListenerConnections(listener: listener.name, limit: limits.maxConnections, logger: logger)
                 let channel: any Channel
                 do {

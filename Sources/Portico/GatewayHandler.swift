@@ -15,6 +15,8 @@ struct GatewayServices: Sendable {
     let rateLimiter: RateLimiter
     let accessLogger: Logger
     let scheme: String
+    /// The listener's policy name: which public base URL the service locator publishes to its clients.
+    var listener: String = ""
 }
 
 /// Carries each request of one connection through the stages and its response back to the client.
@@ -288,6 +290,14 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     private func handle(_ exchange: Exchange, context: ChannelHandlerContext) {
         if let problem = ContentDigestCheck.problem(for: exchange) {
             return perform(machine.handlerAnswered(exchange, problem), context: context)
+        }
+        if let builtIn = exchange.builtIn {
+            exchange.builtIn = nil
+            let head = UpstreamResponseHead(
+                status: Int(builtIn.status.code), headers: builtIn.headers, contentLength: builtIn.contentLength)
+            return handlerReceived(
+                UpstreamEvents(head: head, body: builtIn.body, result: .success(UpstreamMetrics(duration: .zero, newConnections: 0))),
+                for: exchange)
         }
         switch exchange.handler {
         case .proxy(let policy):
