@@ -51,7 +51,7 @@ public final class CompiledPolicy: Sendable {
         services = snapshot.routes.services.map {
             ServiceRules($0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends, clients: policy.clients)
         }
-        signatureRequirements = SignatureRequirements(policy.signatures)
+        signatureRequirements = SignatureRequirements(policy.signatures, clientVersionHeader: policy.clients.versionHeader)
         apiKeyHeader = policy.apiKeys.header.lowercased()
         clientVersionHeader = policy.clients.versionHeader
         clientPlatformHeader = policy.clients.platformHeader

@@ -116,7 +116,7 @@ struct RequestAuthenticator {
         let signature: SignatureFields.Signature
         do {
             signature = try SignatureFields.select(
-                label: settings.label, signatureInput: inputLines.joined(separator: ", "), signature: signatureLines.joined(separator: ", ")
+                label: settings.label, signatureInput: Self.combined(inputLines), signature: Self.combined(signatureLines)
             )
         } catch {
             return .failure(.malformedSignature(Self.sentence(error.description)))
@@ -134,7 +134,7 @@ struct RequestAuthenticator {
         }
         if let missing = compiled.signatureRequirements.firstMissing(
             from: input.components, hasQuery: head.uri.utf8.contains(UInt8(ascii: "?")), hasBody: hasBody,
-            hasClientVersion: head.headers.contains(name: "x-client-version"))
+            hasClientVersion: head.headers.contains(name: compiled.signatureRequirements.clientVersionHeader))
         {
             return .failure(.signatureIncomplete("The signature must cover \(missing); it covers \(Self.list(input.components))."))
         }
@@ -174,6 +174,11 @@ struct RequestAuthenticator {
     }
 
     // MARK: Shared
+
+    /// A field's lines as one value (RFC 9110 §5.3); the usual single line is passed on as it is.
+    private static func combined(_ lines: [String]) -> String {
+        lines.count == 1 ? lines[0] : lines.joined(separator: ", ")
+    }
 
     /// A key proven genuine may still be refused: revoked, or not allowed to call this service.
     static func authorize(_ key: ClientKeyPolicy, service: ServicePolicy) -> Problem? {

@@ -184,6 +184,21 @@ struct CompiledPolicyTests {
                 == .field("x-client-version"))
     }
 
+    @Test("a renamed client-version field is the one a signature must cover when the client sends it")
+    func renamedClientVersionField() throws {
+        let compiled = CompiledPolicy(try TestGateway.snapshot(policy: Self.policy + "\nclients: { versionHeader: X-App-Version }\n"))
+        let requirements = compiled.signatureRequirements
+        #expect(requirements.clientVersionHeader == "X-App-Version")
+        #expect(
+            requirements.firstMissing(
+                from: [.method, .path, .field("x-client-version")], hasQuery: false, hasBody: false, hasClientVersion: true)
+                == .field("x-app-version"))
+        #expect(
+            requirements.firstMissing(
+                from: [.method, .path, .field("x-app-version")], hasQuery: false, hasBody: false, hasClientVersion: true)
+                == nil)
+    }
+
     @Test("the store hands out one compiled policy until a reload swaps in the next, under concurrent readers")
     func storeSwaps() throws {
         let first = try TestGateway.snapshot(policy: Self.policy)
