@@ -70,7 +70,9 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
         guard case .string(let name) = item.bareItem else {
             throw .invalidComponent("component identifiers must be quoted strings")
         }
-        guard !name.isEmpty, !name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else {
+        var bytes = name
+        let hasUppercase = bytes.withUTF8 { $0.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } }
+        guard !name.isEmpty, !hasUppercase else {
             throw .invalidComponent("\"\(name)\" must be lowercase")
         }
         self.name = name
@@ -79,7 +81,8 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
 
     /// Same name and same parameters in the same order: the same serialisation.
     public static func == (lhs: ComponentIdentifier, rhs: ComponentIdentifier) -> Bool {
-        lhs.name == rhs.name && lhs.parameters.elementsEqual(rhs.parameters) { $0.key == $1.key && $0.value == $1.value }
+        guard lhs.name == rhs.name, lhs.parameters.count == rhs.parameters.count else { return false }
+        return lhs.parameters.isEmpty || lhs.parameters.elementsEqual(rhs.parameters) { $0.key == $1.key && $0.value == $1.value }
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -38,9 +38,17 @@ public struct HTTPRequestParts: SignableRequest, Sendable {
 
     /// Whether `name` equals `lowercase` (already lowercase) ignoring ASCII case, without copying.
     static func equalIgnoringASCIICase(_ name: String, _ lowercase: String) -> Bool {
-        name.utf8.count == lowercase.utf8.count
-            && zip(name.utf8, lowercase.utf8).allSatisfy { pair in
-                (pair.0 >= 0x41 && pair.0 <= 0x5A ? pair.0 | 0x20 : pair.0) == pair.1
+        guard name.utf8.count == lowercase.utf8.count else { return false }
+        var name = name
+        var lowercase = lowercase
+        return name.withUTF8 { name in
+            lowercase.withUTF8 { lowercase in
+                for index in 0..<name.count {
+                    let byte = name[index]
+                    if (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) != lowercase[index] { return false }
+                }
+                return true
             }
+        }
     }
 }
