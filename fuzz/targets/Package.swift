@@ -13,10 +13,13 @@ import PackageDescription
 // The gateway target drives internal types (the connection pipeline, `GatewayServices`) through
 // `@testable import Portico`, so the package is built with `-enable-testing`. Those types are the
 // server's inside, not an API anyone should program against; widening their access for a fuzzer
-// would make them one. The other targets use public API only.
+// would make them one. FuzzSignatureFields reaches the signing module's internal dictionary parser
+// the same way, to check it against swift-http-structured-headers'. The other targets use public API only.
 let nio: Package.Dependency = .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2")
 
 let log: Package.Dependency = .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2")
+
+let structuredHeaders: Package.Dependency = .package(url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0")
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
@@ -26,7 +29,7 @@ let swiftSettings: [SwiftSetting] = [
 let package = Package(
     name: "PorticoFuzz",
     platforms: [.macOS(.v14)],
-    dependencies: [.package(name: "Portico", path: "../.."), nio, log],
+    dependencies: [.package(name: "Portico", path: "../.."), nio, log, structuredHeaders],
     targets: [
         // libFuzzer's driver, declared for Swift (`LLVMFuzzerRunDriver`), and the `main` each target calls.
         .target(name: "CLibFuzzer"),
@@ -34,7 +37,11 @@ let package = Package(
         // Signature-Input and Signature parsing, round trips and signature bases (PorticoSigning).
         .executableTarget(
             name: "FuzzSignatureFields",
-            dependencies: ["FuzzSupport", .product(name: "PorticoSigning", package: "Portico")],
+            dependencies: [
+                "FuzzSupport", .product(name: "PorticoSigning", package: "Portico"),
+                // The reference the signing module's own dictionary parser is checked against.
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Policy YAML through the whole loader: diagnostics, never a crash (PorticoPolicy).

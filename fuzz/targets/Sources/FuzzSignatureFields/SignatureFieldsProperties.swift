@@ -1,4 +1,6 @@
-import PorticoSigning
+import RawStructuredFieldValues
+
+@testable import PorticoSigning
 
 /// What must hold for any pair of `Signature-Input`/`Signature` values the parser accepts.
 ///
@@ -25,6 +27,8 @@ enum SignatureFieldsProperties {
         ])
 
     static func check(signatureInput: String, signature: String) {
+        agreesWithTheLibrary(signatureInput)
+        agreesWithTheLibrary(signature)
         for label in [nil, "sig1"] {
             guard let parsed = try? SignatureFields.select(label: label, signatureInput: signatureInput, signature: signature) else {
                 continue
@@ -33,6 +37,44 @@ enum SignatureFieldsProperties {
             roundTrip(parsed)
             signatureBase(parsed.input)
             signAndVerify(parsed)
+        }
+    }
+
+    /// The signing module's dictionary parser accepts what swift-http-structured-headers' accepts,
+    /// with the same keys and values, except a repeated key, which it refuses; and it accepts
+    /// nothing the library refuses.
+    private static func agreesWithTheLibrary(_ value: String) {
+        var parser = StructuredFieldValueParser(Array(value.utf8))
+        let library = try? parser.parseDictionaryFieldValue()
+        let ours: StructuredDictionary
+        do {
+            ours = try StructuredDictionary.parse(value)
+        } catch {
+            guard let library else { return }
+            guard let key = error.duplicateKey else { preconditionFailure("refused what the library accepts (\(error)): \(value)") }
+            precondition(library[key] != nil, "refused a repeat of \(key), which is no key of the value: \(value)")
+            return
+        }
+        guard let library else { preconditionFailure("accepted what the library refuses: \(value)") }
+        precondition(ours.members.map(\.key) == library.map(\.0), "the keys differ from the library's: \(value)")
+        for (mine, (_, theirs)) in zip(ours.members, library) {
+            precondition(same(mine.value, theirs), "member \(mine.key) differs from the library's reading: \(value)")
+        }
+    }
+
+    private static func same(_ mine: StructuredDictionary.Value, _ theirs: ItemOrInnerList) -> Bool {
+        func same(_ mine: StructuredDictionary.Item, _ theirs: Item) -> Bool {
+            mine.bareItem == theirs.rfc9651BareItem && sameParameters(mine.parameters, theirs.rfc9651Parameters)
+        }
+        func sameParameters(_ mine: [(key: String, value: RFC9651BareItem)], _ theirs: OrderedMap<String, RFC9651BareItem>) -> Bool {
+            mine.count == theirs.count && zip(mine, theirs).allSatisfy { $0.key == $1.0 && $0.value == $1.1 }
+        }
+        switch (mine, theirs) {
+        case (.item(let item), .item(let other)): return same(item, other)
+        case (.innerList(let items, let parameters), .innerList(let list)):
+            return items.count == list.bareInnerList.count && zip(items, list.bareInnerList).allSatisfy { same($0, $1) }
+                && sameParameters(parameters, list.rfc9651Parameters)
+        default: return false
         }
     }
 
