@@ -14,6 +14,12 @@ let argumentParser: Package.Dependency = .package(
 // The compiled policy's swap: a strong reference loaded and replaced atomically (`ManagedAtomic`),
 // which the standard library's Synchronization module does not offer for class references.
 let atomics: Package.Dependency = .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0")
+// Operations: counters and histograms through swift-metrics, scraped as Prometheus text, and the
+// process's start-up and graceful shutdown (signals) through swift-service-lifecycle.
+let metrics: Package.Dependency = .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0")
+let prometheus: Package.Dependency = .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1")
+let lifecycle: Package.Dependency = .package(
+    url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0")
 let crypto: Package.Dependency = .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0")
 
 let swiftSettings: [SwiftSetting] = [
@@ -35,7 +41,7 @@ let package = Package(
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
         .library(name: "PorticoClient", targets: ["PorticoClient"]),
     ],
-    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics],
+    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, metrics, prometheus, lifecycle],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
         .target(
@@ -102,6 +108,9 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Atomics", package: "swift-atomics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -129,6 +138,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

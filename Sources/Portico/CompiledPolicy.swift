@@ -24,8 +24,14 @@ public final class CompiledPolicy: Sendable {
     let signatureRequirements: SignatureRequirements
     /// `apiKeys.header`, lowercased: the field not forwarded upstream, since it holds the secret.
     let apiKeyHeader: String
+    /// The metrics this policy's requests update (none for a policy compiled without a gateway).
+    let requestMetrics: RequestMetrics?
 
-    public init(_ snapshot: PolicySnapshot) {
+    public convenience init(_ snapshot: PolicySnapshot) {
+        self.init(snapshot, metrics: nil)
+    }
+
+    init(_ snapshot: PolicySnapshot, metrics: GatewayMetrics?) {
         let policy = snapshot.policy
         self.snapshot = snapshot
         credentials = Credentials(policy: policy)
@@ -38,6 +44,7 @@ public final class CompiledPolicy: Sendable {
         }
         signatureRequirements = SignatureRequirements(policy.signatures)
         apiKeyHeader = policy.apiKeys.header.lowercased()
+        requestMetrics = metrics?.requestMetrics(for: snapshot)
     }
 
     /// The rules of a service the route table returned.

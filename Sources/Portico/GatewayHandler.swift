@@ -15,6 +15,10 @@ struct GatewayServices: Sendable {
     let rateLimiter: RateLimiter
     let accessLogger: Logger
     let scheme: String
+    /// The access log's dedicated writer; without one, lines go to `accessLogger`.
+    var accessLogWriter: AccessLogWriter? = nil
+    /// Where TLS handshakes and error answers are counted (requests count into their policy's).
+    var metrics: GatewayMetrics? = nil
 }
 
 /// Carries each request of one connection through the stages and its response back to the client.
@@ -65,7 +69,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         self.policy = PolicyStore.Reader(services.store)
         self.stages = stages
         self.proxy = ProxyHandler(upstream: services.upstream, concurrency: services.rateLimiter.concurrency, scheme: services.scheme)
-        self.accessLog = AccessLogObserver(logger: services.accessLogger)
+        self.accessLog = AccessLogObserver(logger: services.accessLogger, writer: services.accessLogWriter)
         self.timeouts = timeouts
     }
 
@@ -85,6 +89,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         switch event {
         case let completed as TLSHandshakeCompleted:
             client.tls = completed.info
+            services.metrics?.tlsHandshakeCompleted()
         case is ChannelShouldQuiesceEvent:
             pipelined.removeAll()
             perform(machine.quiesce(), context: context)
@@ -130,6 +135,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // A TLS connection that closes before its handshake completed: refused, failed or abandoned.
+        if client.tls == nil && services.scheme == "https" { services.metrics?.tlsHandshakeFailed() }
         pipelined.removeAll()
         readHeld = false
         perform(machine.channelInactive(), context: context)
@@ -363,6 +370,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         ResponseDecoration.decorate(&head, for: exchange, closing: closing)
         exchange.record.status = problem.status.code
         exchange.record.bytesSent = body.readableBytes
+        services.metrics?.problemAnswered(problem)
         accessLog.exchangeEnded(exchange)
         if after == .nextRequest { timeouts.responseEndSent() }
         context.write(wrapOutboundOut(.head(head)), promise: nil)

@@ -1,0 +1,351 @@
+import Foundation
+import NIOConcurrencyHelpers
+import PorticoDemoBackends
+import PorticoPolicy
+import Testing
+
+@testable import Portico
+
+@Suite("Policy reload: one path for SIGHUP and the admin API, a dry run, refusals")
+struct PolicyReloadTests {
+    static let secretOne = "k1-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+    static let secretTwo = "k2-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+
+    /// Two backends (`alpha`, `beta`), an `apiKey` service `svc` and an open service `other`, two
+    /// keys of tier `standard`.
+    static func files(_ ports: [Int]) -> [String: String] {
+        [
+            "backends.yaml": """
+            backends:
+              alpha: { url: "http://127.0.0.1:\(ports[0])" }
+              beta: { url: "http://127.0.0.1:\(ports[1])", rateLimit: { rate: 1000/s, burst: 100 } }
+            """,
+            "services.yaml": """
+            services:
+              svc:
+                path: /svc
+                auth: apiKey
+                versions:
+                  1: { proxy: { backend: alpha } }
+              other:
+                path: /other
+                versions:
+                  1: { proxy: { backend: beta } }
+            """,
+            "keys.yaml": keysFile(k2: true, k1Status: "active"),
+            "k1.secret": secretOne,
+            "k2.secret": secretTwo,
+        ]
+    }
+
+    static func keysFile(k2: Bool, k1Status: String, rate: String = "100/s") -> String {
+        var text = """
+            tiers:
+              standard: { rate: \(rate), burst: 50 }
+            keys:
+              k1: { secretFile: k1.secret, status: \(k1Status), services: ["*"], tier: standard }
+
+            """
+        if k2 { text += "  k2: { secretFile: k2.secret, services: [svc], tier: standard }\n" }
+        return text
+    }
+
+    @Test("a dry run reports exactly the differences made, and changes nothing; the reload then applies them")
+    func dryRun() async throws {
+        try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, servers in
+            let before = gateway.gateway.store.revision
+            // Added: service `extra`, version svc/2, beta's maxConcurrent. Removed: key k2.
+            // Changed: tier standard's rate; backend beta (its maxConcurrent).
+            try gateway.write(
+                "services.yaml",
+                """
+                services:
+                  svc:
+                    path: /svc
+                    auth: apiKey
+                    versions:
+                      1: { proxy: { backend: alpha } }
+                      2: { proxy: { backend: beta } }
+                  other:
+                    path: /other
+                    versions:
+                      1: { proxy: { backend: beta } }
+                  extra:
+                    path: /extra
+                    versions:
+                      1: { proxy: { backend: alpha } }
+                """)
+            try gateway.write("keys.yaml", Self.keysFile(k2: false, k1Status: "active", rate: "200/s"))
+            try gateway.write(
+                "backends.yaml",
+                """
+                backends:
+                  alpha: { url: "http://127.0.0.1:\(servers[0].port)" }
+                  beta: { url: "http://127.0.0.1:\(servers[1].port)", rateLimit: { rate: 1000/s, burst: 100 }, maxConcurrent: 8 }
+                """)
+            let expected: [String: [String: [String]]] = [
+                "services": ["added": ["extra"], "removed": [], "changed": []],
+                "versions": ["added": ["extra/1", "svc/2"], "removed": [], "changed": []],
+                "keys": ["added": [], "removed": ["k2"], "changed": []],
+                "limits": ["added": ["backends.beta.maxConcurrent"], "removed": [], "changed": ["tiers.standard"]],
+                "backends": ["added": [], "removed": [], "changed": ["beta"]],
+                "settings": ["added": [], "removed": [], "changed": []],
+            ]
+
+            let dry = try await offThePool { try gateway.adminRequest("POST", "/admin/reload?dryRun=true") }
+            #expect(dry.status == 200, "\(dry.bodyText)")
+            let report = try #require(dry.json)
+            #expect(report["result"] as? String == "dry-run")
+            #expect(report["applied"] as? Bool == false)
+            #expect(report["generation"] as? Int == 0)
+            #expect(report["changes"] as? [String: [String: [String]]] == expected)
+            // Nothing moved: same revision, and the new service is not routed.
+            #expect(gateway.gateway.store.revision == before)
+            let client = try RawHTTPClient(port: gateway.port)
+            #expect(try client.request("GET", "/extra/x").status == 404)
+
+            let real = try await offThePool { try gateway.adminRequest("POST", "/admin/reload") }
+            #expect(real.status == 200, "\(real.bodyText)")
+            let applied = try #require(real.json)
+            #expect(applied["result"] as? String == "applied")
+            #expect(applied["generation"] as? Int == 1)
+            #expect(applied["changes"] as? [String: [String: [String]]] == expected)
+            #expect(applied["hash"] as? String != before.contentHash)
+            #expect(gateway.gateway.store.revision.generation == 1)
+            let routed = try client.request("GET", "/extra/x")
+            #expect(routed.status == 200)
+            #expect(routed.bodyText == "alpha")
+            // k2 is gone: its secret no longer opens svc.
+            let removed = try client.request("GET", "/svc/x", headers: [("X-API-Key", "k2.\(Self.secretTwo)")])
+            #expect(removed.status == 401)
+        }
+    }
+
+    @Test("revoking a key by reload: its next request, on the same connection, gets 403")
+    func revokeKey() async throws {
+        try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, _ in
+            let client = try RawHTTPClient(port: gateway.port)
+            let key = [("X-API-Key", "k1.\(Self.secretOne)")]
+            #expect(try client.request("GET", "/svc/a", headers: key).status == 200)
+
+            try gateway.write("keys.yaml", Self.keysFile(k2: true, k1Status: "revoked"))
+            let reload = try await offThePool { try gateway.adminRequest("POST", "/admin/reload") }
+            #expect(reload.status == 200, "\(reload.bodyText)")
+            let changes = try #require(reload.json?["changes"] as? [String: [String: [String]]])
+            #expect(changes["keys"]?["changed"] == ["k1"])
+
+            let refused = try client.request("GET", "/svc/a", headers: key)
+            #expect(refused.status == 403)
+            #expect(refused.json?["type"] as? String == "urn:portico:problem:key-revoked")
+            // The other key is untouched.
+            #expect(try client.request("GET", "/svc/a", headers: [("X-API-Key", "k2.\(Self.secretTwo)")]).status == 200)
+        }
+    }
+
+    @Test("a broken policy pushed mid-load is refused with 422 naming every error; traffic and the generation are unaffected")
+    func brokenPolicyMidLoad() async throws {
+        try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, _ in
+            let load = LoadGenerator(port: gateway.port, connections: 4, target: "/other/x", accepted: ["beta"])
+            load.start()
+            // Some traffic before the push, so the load is under way when it lands.
+            #expect(await eventually { load.completed >= 40 })
+
+            try gateway.write(
+                "services.yaml",
+                """
+                services:
+                  svc:
+                    path: svc-without-slash
+                    auth: apiKey
+                    versions:
+                      1: { proxy: { backend: gamma } }
+                  other:
+                    path: /other
+                    versions:
+                      1: { proxy: { backend: beta } }
+                """)
+            let refused = try await offThePool { try gateway.adminRequest("POST", "/admin/reload") }
+            #expect(refused.status == 422)
+            #expect(refused.header("content-type") == "application/problem+json")
+            let problem = try #require(refused.json)
+            #expect(problem["type"] as? String == "urn:portico:problem:policy-invalid")
+            #expect(problem["generation"] as? Int == 0)
+            let errors = try #require(problem["errors"] as? [[String: Any]])
+            let located = Set(
+                errors.map { "\(($0["file"] as? String ?? "").split(separator: "/").last ?? ""):\($0["keyPath"] as? String ?? "")" })
+            // The service's two mistakes, and the key that names the service they broke.
+            #expect(
+                located == [
+                    "services.yaml:services.svc.path", "services.yaml:services.svc.versions.1.proxy.backend",
+                    "keys.yaml:keys.k2.services.0",
+                ])
+            #expect(errors.allSatisfy { !($0["message"] as? String ?? "").isEmpty })
+
+            let policy = try await offThePool { try gateway.adminRequest("GET", "/admin/policy") }
+            #expect((policy.json?["revision"] as? [String: Any])?["generation"] as? Int == 0)
+            let during = load.completed
+            #expect(await eventually { load.completed >= during + 40 })
+            let result = await load.stop()
+            #expect(result.failures == [])
+            #expect(result.connectionsLost == 0)
+            #expect(gateway.gateway.metrics.render().contains(#"portico_policy_reloads_total{result="refused"} 1"#))
+        }
+    }
+
+    @Test("reload under load: 32 keep-alive TLS connections for 10 s, 20 reloads alternating two policies, nothing fails")
+    func reloadUnderLoad() async throws {
+        // Policy A sends /svc to alpha, policy B to beta: every answer must be one of the two.
+        let serviceFile = { (backend: String) in
+            """
+            services:
+              svc:
+                path: /svc
+                versions:
+                  1: { proxy: { backend: \(backend) } }
+            """
+        }
+        try await withReloadableGateway(
+            backends: [namedBackend("alpha"), namedBackend("beta")], tls: TestCertificates.listenerTLS("localhost"),
+            files: { ports in
+                [
+                    "backends.yaml": """
+                    backends:
+                      alpha: { url: "http://127.0.0.1:\(ports[0])" }
+                      beta: { url: "http://127.0.0.1:\(ports[1])" }
+                    """,
+                    "services.yaml": serviceFile("alpha"),
+                ]
+            }
+        ) { gateway, _ in
+            let load = LoadGenerator(port: gateway.port, connections: 32, target: "/svc/x", accepted: ["alpha", "beta"], tls: true)
+            let start = ContinuousClock.now
+            load.start()
+            var generations: [Int] = []
+            for reload in 1...20 {
+                // Spread over the 10 s.
+                try await Task.sleep(until: start + .milliseconds(450 * reload))
+                try gateway.write("services.yaml", serviceFile(reload % 2 == 1 ? "beta" : "alpha"))
+                let response = try await offThePool { try gateway.adminRequest("POST", "/admin/reload") }
+                #expect(response.status == 200, "\(response.bodyText)")
+                generations.append(response.json?["generation"] as? Int ?? -1)
+            }
+            try await Task.sleep(until: start + .seconds(10))
+            let result = await load.stop()
+            #expect(generations == Array(1...20))
+            #expect(result.failures == [])
+            #expect(result.connectionsLost == 0)
+            // Every connection worked throughout, and both policies answered.
+            #expect(result.perConnection.allSatisfy { $0 > 0 })
+            #expect(result.bodies == ["alpha", "beta"])
+            #expect(gateway.gateway.store.revision.generation == 20)
+        }
+    }
+}
+
+/// Keep-alive clients that send requests back to back, each on a thread of its own, until
+/// stopped; every answer must be 200 with one of the `accepted` bodies.
+final class LoadGenerator: Sendable {
+    struct Result {
+        var failures: [String]
+        var connectionsLost: Int
+        var perConnection: [Int]
+        var bodies: Set<String>
+    }
+
+    let port: Int
+    let connections: Int
+    let target: String
+    let accepted: Set<String>
+    let tls: Bool
+    private let state = NIOLockedValueBox(State())
+
+    private struct State {
+        var stopping = false
+        var finished = 0
+        var completed = 0
+        var failures: [String] = []
+        var lost = 0
+        var perConnection: [Int] = []
+        var bodies: Set<String> = []
+        var done: CheckedContinuation<Void, Never>?
+    }
+
+    init(port: Int, connections: Int, target: String, accepted: Set<String>, tls: Bool = false) {
+        self.port = port
+        self.connections = connections
+        self.target = target
+        self.accepted = accepted
+        self.tls = tls
+    }
+
+    var completed: Int { state.withLockedValue { $0.completed } }
+
+    func start() {
+        for _ in 0..<connections {
+            Thread.detachNewThread { self.run() }
+        }
+    }
+
+    private func run() {
+        var count = 0
+        defer { finish(count) }
+        let send: () throws -> RawHTTPClient.Response
+        do {
+            if tls {
+                let client = try TLSTestClient(port: port)
+                send = { try client.request("GET", self.target) }
+            } else {
+                let client = try RawHTTPClient(port: port)
+                send = { try client.request("GET", self.target) }
+            }
+        } catch {
+            state.withLockedValue { $0.failures.append("connect: \(error)") }
+            return
+        }
+        while !state.withLockedValue({ $0.stopping }) {
+            do {
+                let response = try send()
+                let body = response.bodyText
+                guard response.status == 200, accepted.contains(body) else {
+                    state.withLockedValue { $0.failures.append("\(response.status) \(body)") }
+                    return
+                }
+                count += 1
+                state.withLockedValue {
+                    $0.completed += 1
+                    $0.bodies.insert(body)
+                }
+            } catch {
+                state.withLockedValue { $0.lost += 1 }
+                return
+            }
+        }
+    }
+
+    private func finish(_ count: Int) {
+        let done = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            state.finished += 1
+            state.perConnection.append(count)
+            guard state.finished == connections else { return nil }
+            defer { state.done = nil }
+            return state.done
+        }
+        done?.resume()
+    }
+
+    /// Stops every client after its current request and waits for all of them.
+    func stop() async -> Result {
+        await withCheckedContinuation { continuation in
+            let now = state.withLockedValue { state -> Bool in
+                state.stopping = true
+                guard state.finished < connections else { return true }
+                state.done = continuation
+                return false
+            }
+            if now { continuation.resume() }
+        }
+        return state.withLockedValue {
+            Result(failures: $0.failures, connectionsLost: $0.lost, perConnection: $0.perConnection, bodies: $0.bodies)
+        }
+    }
+}
