@@ -135,7 +135,10 @@ extension String {
 struct RequestMetrics: Sendable {
     /// Indexed like ``RouteTable/services``; per version, the five status-class counters.
     private let services: [[Int: [CoreMetrics.Counter]]]
-    /// Requests that matched no service, or named a version the service does not have.
+    /// Per service, requests answered before a version was chosen (refused by authentication,
+    /// an unknown version), counted with an empty `version`.
+    private let unversioned: [[CoreMetrics.Counter]]
+    /// Requests that matched no service (`service` and `version` empty).
     private let unrouted: [CoreMetrics.Counter]
     private let upstream: [String: CoreMetrics.Timer]
     let requestDuration: CoreMetrics.Timer
@@ -152,6 +155,7 @@ struct RequestMetrics: Sendable {
             Dictionary(
                 uniqueKeysWithValues: service.policy.versions.keys.map { ($0, counters(service: service.name, version: String($0))) })
         }
+        unversioned = snapshot.routes.services.map { counters(service: $0.name, version: "") }
         unrouted = counters(service: "", version: "")
         upstream = snapshot.policy.backends.mapValues {
             CoreMetrics.Timer(label: "portico_upstream_duration_seconds", dimensions: [("backend", $0.name)], factory: factory)
@@ -163,8 +167,12 @@ struct RequestMetrics: Sendable {
     func exchangeEnded(_ exchange: Exchange) {
         let status = Int(exchange.record.status)
         let statusClass = min(max(status / 100, 1), 5) - 1
-        if let service = exchange.routed?.service.index, let version = exchange.version, let counters = services[service][version] {
-            counters[statusClass].increment()
+        if let service = exchange.routed?.service.index {
+            if let version = exchange.version, let counters = services[service][version] {
+                counters[statusClass].increment()
+            } else {
+                unversioned[service][statusClass].increment()
+            }
         } else {
             unrouted[statusClass].increment()
         }
