@@ -140,8 +140,8 @@ extension PolicyDiff {
 
 /// The content hash of a policy: SHA-256 over each file's name (without its directory) and text,
 /// in name order, as hex. Secret and certificate files the policy names are not part of it.
-enum PolicyContentHash {
-    static func of(_ sources: [(file: String, text: String)]) -> String {
+public enum PolicyContentHash {
+    public static func of(_ sources: [(file: String, text: String)]) -> String {
         var bytes: [UInt8] = []
         for source in sources {
             let name = source.file.split(separator: "/").last.map(String.init) ?? source.file
