@@ -11,8 +11,8 @@ import Prometheus
 /// classes, refusal kinds, authentication-failure reasons and reload results are fixed lists.
 /// Every handle is made up front (at start, or when a policy is compiled), so the request path
 /// never looks a metric up by name or takes the factory's lock: a request costs an atomic
-/// increment per counter and one record per duration histogram (swift-prometheus's histogram
-/// records under its own lock; see `docs/operations.md`).
+/// increment for its counter and three for each of its two duration histograms
+/// (``AtomicDurationHistogram``), and no lock.
 public final class GatewayMetrics: Sendable {
     /// Rate-limit refusals, by the limit that refused.
     enum RefusalKind: String, CaseIterable {
@@ -33,7 +33,7 @@ public final class GatewayMetrics: Sendable {
     static let statusClasses = ["1xx", "2xx", "3xx", "4xx", "5xx"]
 
     public let registry: PrometheusCollectorRegistry
-    let factory: PrometheusMetricsFactory
+    let factory: GatewayMetricsFactory
     let requestDuration: CoreMetrics.Timer
     let tlsHandshakes: CoreMetrics.Counter
     let tlsHandshakeFailures: CoreMetrics.Counter
@@ -46,13 +46,13 @@ public final class GatewayMetrics: Sendable {
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
-        var factory = PrometheusMetricsFactory(registry: registry)
         let buckets: [Duration] = [
             .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
             .seconds(5), .seconds(10), .seconds(30),
         ]
-        factory.defaultDurationHistogramBuckets = buckets
+        let factory = GatewayMetricsFactory(
+            prometheus: PrometheusMetricsFactory(registry: registry), histograms: AtomicDurationHistograms(bounds: buckets))
         self.factory = factory
         requestDuration = CoreMetrics.Timer(label: "portico_request_duration_seconds", dimensions: [], factory: factory)
         tlsHandshakes = CoreMetrics.Counter(label: "portico_tls_handshakes_total", dimensions: [], factory: factory)
@@ -82,7 +82,11 @@ public final class GatewayMetrics: Sendable {
     }
 
     /// The registry's content in Prometheus's text format (version 0.0.4).
-    public func render() -> String { registry.emitToString() }
+    public func render() -> String {
+        var text = registry.emitToString()
+        factory.histograms.render(into: &text)
+        return text
+    }
 
     /// Counts what an error answer says about authentication and limits. Only failures come here.
     func problemAnswered(_ problem: Problem) {
@@ -143,7 +147,7 @@ struct RequestMetrics: Sendable {
     private let upstream: [String: CoreMetrics.Timer]
     let requestDuration: CoreMetrics.Timer
 
-    init(snapshot: PolicySnapshot, factory: PrometheusMetricsFactory) {
+    init(snapshot: PolicySnapshot, factory: GatewayMetricsFactory) {
         func counters(service: String, version: String) -> [CoreMetrics.Counter] {
             GatewayMetrics.statusClasses.map {
                 CoreMetrics.Counter(
