@@ -62,7 +62,8 @@ private struct FieldWriter {
         case .json:
             out.append(UInt8(ascii: "\""))
             out.append(contentsOf: bytes)
-            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+            out.append(UInt8(ascii: "\""))
+            out.append(UInt8(ascii: ":"))
         case .logfmt:
             out.append(contentsOf: bytes)
             out.append(UInt8(ascii: "="))
@@ -153,21 +154,41 @@ private struct FieldWriter {
     private static let hex = Array("0123456789abcdef".utf8)
 
     /// A JSON string: quotes, backslashes and control characters escaped; other bytes as they are
-    /// (Swift strings are valid UTF-8).
+    /// (Swift strings are valid UTF-8). Most values need no escape and are copied in one go.
     private mutating func appendJSONString(_ value: some StringProtocol) {
         out.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0..<0x20, 0x7F:
-                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                out.append(Self.hex[Int(byte >> 4)])
-                out.append(Self.hex[Int(byte & 0xF)])
-            default: out.append(byte)
-            }
+        var plain = true
+        for byte in value.utf8 where Self.needsJSONEscape(byte) {
+            plain = false
+            break
+        }
+        if plain {
+            out.append(contentsOf: value.utf8)
+        } else {
+            for byte in value.utf8 { appendJSONByte(byte) }
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    @inline(__always)
+    private static func needsJSONEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+    }
+
+    private mutating func appendJSONByte(_ byte: UInt8) {
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+            out.append(UInt8(ascii: "\\"))
+            out.append(byte)
+        case 0..<0x20, 0x7F:
+            out.append(UInt8(ascii: "\\"))
+            out.append(UInt8(ascii: "u"))
+            out.append(UInt8(ascii: "0"))
+            out.append(UInt8(ascii: "0"))
+            out.append(Self.hex[Int(byte >> 4)])
+            out.append(Self.hex[Int(byte & 0xF)])
+        default: out.append(byte)
+        }
     }
 
     /// A logfmt value: bare when it is only visible characters other than `"`, `=` and `\`;

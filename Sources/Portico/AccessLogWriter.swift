@@ -55,7 +55,9 @@ public final class AccessLogWriter: Sendable {
         self.flushInterval = flushInterval
         self.maxBufferedBytes = maxBufferedBytes
         self.line = AccessLogLine(format: format)
-        self.state = NIOLockedValueBox(State())
+        var state = State()
+        state.pending.reserveCapacity(batchBytes * 2)
+        self.state = NIOLockedValueBox(state)
         self.condition = NSConditionBox()
         let thread = Thread { [self] in self.run() }
         thread.name = "portico.access-log"
@@ -103,19 +105,25 @@ public final class AccessLogWriter: Sendable {
 
     private func run() {
         let interval = Double(flushInterval.components.seconds) + Double(flushInterval.components.attoseconds) / 1e18
+        // Two buffers trade places: the event loops append to one while this thread writes the
+        // other, and each keeps its capacity, so appending never allocates or faults in new pages
+        // once both have grown to a batch's size.
+        var batch: [UInt8] = []
+        batch.reserveCapacity(batchBytes * 2)
         while true {
             condition.wait(timeout: interval) {
                 self.state.withLockedValue { $0.pending.count >= self.batchBytes || $0.stopping }
             }
-            let (batch, stopping) = state.withLockedValue { state -> ([UInt8], Bool) in
-                defer { state.pending.removeAll(keepingCapacity: true) }
-                return (state.pending, state.stopping)
+            let stopping = state.withLockedValue { state -> Bool in
+                swap(&state.pending, &batch)
+                return state.stopping
             }
             writeAll(batch)
             state.withLockedValue {
                 $0.written += batch.count
                 if stopping { $0.stopped = true }
             }
+            batch.removeAll(keepingCapacity: true)
             condition.broadcast()
             if stopping { return }
         }
