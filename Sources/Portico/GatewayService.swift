@@ -22,12 +22,15 @@ public struct GatewayService: Service {
     public let reloader: PolicyReloader?
     public let accessLogWriter: AccessLogWriter?
     public let drainTimeout: Duration
+    /// How often the policy directory is looked at for changes; nil (the default) never.
+    public let watchInterval: Duration?
     private let logger: Logger
 
     public init(
         gateway: Gateway, admin: AdminServer?, reloader: PolicyReloader?, accessLogWriter: AccessLogWriter?,
-        drainTimeout: Duration, logger: Logger
+        drainTimeout: Duration, watchInterval: Duration? = nil, logger: Logger
     ) {
+        self.watchInterval = watchInterval
         self.gateway = gateway
         self.admin = admin
         self.reloader = reloader
@@ -43,6 +46,14 @@ public struct GatewayService: Service {
                 group.addTask {
                     // The same path as POST /admin/reload; the reloader logs what it did.
                     for await _ in hangUps { _ = await reloader.reload() }
+                }
+                if let watchInterval {
+                    group.addTask {
+                        // Polling the files' hash: portable, and cheap at a few small files per look.
+                        while (try? await Task.sleep(for: watchInterval)) != nil {
+                            _ = await reloader.reloadIfChanged()
+                        }
+                    }
                 }
             }
             // Returns when the group shuts down gracefully (or throws when it is cancelled).

@@ -17,6 +17,9 @@ public actor PolicyReloader {
     public let directory: String
     private let gateway: Gateway
     private let logger: Logger
+    /// The content hash the directory watch last tried (applied or refused), so that a broken
+    /// policy on disk is reported once, not at every look.
+    private var lastWatched: String?
 
     public init(gateway: Gateway, directory: String, logger: Logger) {
         self.gateway = gateway
@@ -26,11 +29,32 @@ public actor PolicyReloader {
 
     /// Reads the directory and, unless `dryRun`, installs what it holds.
     public func reload(dryRun: Bool = false) -> ReloadOutcome {
+        let sources: [(file: String, text: String)]
+        do throws(PolicyError) {
+            sources = try PolicyLoader().readSources(directory: directory)
+        } catch {
+            return refused(error.diagnostics, dryRun: dryRun)
+        }
+        return reload(sources, hash: PolicyContentHash.of(sources), dryRun: dryRun)
+    }
+
+    /// The directory watch's look (off by default; `portico serve --watch-policies`): reloads when
+    /// the policy files' content hash differs from the active policy's and from the last one tried.
+    /// Returns nil when there was nothing new. Files the policy names (secrets, certificates) are
+    /// not part of the hash: a change to them alone waits for SIGHUP or the admin API.
+    public func reloadIfChanged() -> ReloadOutcome? {
+        guard let sources = try? PolicyLoader().readSources(directory: directory) else { return nil }
+        let hash = PolicyContentHash.of(sources)
+        guard hash != gateway.store.revision.contentHash, hash != lastWatched else { return nil }
+        lastWatched = hash
+        return reload(sources, hash: hash, dryRun: false)
+    }
+
+    private func reload(_ sources: [(file: String, text: String)], hash: String, dryRun: Bool) -> ReloadOutcome {
         let current = gateway.store.current.snapshot.policy
         let loaded: (snapshot: PolicySnapshot, hash: String)
         do throws(PolicyError) {
-            let sources = try PolicyLoader().readSources(directory: directory)
-            loaded = (try PolicyLoader().load(sources: sources), PolicyContentHash.of(sources))
+            loaded = (try PolicyLoader().load(sources: sources), hash)
         } catch {
             return refused(error.diagnostics, dryRun: dryRun)
         }
@@ -87,6 +111,7 @@ public actor PolicyReloader {
         oldLimits.maxBodyBytes = new.limits.maxBodyBytes  // read per request
         if oldLimits != new.limits { sections.append("limits") }
         if old.upstream != new.upstream { sections.append("upstream") }
+        if old.accessLog.format != new.accessLog.format { sections.append("accessLog.format") }  // the writer's, fixed at start
         if old.signatures.nonceCacheSize != new.signatures.nonceCacheSize { sections.append("signatures.nonceCacheSize") }
         if old.admin?.address != new.admin?.address || old.admin?.port != new.admin?.port { sections.append("admin") }
         return sections
@@ -103,7 +128,7 @@ extension ListenerPolicy {
 }
 
 /// What one reload (or dry run) did.
-public struct ReloadOutcome: Sendable {
+public struct ReloadOutcome: Sendable, Equatable {
     public enum Result: String, Sendable {
         /// The new policy is serving.
         case applied

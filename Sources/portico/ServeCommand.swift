@@ -33,6 +33,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Seconds requests in flight may take to finish after SIGTERM/SIGINT before they are cut.")
     var drainTimeout: Double = 10
 
+    @Option(
+        name: .long,
+        help: "Look at the policy files every this many seconds and reload when they changed (0, the default: never; use SIGHUP).")
+    var watchPolicies: Double = 0
+
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         // Operational messages on standard error; standard output carries the access log's lines,
@@ -103,7 +108,8 @@ struct ServeCommand: AsyncParsableCommand {
 
         let service = GatewayService(
             gateway: gateway, admin: admin, reloader: reloader, accessLogWriter: writer,
-            drainTimeout: .milliseconds(Int64(drainTimeout * 1000)), logger: logger)
+            drainTimeout: .milliseconds(Int64(drainTimeout * 1000)),
+            watchInterval: watchPolicies > 0 ? .milliseconds(Int64(watchPolicies * 1000)) : nil, logger: logger)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

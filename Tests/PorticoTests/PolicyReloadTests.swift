@@ -192,6 +192,31 @@ struct PolicyReloadTests {
         }
     }
 
+    @Test("the directory watch reloads a changed policy once, and reports a broken one once")
+    func watchReloadsChanges() async throws {
+        try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, _ in
+            #expect(await gateway.reloader.reloadIfChanged() == nil)  // the files are the active policy
+
+            try gateway.write("keys.yaml", Self.keysFile(k2: false, k1Status: "active"))
+            let applied = try #require(await gateway.reloader.reloadIfChanged())
+            #expect(applied.result == .applied)
+            #expect(applied.diff?["keys"]?.removed == ["k2"])
+            #expect(await gateway.reloader.reloadIfChanged() == nil)
+
+            try gateway.write("keys.yaml", "keys: [")
+            let refused = try #require(await gateway.reloader.reloadIfChanged())
+            #expect(refused.result == .refused)
+            #expect(refused.errors.first?.file.hasSuffix("keys.yaml") == true)
+            // The same broken files are not tried again at every look.
+            #expect(await gateway.reloader.reloadIfChanged() == nil)
+            #expect(gateway.gateway.store.revision.generation == 1)
+
+            try gateway.write("keys.yaml", Self.keysFile(k2: true, k1Status: "active"))
+            #expect(try #require(await gateway.reloader.reloadIfChanged()).result == .applied)
+            #expect(gateway.gateway.store.revision.generation == 2)
+        }
+    }
+
     @Test("reload under load: 32 keep-alive TLS connections for 10 s, 20 reloads alternating two policies, nothing fails")
     func reloadUnderLoad() async throws {
         // Policy A sends /svc to alpha, policy B to beta: every answer must be one of the two.
