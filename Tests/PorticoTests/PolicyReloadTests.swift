@@ -192,6 +192,23 @@ struct PolicyReloadTests {
         }
     }
 
+    @Test("concurrent admin reloads each install once and report the generation they installed")
+    func concurrentReloads() async throws {
+        try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, _ in
+            let generations = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        let response = try await offThePool { try gateway.adminRequest("POST", "/admin/reload") }
+                        return response.json?["generation"] as? Int ?? -1
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(generations.sorted() == Array(1...6))
+            #expect(gateway.gateway.store.revision.generation == 6)
+        }
+    }
+
     @Test("the directory watch reloads a changed policy once, and reports a broken one once")
     func watchReloadsChanges() async throws {
         try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, _ in
