@@ -209,6 +209,45 @@ struct PolicyReloadTests {
         }
     }
 
+    @Test("a reload that changes a listener's certificate: new connections get it, open ones keep theirs; no restart needed")
+    func certificateChangesWithPolicy() async throws {
+        let gatewayFile = { (certificate: String) in
+            """
+            listeners:
+              - { name: test, address: 127.0.0.1, port: 0, tls: \(TestCertificates.listenerTLS(certificate)) }
+            accessLog: { enabled: false }
+            admin: { address: 127.0.0.1, port: 0 }
+            """
+        }
+        try await withReloadableGateway(
+            backends: [namedBackend("alpha"), namedBackend("beta")],
+            files: { ports in Self.files(ports).merging(["gateway.yaml": gatewayFile("localhost")]) { $1 } }
+        ) { gateway, _ in
+            let port = gateway.port
+            // The other certificate is not for "localhost": the client does not verify the name.
+            let connect: @Sendable () throws -> TLSTestClient = {
+                var options = TLSTestClient.Options()
+                options.caFile = nil
+                return try TLSTestClient(port: port, options: options)
+            }
+            let open = try await offThePool(connect)
+            #expect(open.serverSubject == "CN=localhost")
+
+            try gateway.write("gateway.yaml", gatewayFile("other"))
+            let reload = try await offThePool { try gateway.adminRequest("POST", "/admin/reload") }
+            #expect(reload.status == 200, "\(reload.bodyText)")
+            let report = try #require(reload.json)
+            #expect((report["changes"] as? [String: [String: [String]]])?["settings"]?["changed"] == ["listeners"])
+            #expect(report["restartRequired"] as? [String] == [])
+
+            let fresh = try await offThePool(connect)
+            #expect(fresh.serverSubject == "CN=other.test")
+            #expect(try await offThePool { try fresh.request("GET", "/other/x").status } == 200)
+            #expect(try await offThePool { try open.request("GET", "/other/x").status } == 200)
+            #expect(open.serverSubject == "CN=localhost")
+        }
+    }
+
     @Test("the directory watch reloads a changed policy once, and reports a broken one once")
     func watchReloadsChanges() async throws {
         try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, _ in
