@@ -248,6 +248,37 @@ struct PolicyReloadTests {
         }
     }
 
+    @Test("a reload whose certificate cannot be used is refused whole: the key it also revokes stays active")
+    func brokenCertificateRefusesEverything() async throws {
+        try await withReloadableGateway(
+            backends: [namedBackend("alpha"), namedBackend("beta")], tls: TestCertificates.listenerTLS("localhost"), files: Self.files
+        ) { gateway, _ in
+            let port = gateway.port
+            try gateway.write(
+                "gateway.yaml",
+                """
+                listeners:
+                  - { name: test, address: 127.0.0.1, port: 0, tls: { certificate: "\(TestCertificates.path("renewed.pem"))", privateKey: "\(TestCertificates.path("other-key.pem"))" } }
+                accessLog: { enabled: false }
+                admin: { address: 127.0.0.1, port: 0 }
+                """)
+            try gateway.write("keys.yaml", Self.keysFile(k2: true, k1Status: "revoked"))
+            let dry = try await offThePool { try gateway.adminRequest("POST", "/admin/reload?dryRun=true") }
+            #expect(dry.status == 422)
+            let refused = try await offThePool { try gateway.adminRequest("POST", "/admin/reload") }
+            #expect(refused.status == 422)
+            let errors = try #require(refused.json?["errors"] as? [[String: Any]])
+            #expect(errors.count == 1)
+            #expect((errors.first?["message"] as? String)?.contains("does not match") == true)
+            #expect((errors.first?["keyPath"] as? String)?.hasPrefix("listeners.0.tls") == true)
+            #expect(gateway.gateway.store.revision.generation == 0)
+            let status = try await offThePool {
+                try TLSTestClient(port: port).request("GET", "/svc/x", headers: [("X-API-Key", "k1.\(Self.secretOne)")]).status
+            }
+            #expect(status == 200)
+        }
+    }
+
     @Test("the directory watch reloads a changed policy once, and reports a broken one once")
     func watchReloadsChanges() async throws {
         try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, _ in
