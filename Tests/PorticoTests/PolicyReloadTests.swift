@@ -279,6 +279,52 @@ struct PolicyReloadTests {
         }
     }
 
+    @Test("what outlives a reload: a used-up rate limit, a seen nonce, the pooled backend connection")
+    func stateSurvivesReload() async throws {
+        let files = { (ports: [Int], extraService: Bool) -> [String: String] in
+            [
+                "backends.yaml": """
+                backends:
+                  alpha: { url: "http://127.0.0.1:\(ports[0])", rateLimit: { rate: 2/h, burst: 2 } }
+                """,
+                "services.yaml": """
+                services:
+                  signed: { path: /signed, auth: signature, versions: { 1: { proxy: { backend: alpha } } } }
+                \(extraService ? "  extra: { path: /extra, versions: { 1: { proxy: { backend: alpha } } } }" : "")
+                """,
+                "keys.yaml": """
+                keys:
+                  k1: { secretFile: k1.secret, services: ["*"] }
+                """,
+                "k1.secret": Self.secretOne,
+            ]
+        }
+        try await withReloadableGateway(backends: [namedBackend("alpha")], files: { files($0, false) }) { gateway, servers in
+            let signer = TestSigner(keyID: "k1", secret: Self.secretOne)
+            let client = try RawHTTPClient(port: gateway.port)
+            let replayed = try signer.headers("GET", "/signed/a", nonce: "nonce-before-reload")
+            #expect(try client.request("GET", "/signed/a", headers: replayed).status == 200)
+
+            for (name, text) in files([servers[0].port], true) { try gateway.write(name, text) }
+            let reload = try await offThePool { try gateway.adminRequest("POST", "/admin/reload") }
+            #expect(reload.status == 200)
+            #expect((reload.json?["changes"] as? [String: [String: [String]]])?["services"]?["added"] == ["extra"])
+
+            // The nonce is still known: the same signature is a replay.
+            let replay = try client.request("GET", "/signed/a", headers: replayed)
+            #expect(replay.status == 401)
+            #expect(replay.json?["type"] as? String == "urn:portico:problem:signature-replayed")
+            // The backend's limit (2 an hour, unchanged) kept its count: one more, then 429.
+            #expect(try client.request("GET", "/signed/b", headers: try signer.headers("GET", "/signed/b")).status == 200)
+            let limited = try client.request("GET", "/signed/c", headers: try signer.headers("GET", "/signed/c"))
+            #expect(limited.status == 429)
+            #expect(limited.json?["limit"] as? String == "backend")
+            // Every request reached the backend over the one pooled connection.
+            #expect(servers[0].connectionsAccepted == 1)
+            #expect(servers[0].requestsReceived == 2)
+        }
+    }
+
     @Test("the directory watch reloads a changed policy once, and reports a broken one once")
     func watchReloadsChanges() async throws {
         try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, _ in
