@@ -40,6 +40,8 @@ public final class AccessLogWriter: Sendable {
         var written = 0
         var stopping = false
         var stopped = false
+        /// A ``flush()`` is waiting: write now, whatever the batch's size.
+        var flushRequested = false
     }
 
     /// - Parameters:
@@ -91,7 +93,10 @@ public final class AccessLogWriter: Sendable {
     /// Writes what is waiting now and returns once it is written (tests, and the last lines at
     /// shutdown).
     public func flush() {
-        let target = state.withLockedValue { $0.written + $0.pending.count }
+        let target = state.withLockedValue { state -> Int in
+            state.flushRequested = true
+            return state.written + state.pending.count
+        }
         condition.signal()
         condition.wait { self.state.withLockedValue { $0.written >= target || $0.stopped } }
     }
@@ -112,9 +117,10 @@ public final class AccessLogWriter: Sendable {
         batch.reserveCapacity(batchBytes * 2)
         while true {
             condition.wait(timeout: interval) {
-                self.state.withLockedValue { $0.pending.count >= self.batchBytes || $0.stopping }
+                self.state.withLockedValue { $0.pending.count >= self.batchBytes || $0.stopping || $0.flushRequested }
             }
             let stopping = state.withLockedValue { state -> Bool in
+                state.flushRequested = false
                 swap(&state.pending, &batch)
                 return state.stopping
             }

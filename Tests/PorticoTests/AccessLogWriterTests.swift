@@ -104,7 +104,7 @@ struct AccessLogWriterTests {
         #expect(parsed["path"] as? String == "/\u{1}\\")
     }
 
-    @Test("lines are written once a batch is full, without a flush, and the rest at shutdown")
+    @Test("lines are written once a batch is full, at a flush, and the rest at shutdown")
     func batchesAndShutdown() async throws {
         let file = LogFile()
         defer { file.remove() }
@@ -115,12 +115,16 @@ struct AccessLogWriterTests {
         #expect(await eventually { file.lines.count == 10 })
         for _ in 0..<3 { writer.append(line) }
         #expect(file.lines.count == 10)
-        writer.shutdown()
+        // A flush writes what waits without waiting for the interval.
+        writer.flush()
         #expect(file.lines.count == 13)
+        for _ in 0..<2 { writer.append(line) }
+        writer.shutdown()
+        #expect(file.lines.count == 15)
         // After shutdown, lines are dropped and counted, never written.
         writer.append(line)
         #expect(writer.droppedLines == 1)
-        #expect(file.lines.count == 13)
+        #expect(file.lines.count == 15)
     }
 
     @Test("a full buffer drops lines and counts them rather than blocking the event loop")
