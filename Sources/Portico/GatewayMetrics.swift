@@ -1,6 +1,7 @@
 import CoreMetrics
 import Foundation
 import NIOCore
+import NIOHTTP1
 import PorticoPolicy
 import Prometheus
 
@@ -42,6 +43,7 @@ public final class GatewayMetrics: Sendable {
     let policyLoadedAt: CoreMetrics.Meter
     private let refusals: [String: CoreMetrics.Counter]
     private let authentication: [String: CoreMetrics.Counter]
+    private let otherAuthentication: CoreMetrics.Counter
     private let reloads: [String: CoreMetrics.Counter]
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
@@ -75,6 +77,7 @@ public final class GatewayMetrics: Sendable {
                         label: "portico_auth_failures_total", dimensions: [("reason", $0.replacingHyphens())], factory: factory)
                 )
             })
+        otherAuthentication = CoreMetrics.Counter(label: "portico_auth_failures_total", dimensions: [("reason", "other")], factory: factory)
         reloads = Dictionary(
             uniqueKeysWithValues: ["applied", "refused", "dry_run"].map {
                 ($0, CoreMetrics.Counter(label: "portico_policy_reloads_total", dimensions: [("result", $0)], factory: factory))
@@ -92,6 +95,11 @@ public final class GatewayMetrics: Sendable {
     func problemAnswered(_ problem: Problem) {
         if let counter = authentication[problem.type] {
             counter.increment()
+            return
+        }
+        // A 401 or 403 of a type this list does not know yet still counts, as `other`.
+        if problem.status == .unauthorized || problem.status == .forbidden {
+            otherAuthentication.increment()
             return
         }
         switch problem.type {

@@ -1,4 +1,5 @@
 import Foundation
+import NIOHTTP1
 import PorticoDemoBackends
 import Testing
 
@@ -111,5 +112,17 @@ struct MetricsTests {
             #expect(
                 samples[Sample(name: "portico_requests_total", labels: ["service": "svc", "version": "1", "status_class": "4xx"])] == 1)
         }
+    }
+
+    @Test("a 401 or 403 of a type the metrics do not list counts as reason other; other error answers do not count")
+    func unknownAuthenticationFailure() {
+        let metrics = GatewayMetrics()
+        metrics.problemAnswered(Problem(type: "urn:portico:problem:some-new-check", title: "New", status: .unauthorized))
+        metrics.problemAnswered(Problem(type: "urn:portico:problem:some-new-check", title: "New", status: .forbidden))
+        metrics.problemAnswered(Problem(type: "urn:portico:problem:not-found", title: "Not found", status: .notFound))
+        let samples = Self.parse(metrics.render())
+        #expect(samples[Sample(name: "portico_auth_failures_total", labels: ["reason": "other"])] == 2)
+        let counted = samples.filter { $0.key.name == "portico_auth_failures_total" || $0.key.name == "portico_rate_limit_refusals_total" }
+        #expect(counted.values.reduce(0, +) == 2)
     }
 }
