@@ -44,5 +44,7 @@ for format in AccessLogFormat.allCases {
     writer.shutdown()
     let sorted = perLine.sorted()
     let rendered = perLine.map { String(format: "%.0f", $0) }.joined(separator: " ")
-    print("\(format.rawValue): median \(String(format: "%.0f", sorted[rounds / 2])) ns CPU per line (rounds: \(rendered) ns), dropped \(writer.droppedLines)")
+    print(
+        "\(format.rawValue): median \(String(format: "%.0f", sorted[rounds / 2])) ns CPU per line (rounds: \(rendered) ns), dropped \(writer.droppedLines)"
+    )
 }

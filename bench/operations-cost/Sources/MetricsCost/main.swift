@@ -24,11 +24,11 @@ let snapshot = try PolicyLoader().load(sources: [
     (
         file: "bench.yaml",
         text: """
-            listeners: [{ name: bench, port: 0 }]
-            backends: { quotes: { url: "http://127.0.0.1:1" } }
-            services:
-              stockQuote: { path: "/api/{version}/stockquote", versions: { 1: { proxy: { backend: quotes } }, 2: { proxy: { backend: quotes } } } }
-            """
+        listeners: [{ name: bench, port: 0 }]
+        backends: { quotes: { url: "http://127.0.0.1:1" } }
+        services:
+          stockQuote: { path: "/api/{version}/stockquote", versions: { 1: { proxy: { backend: quotes } }, 2: { proxy: { backend: quotes } } } }
+        """
     )
 ])
 let metrics = GatewayMetrics()
@@ -52,5 +52,7 @@ for _ in 0..<rounds {
 let sorted = perExchange.sorted()
 let rendered = perExchange.map { String(format: "%.1f", $0) }.joined(separator: " ")
 print("metrics: median \(String(format: "%.1f", sorted[rounds / 2])) ns CPU per exchange (rounds: \(rendered) ns)")
-let counted = metrics.render().split(separator: "\n").first { $0.hasPrefix(#"portico_requests_total{service="stockQuote",version="2",status_class="2xx"}"#) }
+let counted = metrics.render().split(separator: "\n").first {
+    $0.hasPrefix(#"portico_requests_total{service="stockQuote",version="2",status_class="2xx"}"#)
+}
 print("check: \(counted ?? "missing") (expected \(rounds * exchanges))")
