@@ -48,6 +48,9 @@ struct ServeCommand: AsyncParsableCommand {
             return handler
         }
         signal(SIGPIPE, SIG_IGN)
+        // Until the service runs and reloads on it, a SIGHUP (a deploy tool's reload during
+        // start-up) must not end the process, as its default action would.
+        signal(SIGHUP, SIG_IGN)
         let logger = Logger(label: "portico")
         raiseOpenFileLimit(logger: logger)
 
