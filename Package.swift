@@ -9,8 +9,6 @@ let structuredHeaders: Package.Dependency = .package(
     url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0")
 let argumentParser: Package.Dependency = .package(
     url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2")
-// The client library's HMAC and hashes: CryptoKit's API on Apple platforms, its own BoringSSL copy
-// elsewhere, never the system OpenSSL.
 // The compiled policy's swap: a strong reference loaded and replaced atomically (`ManagedAtomic`),
 // which the standard library's Synchronization module does not offer for class references.
 let atomics: Package.Dependency = .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0")
@@ -20,7 +18,12 @@ let metrics: Package.Dependency = .package(url: "https://github.com/apple/swift-
 let prometheus: Package.Dependency = .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1")
 let lifecycle: Package.Dependency = .package(
     url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0")
+// The client library's HMAC and hashes, and its check of the locator's Ed25519 signature: CryptoKit's
+// API on Apple platforms, its own BoringSSL copy elsewhere, never the system OpenSSL.
 let crypto: Package.Dependency = .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0")
+// Semantic versions of client apps (`X-Client-Version`) and of compatibility-bucket ranges: parsing
+// (`2.4` is 2.4.0) and SemVer 2.0 precedence, pre-releases included.
+let semver: Package.Dependency = .package(url: "https://github.com/mxcl/Version.git", from: "2.2.1")
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
@@ -41,7 +44,7 @@ let package = Package(
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
         .library(name: "PorticoClient", targets: ["PorticoClient"]),
     ],
-    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, metrics, prometheus, lifecycle],
+    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
         .target(
@@ -91,7 +94,7 @@ let package = Package(
         ),
         .target(
             name: "PorticoPolicy",
-            dependencies: [.product(name: "Yams", package: "Yams")],
+            dependencies: [.product(name: "Yams", package: "Yams"), .product(name: "Version", package: "Version")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -108,6 +111,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Atomics", package: "swift-atomics"),
+                .product(name: "Version", package: "Version"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -146,7 +150,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PorticoPolicyTests",
-            dependencies: ["PorticoPolicy"],
+            dependencies: ["PorticoPolicy", .product(name: "Version", package: "Version")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -199,6 +203,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Version", package: "Version"),
             ],
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings

@@ -1,51 +1,55 @@
+// The low-level SHA-256 calls below are deprecated, not removed, in OpenSSL 3 (see the HMAC key).
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "CPorticoOpenSSL.h"
 
 #include <openssl/core_names.h>
 #include <openssl/params.h>
 #include <pthread.h>
+#include <string.h>
 
-// Fetching an algorithm looks it up in the provider store, under a lock; do it once per process.
-static pthread_once_t fetch_once = PTHREAD_ONCE_INIT;
-static EVP_MAC *hmac;
-static EVP_MD *sha256;
-static EVP_MD *sha512;
+// SHA256_Init and its siblings are deprecated in OpenSSL 3 in favour of EVP, but EVP cannot copy a
+// digest state without allocating, and a per-key midstate copied on the stack is what makes a MAC
+// cheap (see portico_hmac_sha256_key in the header). They remain part of OpenSSL 3's API.
+#define PORTICO_SHA256_BLOCK 64
 
-static void fetch_algorithms(void) {
-    hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-    sha512 = EVP_MD_fetch(NULL, "SHA512", NULL);
-}
-
-EVP_MAC_CTX *portico_hmac_sha256_new(const void *key, size_t key_length) {
-    pthread_once(&fetch_once, fetch_algorithms);
-    if (hmac == NULL) return NULL;
-    EVP_MAC_CTX *context = EVP_MAC_CTX_new(hmac);
-    if (context == NULL) return NULL;
-    OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0),
-        OSSL_PARAM_construct_end(),
-    };
-    if (EVP_MAC_init(context, key, key_length, params) != 1) {
-        EVP_MAC_CTX_free(context);
-        return NULL;
+int portico_hmac_sha256_key_init(portico_hmac_sha256_key *key, const void *secret, size_t length) {
+    unsigned char block[PORTICO_SHA256_BLOCK] = {0};
+    if (length > PORTICO_SHA256_BLOCK) {
+        if (SHA256(secret, length, block) == NULL) return 0;
+    } else if (length > 0) {
+        memcpy(block, secret, length);
     }
-    return context;
-}
-
-int portico_hmac_sha256(const EVP_MAC_CTX *keyed, const void *data, size_t length, unsigned char out[32]) {
-    EVP_MAC_CTX *context = EVP_MAC_CTX_dup(keyed);
-    if (context == NULL) return 0;
-    size_t written = 0;
-    int ok = EVP_MAC_update(context, data, length) == 1 && EVP_MAC_final(context, out, &written, 32) == 1 && written == 32;
-    EVP_MAC_CTX_free(context);
+    unsigned char pad[PORTICO_SHA256_BLOCK];
+    int ok = 1;
+    for (int i = 0; i < PORTICO_SHA256_BLOCK; i++) pad[i] = block[i] ^ 0x36;
+    ok &= SHA256_Init(&key->inner) == 1 && SHA256_Update(&key->inner, pad, sizeof pad) == 1;
+    for (int i = 0; i < PORTICO_SHA256_BLOCK; i++) pad[i] = block[i] ^ 0x5c;
+    ok &= SHA256_Init(&key->outer) == 1 && SHA256_Update(&key->outer, pad, sizeof pad) == 1;
+    OPENSSL_cleanse(block, sizeof block);
+    OPENSSL_cleanse(pad, sizeof pad);
     return ok;
 }
 
+int portico_hmac_sha256(const portico_hmac_sha256_key *key, const void *data, size_t length, unsigned char out[32]) {
+    SHA256_CTX context = key->inner;
+    unsigned char inner[SHA256_DIGEST_LENGTH];
+    int ok = SHA256_Update(&context, data, length) == 1 && SHA256_Final(inner, &context) == 1;
+    context = key->outer;
+    ok = ok && SHA256_Update(&context, inner, sizeof inner) == 1 && SHA256_Final(out, &context) == 1;
+    OPENSSL_cleanse(&context, sizeof context);
+    return ok;
+}
+
+void portico_hmac_sha256_key_clear(portico_hmac_sha256_key *key) {
+    OPENSSL_cleanse(key, sizeof *key);
+}
+
 int portico_sha(int bits, const void *data, size_t length, unsigned char *out) {
-    pthread_once(&fetch_once, fetch_algorithms);
-    const EVP_MD *md = bits == 512 ? sha512 : bits == 256 ? sha256 : NULL;
-    if (md == NULL) return 0;
-    return EVP_Digest(data, length, out, NULL, md, NULL);
+    switch (bits) {
+    case 256: return SHA256(data, length, out) != NULL;
+    case 512: return SHA512(data, length, out) != NULL;
+    default: return 0;
+    }
 }
 
 // MARK: TLS

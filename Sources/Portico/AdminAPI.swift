@@ -216,6 +216,10 @@ struct AdminPolicyView: Encodable {
         let versions: [String: String]
         let defaultVersion: String
         let addressRateLimit: String?
+        /// The compatibility buckets, in policy order: `<range> → <version>`, with `on <platforms>`
+        /// for a platform's own.
+        let buckets: [String]
+        let minimumClientVersion: String?
     }
 
     struct Backend: Encodable {
@@ -261,7 +265,12 @@ struct AdminPolicyView: Encodable {
                     case .version(let number): String(number)
                     }
                 }(),
-                addressRateLimit: service.addressRateLimit?.description)
+                addressRateLimit: service.addressRateLimit?.description,
+                buckets: service.compatibility.map { bucket in
+                    let platforms = bucket.platforms.isEmpty ? "" : " on " + bucket.platforms.joined(separator: ",")
+                    return "\(bucket.clients)\(platforms) → \(bucket.version)"
+                },
+                minimumClientVersion: service.minimumClientVersion.map { "\($0)" })
         }
         // The backend's URL is the operator's own; it is not a secret (a URL with credentials is refused).
         backends = policy.backends.mapValues {

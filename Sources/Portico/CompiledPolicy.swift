@@ -1,4 +1,5 @@
 import PorticoPolicy
+import PorticoSigning
 
 /// A policy snapshot compiled into what requests read: everything a stage needs, already
 /// resolved, so that the request path does no lookup by name, no parsing and no string building
@@ -10,7 +11,10 @@ import PorticoPolicy
 /// - each rate limit as a ``CompiledRateLimit``: its `GCRALimit` and `RateLimit-Policy` text;
 /// - the client keys as HMAC contexts (``Credentials``) and the signature coverage required
 ///   (``SignatureRequirements``);
-/// - the API-key header's name in the lowercase form the forwarding filter compares with.
+/// - the API-key header's name in the lowercase form the forwarding filter compares with;
+/// - the service locator's documents, with their `ETag`, digest and signature (``CompiledLocator``);
+/// - per service, the compatibility buckets as sorted arrays (``CompatibilityMap``) and the `Vary`
+///   value of the answers they decide.
 ///
 /// Immutable once built. ``PolicyStore`` builds one per snapshot, off the request path, and
 /// installs it; a request reads it once at its head (through its connection's
@@ -24,6 +28,12 @@ public final class CompiledPolicy: Sendable {
     let signatureRequirements: SignatureRequirements
     /// `apiKeys.header`, lowercased: the field not forwarded upstream, since it holds the secret.
     let apiKeyHeader: String
+    /// `clients.versionHeader` and `clients.platformHeader`: where the version stage reads an app's
+    /// version and platform.
+    let clientVersionHeader: String
+    let clientPlatformHeader: String
+    /// The service locator's documents, signed; `nil` when the policy publishes none.
+    let locator: CompiledLocator?
     /// The metrics this policy's requests update (none for a policy compiled without a gateway).
     let requestMetrics: RequestMetrics?
 
@@ -31,19 +41,41 @@ public final class CompiledPolicy: Sendable {
         self.init(snapshot, metrics: nil)
     }
 
-    init(_ snapshot: PolicySnapshot, metrics: GatewayMetrics?) {
+    /// - Parameter makeKey: the authenticator of each key's secret (tests count MACs through it).
+    convenience init(_ snapshot: PolicySnapshot, makeKey: ([UInt8]) -> any MessageAuthenticator) {
+        self.init(snapshot, metrics: nil, makeKey: makeKey)
+    }
+
+    /// - Parameters:
+    ///   - metrics: what this policy's requests count into (the gateway's).
+    ///   - makeKey: the authenticator of each key's secret (tests count MACs through it).
+    init(
+        _ snapshot: PolicySnapshot, metrics: GatewayMetrics?,
+        makeKey: ([UInt8]) -> any MessageAuthenticator = Credentials.openSSLKey
+    ) {
         let policy = snapshot.policy
         self.snapshot = snapshot
-        credentials = Credentials(policy: policy)
+        credentials = Credentials(policy: policy, makeKey: makeKey)
         let backends = policy.backends.mapValues(CompiledBackend.init)
         self.backends = backends
         // One compiled limit per tier for the services without an exception of their own.
         let tierDefaults = policy.tiers.mapValues { CompiledRateLimit(kind: .tier, name: $0.name, policy: $0.limit) }
         services = snapshot.routes.services.map {
-            ServiceRules($0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends)
+            ServiceRules($0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends, clients: policy.clients)
         }
-        signatureRequirements = SignatureRequirements(policy.signatures)
+        signatureRequirements = SignatureRequirements(policy.signatures, clientVersionHeader: policy.clients.versionHeader)
         apiKeyHeader = policy.apiKeys.header.lowercased()
+        clientVersionHeader = policy.clients.versionHeader
+        clientPlatformHeader = policy.clients.platformHeader
+        if let locator = policy.locator {
+            // A key that cannot be read leaves the document unavailable (503) rather than unsigned:
+            // the gateway's start and `portico check` report the file, so this is a key broken since.
+            let key = try? LocatorSigning.key(for: snapshot)
+            self.locator = CompiledLocator(
+                policy, locator: locator, signingKey: key, keyUnreadable: locator.signingKey != nil && key == nil)
+        } else {
+            self.locator = nil
+        }
         requestMetrics = metrics?.requestMetrics(for: snapshot)
     }
 

@@ -44,6 +44,8 @@ final class Exchange {
     // Found by the stages, in order.
     /// Route stage: the service and the normalised path.
     var routed: RoutedRequest?
+    /// Route stage: the gateway's own answer (the service locator), given instead of a handler's.
+    var builtIn: BuiltInResponse?
     /// Authenticate stage: the header carrying an API key, which is not forwarded (it holds the secret).
     var credentialHeader: String?
     /// Authenticate stage: the `Content-Digest` a signed request's body must match before it is handled.
@@ -55,6 +57,12 @@ final class Exchange {
     /// Version stage: the API version served and its handler.
     var version: Int?
     var handler: HandlerPolicy?
+    /// Version stage: the `Vary` value naming the request fields that chose the version, when the
+    /// active map read them (precomputed per service).
+    var vary: String?
+    /// Version stage: for a request that left out the `{version}` segment, the service path with
+    /// the chosen version in it, which a proxy without `rewrite` forwards instead of the request's.
+    var versionedPrefix: String?
     /// Version stage: the backend a `proxy` handler forwards to, compiled.
     var backend: CompiledBackend?
     /// Rate-limit stage: the most restrictive limit that admitted the request, reported in the response.
@@ -62,7 +70,7 @@ final class Exchange {
 
     /// The request body, collected whole (a signed body is checked before anything is forwarded).
     var body: ByteBuffer?
-    /// The handler's work in flight, cancelled if the client goes away.
+    /// The handler's work in flight, cancelled if the client goes away; nil again once it ended.
     var task: (any UpstreamTask)?
     /// The backend concurrency slot this exchange holds while forwarding.
     var concurrencySlot: BackendConcurrency.Counter?

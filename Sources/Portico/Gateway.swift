@@ -103,6 +103,7 @@ public final class Gateway: Sendable {
         var accessLogger = logger
         accessLogger[metadataKey: "log"] = "access"
         let tlsStores = try ListenerTLS.contexts(for: snapshot).mapValues(TLSContextStore.init)
+        _ = try LocatorSigning.key(for: snapshot)  // a locator key that cannot be read fails the start, naming its file
         let limits = snapshot.limits
         var bound: [(name: String, channel: any Channel, connections: ListenerConnections)] = []
         do {
@@ -110,7 +111,8 @@ public final class Gateway: Sendable {
                 let tls = tlsStores[listener.name]
                 let services = GatewayServices(
                     store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
-                    scheme: tls == nil ? "http" : "https", accessLogWriter: accessLogWriter, metrics: metrics)
+                    scheme: tls == nil ? "http" : "https", listener: listener.name, accessLogWriter: accessLogWriter,
+                    metrics: metrics)
                 let connections = ListenerConnections(listener: listener.name, limit: limits.maxConnections, logger: logger)
                 let channel: any Channel
                 do {
@@ -145,22 +147,37 @@ public final class Gateway: Sendable {
         }
     }
 
-    /// The TLS contexts `snapshot`'s listeners would use, built (certificate and key files opened,
-    /// checked by OpenSSL) but not installed; new contexts inherit the session-ticket keys of the
-    /// ones in use, so sessions resume across a reload.
-    func certificateContexts(for snapshot: PolicySnapshot) throws(PolicyError) -> [String: TLSContext] {
+    /// Opens the files `snapshot` names that only the gateway can check, as a reload must before it
+    /// installs anything: every TLS listener's certificates and keys (built into contexts, checked by
+    /// OpenSSL, not installed; they inherit the session-ticket keys of the contexts in use, so
+    /// sessions resume across a reload) and the locator's signing key. Every problem is reported,
+    /// each naming its file and key path.
+    func openFiles(for snapshot: PolicySnapshot) throws(PolicyError) -> [String: TLSContext] {
+        var diagnostics: [PolicyDiagnostic] = []
+        var contexts: [String: TLSContext] = [:]
         let stores = state.withLockedValue { $0.tlsStores }
-        return try ListenerTLS.contexts(for: snapshot, replacing: stores.mapValues(\.current))
+        do throws(PolicyError) {
+            contexts = try ListenerTLS.contexts(for: snapshot, replacing: stores.mapValues(\.current))
+        } catch {
+            diagnostics += error.diagnostics
+        }
+        do throws(PolicyError) {
+            _ = try LocatorSigning.key(for: snapshot)
+        } catch {
+            diagnostics += error.diagnostics
+        }
+        if !diagnostics.isEmpty { throw PolicyError(diagnostics: diagnostics) }
+        return contexts
     }
 
-    /// Installs a new policy, all or nothing: its TLS contexts are built and the policy compiled
-    /// first, and only then are both swapped in, so a policy whose certificate files are broken
-    /// changes nothing. New requests read the new policy; those in flight finish on theirs; new
+    /// Installs a new policy, all or nothing: its files are opened (``openFiles(for:)``) and the
+    /// policy compiled first, and only then are the TLS contexts and the policy swapped in, so a
+    /// policy whose certificate or locator key files are broken changes nothing. New requests read the new policy; those in flight finish on theirs; new
     /// connections get the new certificates, open ones keep theirs. State that outlives a reload
     /// (rate-limit buckets, nonces, backend in-flight counts, upstream pools) is the gateway's own
     /// and stays. Listeners are fixed at start. Reloads are serialised by ``PolicyReloader``.
     public func install(_ snapshot: PolicySnapshot, contentHash: String) throws(PolicyError) -> PolicyRevision {
-        let contexts = try certificateContexts(for: snapshot)
+        let contexts = try openFiles(for: snapshot)
         let compiled = store.compile(snapshot)
         let stores = state.withLockedValue { $0.tlsStores }
         for (name, store) in stores {

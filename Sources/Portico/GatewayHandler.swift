@@ -15,6 +15,8 @@ struct GatewayServices: Sendable {
     let rateLimiter: RateLimiter
     let accessLogger: Logger
     let scheme: String
+    /// The listener's policy name: which public base URL the service locator publishes to its clients.
+    var listener: String = ""
     /// The access log's dedicated writer; without one, lines go to `accessLogger`.
     var accessLogWriter: AccessLogWriter? = nil
     /// Where TLS handshakes and error answers are counted (requests count into their policy's).
@@ -267,6 +269,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             timeouts.responseEndSent()
         case .abandon(let exchange):
             exchange.task?.cancel()
+            exchange.task = nil
             exchange.releaseConcurrencySlot()
             exchange.record.failure = "client closed the connection"
             if !exchange.responseStarted { exchange.record.status = 499 }
@@ -294,6 +297,14 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     private func handle(_ exchange: Exchange, context: ChannelHandlerContext) {
         if let problem = ContentDigestCheck.problem(for: exchange) {
             return perform(machine.handlerAnswered(exchange, problem), context: context)
+        }
+        if let builtIn = exchange.builtIn {
+            exchange.builtIn = nil
+            let head = UpstreamResponseHead(
+                status: Int(builtIn.status.code), headers: builtIn.headers, contentLength: builtIn.contentLength)
+            return handlerReceived(
+                UpstreamEvents(head: head, body: builtIn.body, result: .success(UpstreamMetrics(duration: .zero, newConnections: 0))),
+                for: exchange)
         }
         switch exchange.handler {
         case .proxy(let policy):
@@ -329,6 +340,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             if context.channel.isWritable { returnCredit() }
             return
         }
+        exchange.task = nil
         exchange.releaseConcurrencySlot()
         unconsumedBytes = 0
         switch result {

@@ -61,9 +61,10 @@ public actor PolicyReloader {
         let diff = PolicyDiff(from: current, to: loaded.snapshot.policy)
         let restart = Self.restartRequired(from: current, to: loaded.snapshot.policy)
         if dryRun {
-            // The certificates are opened too, so that a dry run refuses what the reload would.
+            // The certificates and the locator key are opened too, so that a dry run refuses what
+            // the reload would.
             do throws(PolicyError) {
-                _ = try gateway.certificateContexts(for: loaded.snapshot)
+                _ = try gateway.openFiles(for: loaded.snapshot)
             } catch {
                 return refused(error.diagnostics, dryRun: true)
             }

@@ -156,11 +156,51 @@ extension Problem {
         Problem(type: typePrefix + "no-route", title: "No such service", status: .notFound, detail: "No service is published at \(path).")
     }
 
+    static func locatorUnavailable() -> Problem {
+        Problem(
+            type: typePrefix + "locator-unavailable", title: "Service locator unavailable", status: .serviceUnavailable,
+            detail: "The service locator cannot be signed right now; keep using the last document you verified.")
+    }
+
+    static func methodNotAllowed(allowed: String) -> Problem {
+        var problem = Problem(
+            type: typePrefix + "method-not-allowed", title: "Method not allowed", status: .methodNotAllowed,
+            detail: "This resource answers \(allowed) only.")
+        problem.headers = [("allow", allowed)]
+        return problem
+    }
+
     static func unknownVersion(_ version: String, service: String, available: [Int]) -> Problem {
         Problem(
             type: typePrefix + "unknown-api-version", title: "Unknown API version", status: .notFound,
             detail: "Service \(service) has no version \(version); available: \(available.map(String.init).joined(separator: ", ")).",
             extensions: [("service", service)])
+    }
+
+    /// The app is older than the service's `minimumClientVersion`. Worded for the app's user: an
+    /// app can show `title` and `detail` as they are.
+    ///
+    /// RFC 9110 §15.5.22 has a 426 name the protocol to upgrade to in `Upgrade`; what must be
+    /// upgraded here is the app, not the protocol, so no `Upgrade` field is sent (a client would
+    /// otherwise try to switch protocols).
+    static func upgradeRequired(service: String, minimum: String) -> Problem {
+        Problem(
+            type: typePrefix + "upgrade-required", title: "Update required", status: .upgradeRequired,
+            detail: "This version of the app is no longer supported. Please update the app to version \(minimum) or later.",
+            extensions: [("service", service), ("minimumClientVersion", minimum)])
+    }
+
+    static func invalidClientVersion(header: String) -> Problem {
+        Problem(
+            type: typePrefix + "invalid-client-version", title: "Invalid client version", status: .badRequest,
+            detail: "\(header) must be an app version such as 2.4.1, 2.4 or 2.4.1-beta.2.", extensions: [("header", header)])
+    }
+
+    static func clientVersionRequired(header: String, service: String) -> Problem {
+        Problem(
+            type: typePrefix + "client-version-required", title: "Client version required", status: .badRequest,
+            detail: "Service \(service) needs the app's version in \(header) (such as 2.4.1), or an API version in the request.",
+            extensions: [("header", header), ("service", service)])
     }
 
     static func badGateway(backend: String) -> Problem {

@@ -39,12 +39,19 @@ enum ProxyForwarding {
     /// The URL the backend receives: the backend's URL prefix (origin and base path, compiled
     /// once), then the rewritten prefix (or the original path when the policy sets no rewrite),
     /// then the request's query unchanged. A request whose path comes out empty gets `/`.
-    static func upstreamURL(_ routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend) -> String {
+    ///
+    /// A request that left out its service's `{version}` segment is forwarded, without a rewrite,
+    /// as if it had named the version chosen (`versionedPrefix`, then the rest of its path).
+    static func upstreamURL(_ routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend, versionedPrefix: String? = nil) -> String
+    {
         let pathIsEmpty: Bool
         var length = backend.urlPrefix.utf8.count + 2
         if let rewrite = proxy.rewrite {
             pathIsEmpty = backend.basePath.isEmpty && rewrite.isEmpty && routed.remainder.isEmpty
             length += rewrite.utf8.count + routed.remainder.utf8.count
+        } else if let versionedPrefix {
+            pathIsEmpty = false
+            length += versionedPrefix.utf8.count + routed.remainder.utf8.count
         } else {
             pathIsEmpty = backend.basePath.isEmpty && routed.path.isEmpty
             length += routed.path.utf8.count
@@ -55,6 +62,9 @@ enum ProxyForwarding {
         url += backend.urlPrefix
         if let rewrite = proxy.rewrite {
             url += rewrite
+            url += routed.remainder
+        } else if let versionedPrefix {
+            url += versionedPrefix
             url += routed.remainder
         } else {
             url += routed.path
@@ -71,7 +81,8 @@ enum ProxyForwarding {
     /// (``CompiledBackend``).
     static func upstreamRequest(
         head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend,
-        clientAddress: String?, scheme: String, requestID: String, dropping credentialHeader: String? = nil
+        clientAddress: String?, scheme: String, requestID: String, dropping credentialHeader: String? = nil,
+        versionedPrefix: String? = nil
     ) -> UpstreamRequest {
         let listed = connectionListed(head.headers)
         var headers = HTTPHeaders()
@@ -97,7 +108,8 @@ enum ProxyForwarding {
         headers.add(name: "X-Request-Id", value: requestID)
 
         var request = UpstreamRequest(
-            method: head.method.rawValue, url: upstreamURL(routed, proxy: proxy, backend: backend), headers: headers, body: body,
+            method: head.method.rawValue, url: upstreamURL(routed, proxy: proxy, backend: backend, versionedPrefix: versionedPrefix),
+            headers: headers, body: body,
             connectTimeout: backend.connectTimeout, timeout: backend.timeout)
         request.client = backend.client
         return request

@@ -86,14 +86,13 @@ struct RequestAuthenticator {
         guard let presented = head.headers.first(name: header) else { return .failure(.apiKeyRequired(header: header)) }
         let (id, secret) = Self.splitAPIKey(presented)
         let credential = credentials.byID[id]
-        let fingerprint = Credentials.fingerprint(Array(secret.utf8))
-        // Both comparisons always run, against a decoy when the id is unknown.
+        let fingerprint = Credentials.fingerprint(secret)
+        // Both comparisons always run, against decoys for what the key lacks (or for an unknown id).
+        let previous = credential?.previous
         let matchesCurrent = ConstantTime.equal(fingerprint, credential?.fingerprint ?? credentials.decoyFingerprint)
-        var matchesPrevious = false
-        if let previous = credential?.previous {
-            matchesPrevious = ConstantTime.equal(fingerprint, previous.fingerprint) && now < previous.expires
-        }
-        guard let credential, matchesCurrent || matchesPrevious else { return .failure(.apiKeyInvalid(header: header)) }
+        let matchesPrevious = ConstantTime.equal(fingerprint, previous?.fingerprint ?? credentials.secondDecoyFingerprint)
+        let previousCounts = previous.map { now < $0.expires } ?? false
+        guard let credential, matchesCurrent || (matchesPrevious && previousCounts) else { return .failure(.apiKeyInvalid(header: header)) }
         if let refusal = Self.authorize(credential.policy, service: service) { return .failure(refusal) }
         return .success(Authentication(keyID: credential.policy.id, tier: credential.policy.tier))
     }
@@ -117,7 +116,7 @@ struct RequestAuthenticator {
         let signature: SignatureFields.Signature
         do {
             signature = try SignatureFields.select(
-                label: settings.label, signatureInput: inputLines.joined(separator: ", "), signature: signatureLines.joined(separator: ", ")
+                label: settings.label, signatureInput: Self.combined(inputLines), signature: Self.combined(signatureLines)
             )
         } catch {
             return .failure(.malformedSignature(Self.sentence(error.description)))
@@ -134,8 +133,8 @@ struct RequestAuthenticator {
             return .failure(.malformedSignature("The nonce is longer than \(Self.maxNonceLength) characters."))
         }
         if let missing = compiled.signatureRequirements.firstMissing(
-            from: Set(input.components), hasQuery: head.uri.contains("?"), hasBody: hasBody,
-            hasClientVersion: head.headers.contains(name: "x-client-version"))
+            from: input.components, hasQuery: head.uri.utf8.contains(UInt8(ascii: "?")), hasBody: hasBody,
+            hasClientVersion: head.headers.contains(name: compiled.signatureRequirements.clientVersionHeader))
         {
             return .failure(.signatureIncomplete("The signature must cover \(missing); it covers \(Self.list(input.components))."))
         }
@@ -145,24 +144,17 @@ struct RequestAuthenticator {
         if abs(now - created) > skew { return .failure(.clockSkew(created: created, now: now, allowed: skew)) }
         if let expires = input.expires, expires <= now { return .failure(.signatureExpired(expires: expires, now: now)) }
 
-        // The MAC, with the current secret and then a previous one still in its rotation window.
+        // The MACs: the current secret and the previous one (or stand-ins), always both.
         let request = SignableRequestHead(head: head, scheme: scheme)
-        let credential = credentials.byID[keyID]
+        let candidates = credentials.candidates(for: keyID, now: now)
         let verified: Bool
         do {
-            if let credential {
-                var matches = try MessageSignature.verify(signature, request: request, authenticator: credential.current)
-                if !matches, let previous = credential.previous, now < previous.expires {
-                    matches = try MessageSignature.verify(signature, request: request, authenticator: previous.key)
-                }
-                verified = matches
-            } else {
-                _ = try MessageSignature.verify(signature, request: request, authenticator: credentials.decoy)
-                verified = false
-            }
+            let matches = try MessageSignature.verify(signature, request: request, candidates: candidates.first, candidates.second)
+            verified = matches.first || (matches.second && candidates.secondCounts)
         } catch {
             return .failure(.malformedSignature(Self.sentence(error.description)))
         }
+        let credential = candidates.credential
         guard verified, let credential else { return .failure(.signatureInvalid()) }
         if let refusal = Self.authorize(credential.policy, service: service) { return .failure(refusal) }
 
@@ -182,6 +174,11 @@ struct RequestAuthenticator {
     }
 
     // MARK: Shared
+
+    /// A field's lines as one value (RFC 9110 §5.3); the usual single line is passed on as it is.
+    private static func combined(_ lines: [String]) -> String {
+        lines.count == 1 ? lines[0] : lines.joined(separator: ", ")
+    }
 
     /// A key proven genuine may still be refused: revoked, or not allowed to call this service.
     static func authorize(_ key: ClientKeyPolicy, service: ServicePolicy) -> Problem? {

@@ -17,10 +17,12 @@ final class RoutedRequest {
     /// The whole normalised path.
     let path: Substring
     let query: Substring?
+    /// The path left out the service template's `{version}` segment (`/api/stockquote/AAPL`).
+    let versionless: Bool
 
     init(
         service: CompiledService, rules: ServiceRules, requestedVersion: Substring?, remainder: Substring, path: Substring,
-        query: Substring?
+        query: Substring?, versionless: Bool = false
     ) {
         self.service = service
         self.rules = rules
@@ -28,6 +30,7 @@ final class RoutedRequest {
         self.remainder = remainder
         self.path = path
         self.query = query
+        self.versionless = versionless
     }
 }
 
@@ -70,7 +73,8 @@ enum Route {
         let requested: Substring? = match.path.version ?? query.flatMap { Self.queryParameter("apiVersion", in: $0) }
         return .success(
             RoutedRequest(
-                service: service, rules: rules, requestedVersion: requested, remainder: match.path.remainder, path: path, query: query))
+                service: service, rules: rules, requestedVersion: requested, remainder: match.path.remainder, path: path, query: query,
+                versionless: match.versionless))
     }
 
     /// The `Host` field's host, lowercased, without the port, as routes compare it.

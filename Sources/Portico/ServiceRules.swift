@@ -1,4 +1,6 @@
+import Foundation
 import PorticoPolicy
+import Version
 
 /// One service's rules, compiled: its rate limits for each tier and for addresses, and each
 /// version's handler with its backend resolved.
@@ -12,6 +14,10 @@ final class ServiceRules: Sendable {
         /// The proxy's backend; `nil` only if the policy names one it does not define, which a
         /// validated policy never does (the request is then answered 502).
         let backend: CompiledBackend?
+        /// The service's path with this version in its `{version}` segment (`/api/2/stockquote`),
+        /// for a template that has one: what a request that left the segment out is forwarded as
+        /// when the proxy does not rewrite, so the backend sees the version chosen.
+        let versionedPrefix: String?
     }
 
     let service: CompiledService
@@ -21,12 +27,29 @@ final class ServiceRules: Sendable {
     /// Each client address's limit, for requests no key authenticated.
     let addressLimit: CompiledRateLimit?
     let versions: [Int: Version]
+    /// The versions the service has, sorted, for the 404 that lists them.
+    let versionNumbers: [Int]
+    /// What the version stage needs when the service reads the client's version (it has buckets
+    /// or a minimum); `nil` otherwise, so that such services cost the stage nothing more.
+    let active: ActiveVersioning?
+
+    /// The active version map of one service, compiled.
+    struct ActiveVersioning: Sendable {
+        let buckets: CompatibilityMap
+        let minimum: SemanticVersion?
+        /// `minimum` as shown to the user.
+        let minimumText: String?
+        let rejectsMissing: Bool
+        /// The `Vary` value of every answer whose version this map decided: the version header, and
+        /// the platform header when a bucket is limited to some platforms.
+        let vary: String
+    }
 
     var name: String { service.name }
 
     init(
         _ service: CompiledService, tierDefaults: [String: CompiledRateLimit], tiers: [String: TierPolicy],
-        backends: [String: CompiledBackend]
+        backends: [String: CompiledBackend], clients: ClientsPolicy
     ) {
         self.service = service
         var tierLimits = tierDefaults
@@ -37,10 +60,27 @@ final class ServiceRules: Sendable {
         }
         self.tierLimits = tierLimits
         addressLimit = service.policy.addressRateLimit.map { CompiledRateLimit(kind: .address, name: service.name, policy: $0) }
-        versions = service.policy.versions.mapValues { version in
-            switch version.handler {
-            case .proxy(let proxy): Version(handler: version.handler, backend: backends[proxy.backend])
-            }
+        let hasVersionSegment = service.template.segments.contains(.version)
+        versions = Dictionary(
+            uniqueKeysWithValues: service.policy.versions.map { number, version in
+                let prefix = hasVersionSegment ? service.policy.path.replacingOccurrences(of: "{version}", with: String(number)) : nil
+                switch version.handler {
+                case .proxy(let proxy):
+                    return (number, Version(handler: version.handler, backend: backends[proxy.backend], versionedPrefix: prefix))
+                }
+            })
+        versionNumbers = service.policy.versions.keys.sorted()
+        let policy = service.policy
+        if policy.readsClientVersion {
+            let buckets = CompatibilityMap(policy.compatibility)
+            let byPlatform = !buckets.byPlatform.isEmpty
+            active = ActiveVersioning(
+                buckets: buckets, minimum: policy.minimumClientVersion,
+                minimumText: policy.minimumClientVersion.map(ClientVersion.describe),
+                rejectsMissing: policy.missingClientVersion == .reject,
+                vary: byPlatform ? "\(clients.versionHeader), \(clients.platformHeader)" : clients.versionHeader)
+        } else {
+            active = nil
         }
     }
 }

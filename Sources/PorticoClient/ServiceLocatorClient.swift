@@ -7,6 +7,11 @@ import Foundation
 /// document costs a 304. A failed refresh never loses the last good document: an app that goes
 /// offline keeps resolving to the endpoints it last saw.
 ///
+/// With a ``PinnedLocatorKey`` it also checks the gateway's Ed25519 signature on every document and
+/// every revalidation, and refuses (keeping the last good document) one that is unsigned, altered,
+/// expired or signed with another key: a document served by a CDN is then as trustworthy as one
+/// from the gateway.
+///
 /// ```swift
 /// let locator = ServiceLocatorClient(url: URL(string: "https://api.example.com/serviceLocator.json")!)
 /// let quotes = try await locator.url(for: "stockQuote", version: "2")
@@ -31,12 +36,17 @@ public actor ServiceLocatorClient {
         var document: ServiceLocatorDocument
         var etag: String?
         var freshUntil: Date
+        /// The exact bytes, which a 304 is verified against.
+        var body: Data
+        /// The stored response's fields (lowercased names), which a 304 updates.
+        var fields: [String: String]
     }
 
     public nonisolated let url: URL
     private let transport: any ServiceLocatorTransport
     private let configuration: Configuration
     private let clock: @Sendable () -> Date
+    private let pinnedKey: PinnedLocatorKey?
     private var cached: Cached?
     private var lastAttempt: Date?
     private var lastFailure: Date?
@@ -45,14 +55,17 @@ public actor ServiceLocatorClient {
     /// - Parameters:
     ///   - url: where the gateway publishes the document (its `locator.path`).
     ///   - transport: how to fetch it; `URLSession` by default.
-    ///   - clock: the time freshness is judged by; tests pass their own.
+    ///   - pinnedKey: the gateway's locator key (`portico locator-key`); with one, only documents
+    ///     it signed are accepted (see ``PinnedLocatorKey``).
+    ///   - clock: the time freshness and signatures are judged by; tests pass their own.
     public init(
         url: URL, transport: any ServiceLocatorTransport = URLSessionLocatorTransport(), configuration: Configuration = .init(),
-        clock: @escaping @Sendable () -> Date = { Date() }
+        pinnedKey: PinnedLocatorKey? = nil, clock: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.url = url
         self.transport = transport
         self.configuration = configuration
+        self.pinnedKey = pinnedKey
         self.clock = clock
     }
 
@@ -131,12 +144,25 @@ public actor ServiceLocatorClient {
         let freshUntil = clock().addingTimeInterval(lifetime(of: response))
         switch response.status {
         case 304 where cached != nil:
+            // The stored 200 takes the 304's fields (RFC 9111 §4.3.4), its new signature among them;
+            // a 304 without one (an intermediary that drops fields) leaves the stored signature,
+            // which must then still hold.
+            let fields = cached!.fields.merging(response.headers) { _, new in new }
+            if let pinnedKey {
+                let updated = ServiceLocatorResponse(status: 200, headers: fields, body: cached!.body)
+                try LocatorSignatureVerifier.verify(status: 200, headers: updated, body: cached!.body, key: pinnedKey, now: clock())
+            }
+            cached!.fields = fields
             cached!.freshUntil = freshUntil
             if let etag = response.header("etag") { cached!.etag = etag }
             return cached!.document
         case 200:
+            if let pinnedKey {
+                try LocatorSignatureVerifier.verify(status: 200, headers: response, body: response.body, key: pinnedKey, now: clock())
+            }
             let document = try ServiceLocatorDocument.decode(response.body)
-            cached = Cached(document: document, etag: response.header("etag"), freshUntil: freshUntil)
+            cached = Cached(
+                document: document, etag: response.header("etag"), freshUntil: freshUntil, body: response.body, fields: response.headers)
             return document
         default:
             throw ServiceLocatorError.httpStatus(response.status)

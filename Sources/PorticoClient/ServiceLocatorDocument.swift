@@ -7,13 +7,17 @@ import Foundation
 /// move without a new app release. The JSON it reads:
 ///
 /// ```json
-/// { "services": [
+/// { "environment": "production",
+///   "services": [
 ///     { "name": "stockQuote", "version": "2", "url": "https://api.example.com/api/2/stockquote",
-///       "metadata": { "auth": "signature" } } ] }
+///       "metadata": { "auth": "signature", "input": "application/json", "output": "application/json",
+///                     "default": true, "minimumClientVersion": "1.0.0" },
+///       "buckets": [ { "clients": ">=2.0.0" } ] } ] }
 /// ```
 ///
 /// `version` may be a string or an integer; `metadata` values may be strings, numbers or booleans
-/// (read as their text). Members this type does not know are ignored, so the format can grow.
+/// (read as their text); `buckets` is optional. Members this type does not know are ignored, so the
+/// format can grow.
 public struct ServiceLocatorDocument: Sendable, Hashable, Decodable {
     /// One published endpoint.
     public struct Endpoint: Sendable, Hashable, Decodable {
@@ -21,16 +25,39 @@ public struct ServiceLocatorDocument: Sendable, Hashable, Decodable {
         public var version: String
         public var url: URL
         public var metadata: [String: String]
+        /// The compatibility buckets whose apps the gateway serves this version when they name none.
+        public var buckets: [Bucket]
 
-        public init(name: String, version: String, url: URL, metadata: [String: String] = [:]) {
+        /// App versions in `clients` (a range such as `>=2.0.0 <3.1.0`), on `platforms` (empty:
+        /// every platform).
+        public struct Bucket: Sendable, Hashable, Decodable {
+            public var clients: String
+            public var platforms: [String]
+
+            public init(clients: String, platforms: [String] = []) {
+                self.clients = clients
+                self.platforms = platforms
+            }
+
+            private enum CodingKeys: String, CodingKey { case clients, platforms }
+
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                clients = try container.decode(String.self, forKey: .clients)
+                platforms = try container.decodeIfPresent([String].self, forKey: .platforms) ?? []
+            }
+        }
+
+        public init(name: String, version: String, url: URL, metadata: [String: String] = [:], buckets: [Bucket] = []) {
             self.name = name
             self.version = version
             self.url = url
             self.metadata = metadata
+            self.buckets = buckets
         }
 
         private enum CodingKeys: String, CodingKey {
-            case name, version, url, metadata
+            case name, version, url, metadata, buckets
         }
 
         public init(from decoder: any Decoder) throws {
@@ -51,6 +78,7 @@ public struct ServiceLocatorDocument: Sendable, Hashable, Decodable {
             self.url = url
             let values = try container.decodeIfPresent([String: MetadataValue].self, forKey: .metadata) ?? [:]
             metadata = values.mapValues(\.text)
+            buckets = try container.decodeIfPresent([Bucket].self, forKey: .buckets) ?? []
         }
     }
 

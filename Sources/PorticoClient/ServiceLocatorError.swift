@@ -1,7 +1,7 @@
 /// Why the service locator could not answer.
 public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConvertible {
     private enum Reason: Sendable, Hashable {
-        case unreachable, httpStatus, invalidDocument, unknownEndpoint
+        case unreachable, httpStatus, invalidDocument, unknownEndpoint, invalidSignature
     }
 
     private let reason: Reason
@@ -21,6 +21,8 @@ public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConver
     public static let invalidDocument = ServiceLocatorError(.invalidDocument, "")
     /// The document (even after a refresh) does not list the requested service and version.
     public static let unknownEndpoint = ServiceLocatorError(.unknownEndpoint, "")
+    /// A key is pinned and the document is unsigned, altered, expired or signed by another key.
+    public static let invalidSignature = ServiceLocatorError(.invalidSignature, "")
 
     static func unreachable(_ error: any Error) -> ServiceLocatorError {
         ServiceLocatorError(.unreachable, "the service locator could not be fetched: \(error)")
@@ -32,6 +34,10 @@ public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConver
 
     static func invalidDocument(_ reason: String) -> ServiceLocatorError {
         ServiceLocatorError(.invalidDocument, "the service locator document is invalid: \(reason)")
+    }
+
+    static func invalidSignature(_ reason: String) -> ServiceLocatorError {
+        ServiceLocatorError(.invalidSignature, "the service locator document was refused: \(reason)")
     }
 
     static func unknownEndpoint(service: String, version: String) -> ServiceLocatorError {

@@ -4,7 +4,8 @@ import NIOHTTP1
 
 /// The backends the shipped default policy points at, so a newcomer can call the gateway at once.
 ///
-/// - `quotes` answers `GET /v1/quotes/{symbol}` with a JSON quote (a stand-in for a market-data feed).
+/// - `quotes` answers `GET /v1/quotes/{symbol}` and `GET /v2/quotes/{symbol}` with a JSON quote in
+///   stockQuote's version 1 and version 2 contracts (a stand-in for a market-data feed).
 /// - `echo` answers any request with a JSON description of what it received, which makes the
 ///   gateway's forwarding (rewritten path, dropped and added headers) visible.
 public enum DemoBackends {
@@ -18,21 +19,36 @@ public enum DemoBackends {
         return [quotes, echo]
     }
 
-    static let companies = [
-        "AAPL": ("Apple Inc.", 189.84), "MSFT": ("Microsoft Corporation", 415.10),
-        "GOOG": ("Alphabet Inc.", 171.05), "AMZN": ("Amazon.com, Inc.", 178.22),
+    /// Name, opening price and current price of each symbol the demo knows.
+    static let companies: [String: (name: String, opening: Double, current: Double)] = [
+        "AAPL": ("Apple Inc.", 187.15, 189.84), "MSFT": ("Microsoft Corporation", 417.32, 415.10),
+        "GOOG": ("Alphabet Inc.", 168.90, 171.05), "AMZN": ("Amazon.com, Inc.", 178.22, 178.22),
     ]
 
-    @Sendable static func quotes(_ request: BackendRequest) -> BackendResponse {
+    /// `GET /v1/quotes/{symbol}`: `{"symbol","name","currentPrice"}` (stockQuote version 1's contract);
+    /// `GET /v2/quotes/{symbol}`: `{"symbol","name","openingPrice","currentPrice","percentageChange"}`
+    /// (version 2's), the change from opening to current price in percent, to two decimals.
+    @Sendable public static func quotes(_ request: BackendRequest) -> BackendResponse {
         let parts = request.path.split(separator: "/")
-        guard request.method == .GET || request.method == .HEAD, parts.count == 3, parts[0] == "v1", parts[1] == "quotes" else {
+        guard request.method == .GET || request.method == .HEAD, parts.count == 3, parts[0] == "v1" || parts[0] == "v2",
+            parts[1] == "quotes"
+        else {
             return json(.notFound, ["error": "no such resource", "path": String(request.path)])
         }
         let symbol = parts[2].uppercased()
-        guard let (name, price) = companies[symbol] else {
+        guard let company = companies[symbol] else {
             return json(.notFound, ["error": "unknown symbol", "symbol": symbol])
         }
-        return json(.ok, ["symbol": symbol, "name": name, "currentPrice": price])
+        guard parts[0] == "v2" else {
+            return json(.ok, ["symbol": symbol, "name": company.name, "currentPrice": company.current])
+        }
+        let change = ((company.current - company.opening) / company.opening * 10_000).rounded() / 100
+        return json(
+            .ok,
+            [
+                "symbol": symbol, "name": company.name, "openingPrice": company.opening, "currentPrice": company.current,
+                "percentageChange": change,
+            ])
     }
 
     /// Describes the request it received: method, path, query, headers and body.

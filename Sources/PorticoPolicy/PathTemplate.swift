@@ -36,6 +36,17 @@ public struct PathTemplate: Sendable, Hashable {
         "/" + segments.map { if case .literal(let text) = $0 { text } else { "{version}" } }.joined(separator: "/")
     }
 
+    /// The template without its `{version}` segment (`/api/quotes` for `/api/{version}/quotes`), or
+    /// `nil` if it has none.
+    public var withoutVersion: PathTemplate? {
+        guard segments.contains(.version) else { return nil }
+        return PathTemplate(segments: segments.filter { $0 != .version })
+    }
+
+    private init(segments: [Segment]) {
+        self.segments = segments
+    }
+
     /// Literal segments count; more literal segments make a more specific route.
     var specificity: Int { segments.count }
 

@@ -1,3 +1,5 @@
+import Version
+
 /// The policy as the YAML files say it, validated: one type per YAML mapping, field for field.
 ///
 /// These types follow the file format; the request path reads the compiled ``PolicySnapshot``
@@ -14,6 +16,10 @@ public struct Policy: Sendable {
     public var keys: [String: ClientKeyPolicy]
     /// Rate-limit tiers by name; a key's `tier` names one.
     public var tiers: [String: TierPolicy] = [:]
+    /// The request fields clients name their app version and platform in.
+    public var clients = ClientsPolicy()
+    /// The service locator; `nil`: none is published.
+    public var locator: LocatorPolicy?
     /// The admin listener; none when the policy has no `admin` section.
     public var admin: AdminPolicy?
 }
@@ -137,6 +143,16 @@ public struct ServicePolicy: Sendable, Hashable {
     /// request escapes the route it was checked against. Turn it on only for a backend that needs
     /// such paths (resource names that contain slashes, say) and treats them as data.
     public var allowEncodedSlashes: Bool = false
+    /// The active version map: which API version each app version (and platform) gets when the
+    /// request names none. Empty: every such request gets ``defaultVersion``.
+    public var compatibility: [CompatibilityBucket] = []
+    /// Apps older than this get 426 Upgrade Required, whichever version they ask for.
+    public var minimumClientVersion: Version?
+    /// What a request without a client version gets when it names no API version either.
+    public var missingClientVersion: MissingClientVersion = .default
+
+    /// Whether requests' client version matters to this service (it has buckets or a minimum).
+    public var readsClientVersion: Bool { !compatibility.isEmpty || minimumClientVersion != nil }
 }
 
 public enum DefaultVersion: Sendable, Hashable {
@@ -147,6 +163,16 @@ public enum DefaultVersion: Sendable, Hashable {
 /// What serves one version of a service.
 public struct VersionPolicy: Sendable, Hashable {
     public var handler: HandlerPolicy
+    /// The date (`2027-06-30`) after which this version may be withdrawn, published by the locator.
+    public var deprecation: String?
+    /// The media types of request and response bodies, published by the locator.
+    public var input = "application/json"
+    public var output = "application/json"
+
+    public init(handler: HandlerPolicy, deprecation: String? = nil) {
+        self.handler = handler
+        self.deprecation = deprecation
+    }
 }
 
 public enum HandlerPolicy: Sendable, Hashable {

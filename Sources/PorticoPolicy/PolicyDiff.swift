@@ -4,8 +4,8 @@
 /// whole value, so a key whose secret was rotated shows as changed, and nothing says how: the diff
 /// names things, it never shows a value (secrets included).
 ///
-/// The sections are a table (``sections``): a new part of the policy (compatibility buckets, facade
-/// sources) is reported by one more line there, naming its entries and the value compared.
+/// The sections are a table (``sections``): a new part of the policy (facade sources, say) is
+/// reported by one more line there, naming its entries and the value compared.
 public struct PolicyDiff: Sendable, Hashable {
     /// One part of the policy: the names of its entries that were added, removed or changed.
     public struct Section: Sendable, Hashable {
@@ -39,21 +39,26 @@ public struct PolicyDiff: Sendable, Hashable {
     /// Each section's entries: stable name → the value compared.
     ///
     /// - `services`: routing and authentication (path, host, auth, default version, address
-    ///   limit...); their versions are a section of their own, so adding a version does not
-    ///   also mark its service changed.
-    /// - `versions`: `service/version` → its handler.
+    ///   limit...); their versions and compatibility buckets are sections of their own, so adding
+    ///   a version or a bucket does not also mark its service changed.
+    /// - `versions`: `service/version` → its handler (and what the locator publishes of it).
+    /// - `buckets`: the active version map, per service: `service: <range>` (with `on <platforms>`
+    ///   for a platform's own bucket) → the API version it maps to; a bucket whose range moved is
+    ///   removed and added, one that maps to another version is changed. `service.minimumClientVersion`
+    ///   and `service.missingClientVersion` are entries too.
     /// - `keys`: by id, everything about the key (status, services, tier, secrets).
     /// - `limits`: every rate limit and cap by where it applies: `tiers.<tier>`,
     ///   `tiers.<tier>.services.<service>`, `backends.<backend>.rateLimit`,
     ///   `backends.<backend>.maxConcurrent`, `services.<service>.addressRateLimit`.
     /// - `backends`: URL, timeouts, client, limits.
     /// - `settings`: the singular sections (`listeners`, `limits`, `upstream`, `accessLog`,
-    ///   `signatures`, `apiKeys`, `admin`).
+    ///   `signatures`, `apiKeys`, `clients`, `locator`, `admin`).
     ///
-    /// Compatibility buckets and facade sources get their lines here when the schema has them.
+    /// Facade sources get their line here when the schema has them.
     static let sections: [(name: String, entries: @Sendable (Policy) -> [String: AnyHashable])] = [
         ("services", { $0.services.mapValues { service in AnyHashable(ServiceWithoutVersions(service)) } }),
         ("versions", versions),
+        ("buckets", buckets),
         ("keys", { $0.keys.mapValues(AnyHashable.init) }),
         ("limits", limits),
         ("backends", { $0.backends.mapValues(AnyHashable.init) }),
@@ -65,6 +70,9 @@ public struct PolicyDiff: Sendable, Hashable {
         init(_ service: ServicePolicy) {
             self.service = service
             self.service.versions = [:]
+            self.service.compatibility = []
+            self.service.minimumClientVersion = nil
+            self.service.missingClientVersion = .default
         }
     }
 
@@ -72,6 +80,23 @@ public struct PolicyDiff: Sendable, Hashable {
         var entries: [String: AnyHashable] = [:]
         for (name, service) in policy.services {
             for (number, version) in service.versions { entries["\(name)/\(number)"] = AnyHashable(version) }
+        }
+        return entries
+    }
+
+    private static func buckets(_ policy: Policy) -> [String: AnyHashable] {
+        var entries: [String: AnyHashable] = [:]
+        for (name, service) in policy.services {
+            for bucket in service.compatibility {
+                let platforms = bucket.platforms.isEmpty ? "" : " on " + bucket.platforms.sorted().joined(separator: ",")
+                entries["\(name): \(bucket.clients)\(platforms)"] = AnyHashable(bucket.version)
+            }
+            if let minimum = service.minimumClientVersion {
+                entries["\(name).minimumClientVersion"] = AnyHashable(minimum)
+            }
+            if service.missingClientVersion != .default {
+                entries["\(name).missingClientVersion"] = AnyHashable(service.missingClientVersion)
+            }
         }
         return entries
     }
@@ -97,7 +122,9 @@ public struct PolicyDiff: Sendable, Hashable {
             "listeners": AnyHashable(policy.listeners), "limits": AnyHashable(policy.limits),
             "upstream": AnyHashable(policy.upstream), "accessLog": AnyHashable(policy.accessLog),
             "signatures": AnyHashable(policy.signatures), "apiKeys": AnyHashable(policy.apiKeys),
+            "clients": AnyHashable(policy.clients),
         ]
+        if let locator = policy.locator { entries["locator"] = AnyHashable(locator) }
         if let admin = policy.admin { entries["admin"] = AnyHashable(admin) }
         return entries
     }

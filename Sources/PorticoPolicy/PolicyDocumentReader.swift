@@ -23,6 +23,10 @@ struct PolicyDocumentReader {
         checkDuplicatePaths(services)
         let signatures = single("signatures", in: sections).flatMap(readSignatures) ?? SignaturePolicy()
         let apiKeys = single("apiKeys", in: sections).flatMap(readAPIKeys) ?? APIKeyPolicy()
+        let clients = single("clients", in: sections).flatMap(readClients) ?? ClientsPolicy()
+        let locatorValue = single("locator", in: sections)
+        let locator = locatorValue.flatMap { readLocator($0, listeners: listeners.map(\.name)) }
+        if let locator, let locatorValue { warnAboutShadowedRoutes(locator, at: locatorValue, services: services.values.map(\.policy)) }
         warnAboutClearTextKeys(listeners: listenerEntries, services: services.values.map(\.policy))
         let tiers = merged("tiers", in: sections) { readTier($0, name: $1, services: Set(services.keys)) }
         // Keys are checked against every tier named, even one with mistakes of its own, so that a
@@ -37,6 +41,8 @@ struct PolicyDocumentReader {
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
             backends: backends.mapValues(\.policy), services: services.mapValues(\.policy),
             signatures: signatures, apiKeys: apiKeys, keys: keys.mapValues(\.policy), tiers: tiers.mapValues(\.policy))
+        policy.clients = clients
+        policy.locator = locator
         policy.admin = admin
         warnAboutWholeStoreShares(policy, tiers: tiers)
         return policy
@@ -196,7 +202,7 @@ struct PolicyDocumentReader {
     }
 
     /// A file named by the policy, with where it was named.
-    private func file(_ value: PolicyValue) -> PolicyFile? {
+    func file(_ value: PolicyValue) -> PolicyFile? {
         guard let path = value.filePath() else { return nil }
         return PolicyFile(path: path, origin: PolicyOrigin(file: value.file, line: value.line, keyPath: value.keyPath))
     }
@@ -338,7 +344,10 @@ struct PolicyDocumentReader {
     private func readService(
         _ value: PolicyValue, name: String, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> (ServicePolicy)? {
-        let known = ["path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes"]
+        let known = [
+            "path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes", "compatibility",
+            "minimumClientVersion", "missingClientVersion",
+        ]
         guard let fields = value.fields(known: known) else { return nil }
         let path = fields.required("path", readServicePath)
         let host = fields.optional("host") { $0.nonEmptyString()?.lowercased() }
@@ -375,10 +384,15 @@ struct PolicyDocumentReader {
         if addressRateLimit != nil, auth != .none, let limitValue = fields["addressRateLimit"] {
             limitValue.warning("applies to unauthenticated requests only; with auth: \(auth.rawValue), the keys' tiers limit this service")
         }
+        let active = readActiveVersioning(fields, versions: versions, defaultVersion: defaultVersion)
         guard let path else { return nil }
-        return ServicePolicy(
+        var service = ServicePolicy(
             name: name, path: path, host: host, versions: versions, defaultVersion: defaultVersion, auth: auth,
             addressRateLimit: addressRateLimit, allowEncodedSlashes: allowEncodedSlashes)
+        service.compatibility = active.buckets
+        service.minimumClientVersion = active.minimum
+        service.missingClientVersion = active.missing
+        return service
     }
 
     private func readServicePath(_ value: PolicyValue) -> String? {
@@ -399,7 +413,10 @@ struct PolicyDocumentReader {
     private func readVersion(
         _ value: PolicyValue, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> VersionPolicy? {
-        guard let fields = value.fields(known: ["proxy"]) else { return nil }
+        guard let fields = value.fields(known: ["proxy", "deprecation", "input", "output"]) else { return nil }
+        let deprecation = fields.optional("deprecation", Self.deprecationDate)
+        let input = fields.optional("input", Self.mediaType)
+        let output = fields.optional("output", Self.mediaType)
         guard let proxyValue = fields["proxy"] else {
             value.error("expected a handler: proxy")
             return nil
@@ -420,7 +437,11 @@ struct PolicyDocumentReader {
             return nil
         }
         guard let backend else { return nil }
-        return VersionPolicy(handler: .proxy(ProxyPolicy(backend: backend, rewrite: rewrite == "/" ? "" : rewrite)))
+        var version = VersionPolicy(handler: .proxy(ProxyPolicy(backend: backend, rewrite: rewrite == "/" ? "" : rewrite)))
+        version.deprecation = deprecation
+        if let input { version.input = input }
+        if let output { version.output = output }
+        return version
     }
 
     private func checkDuplicatePaths(_ services: [String: (policy: ServicePolicy, value: PolicyValue)]) {

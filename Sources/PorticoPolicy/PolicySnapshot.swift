@@ -43,33 +43,68 @@ public struct CompiledService: Sendable {
 
 /// Services ordered so the first match is the most specific one, and indexed by path segment.
 public struct RouteTable: Sendable {
-    /// The routing rule itself: a request goes to the first service in this order whose template
-    /// matches its path and whose host, if it names one, is the request's. ``match(path:host:)``
-    /// answers that from a trie rather than by scanning the list.
+    /// The services in specificity order; each one's ``CompiledService/index`` is its position here.
     public let services: [CompiledService]
+    /// The routing rule itself: a request goes to the first route in this order whose template
+    /// matches its path and whose host, if it names one, is the request's. Every service has its
+    /// own template as a route and, when that template has a `{version}` segment, the template
+    /// without it too (`/api/stockquote` for `/api/{version}/stockquote`), where the version comes
+    /// from the active map. ``match(path:host:)`` answers from a trie rather than by scanning.
+    public let routes: [Route]
     private let trie: RouteTrie
+
+    /// One way of reaching a service.
+    public struct Route: Sendable {
+        /// Index into ``RouteTable/services``.
+        public let service: Int
+        public let template: PathTemplate
+        /// The service's `{version}` template with that segment left out.
+        public let versionless: Bool
+    }
 
     init(services: [ServicePolicy]) {
         let ordered = services.compactMap { policy -> (ServicePolicy, PathTemplate, Int)? in
             guard let template = PathTemplate(policy.path), let latest = policy.versions.keys.max() else { return nil }
             return (policy, template, latest)
-        }.sorted { lhs, rhs in
-            // Longer prefixes first, then host-bound before host-free, then literal before {version}.
-            if lhs.1.specificity != rhs.1.specificity {
-                return lhs.1.specificity > rhs.1.specificity
-            }
-            if (lhs.0.host != nil) != (rhs.0.host != nil) { return lhs.0.host != nil }
-            return !lhs.1.segments.contains(.version) && rhs.1.segments.contains(.version)
-        }
-        self.services = ordered.enumerated().map { index, service in
+        }.sorted { lhs, rhs in Self.precedes((lhs.0, lhs.1, false), (rhs.0, rhs.1, false)) }
+        let services = ordered.enumerated().map { index, service in
             CompiledService(policy: service.0, template: service.1, latestVersion: service.2, index: index)
         }
-        self.trie = RouteTrie(self.services.map { RouteTrie.Entry(template: $0.template, host: $0.policy.host) })
+        self.services = services
+        var candidates = services.map { (service: $0.index, template: $0.template, versionless: false) }
+        for service in services {
+            if let versionless = service.template.withoutVersion {
+                candidates.append((service.index, versionless, true))
+            }
+        }
+        // A stable order: equal candidates keep the service order.
+        let routes = candidates.enumerated().sorted { lhs, rhs in
+            let left = (services[lhs.element.service].policy, lhs.element.template, lhs.element.versionless)
+            let right = (services[rhs.element.service].policy, rhs.element.template, rhs.element.versionless)
+            if Self.precedes(left, right) { return true }
+            if Self.precedes(right, left) { return false }
+            return lhs.offset < rhs.offset
+        }.map { Route(service: $0.element.service, template: $0.element.template, versionless: $0.element.versionless) }
+        self.routes = routes
+        self.trie = RouteTrie(routes.map { RouteTrie.Entry(template: $0.template, host: services[$0.service].policy.host) })
+    }
+
+    /// Longer prefixes first, then host-bound before host-free, then literal before {version},
+    /// then a service's own template before another's versionless one; ties keep name order.
+    private static func precedes(_ lhs: (ServicePolicy, PathTemplate, Bool), _ rhs: (ServicePolicy, PathTemplate, Bool)) -> Bool {
+        if lhs.1.specificity != rhs.1.specificity {
+            return lhs.1.specificity > rhs.1.specificity
+        }
+        if (lhs.0.host != nil) != (rhs.0.host != nil) { return lhs.0.host != nil }
+        if lhs.1.segments.contains(.version) != rhs.1.segments.contains(.version) { return !lhs.1.segments.contains(.version) }
+        return !lhs.2 && rhs.2
     }
 
     public struct Match: Sendable {
         public let service: CompiledService
         public let path: PathTemplate.Match
+        /// The path left the `{version}` segment out (the active map chooses the version).
+        public let versionless: Bool
     }
 
     /// Finds the service for a request path (without its query) and host (lowercased, without port).
@@ -78,6 +113,7 @@ public struct RouteTable: Sendable {
     /// per service.
     public func match(path: Substring, host: Substring?) -> Match? {
         guard let found = trie.match(path: path, host: host) else { return nil }
-        return Match(service: services[found.rank], path: found.path)
+        let route = routes[found.rank]
+        return Match(service: services[route.service], path: found.path, versionless: route.versionless)
     }
 }

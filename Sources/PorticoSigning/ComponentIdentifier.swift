@@ -42,15 +42,22 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
     public var description: String { serialized }
 
     var serialized: String {
-        // The common case, a bare name of token characters, needs no escaping and no serializer.
-        if parameters.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-            return "\"" + name + "\""
-        }
-        var serializer = StructuredFieldValueSerializer()
-        // Only a parameter value the serializer refuses (an out-of-range integer, a string with
-        // control characters) can fail; those never come out of the parser or the static helpers.
-        guard let bytes = try? serializer.writeItemFieldValue(item) else { return "\"" + name + "\"" }
+        var bytes: [UInt8] = []
+        // Only a name or parameter the serializer refuses (a control character, an out-of-range
+        // integer) can fail; those never come out of the parser or the static helpers.
+        guard (try? write(to: &bytes)) != nil else { return "\"" + name + "\"" }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the identifier's serialisation: the name as a structured-field string, then its
+    /// parameters.
+    func write(to bytes: inout [UInt8]) throws(SigningError) {
+        do {
+            try StructuredFieldWriter.appendBareItem(.string(name), to: &bytes)
+            try StructuredFieldWriter.appendParameters(parameters, to: &bytes)
+        } catch {
+            throw .invalidComponent("\"\(name)\" cannot be serialised as a component identifier")
+        }
     }
 
     var item: Item {
@@ -59,15 +66,15 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
         return Item(bareItem: .string(name), parameters: map)
     }
 
-    init(item: Item) throws(SigningError) {
-        guard case .string(let name) = item.rfc9651BareItem else {
+    init(parsed item: StructuredDictionary.Item) throws(SigningError) {
+        guard case .string(let name) = item.bareItem else {
             throw .invalidComponent("component identifiers must be quoted strings")
         }
-        guard !name.isEmpty, name == name.lowercased() else {
+        guard !name.isEmpty, !name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else {
             throw .invalidComponent("\"\(name)\" must be lowercase")
         }
         self.name = name
-        self.parameters = item.rfc9651Parameters.map { ($0.0, $0.1) }
+        self.parameters = item.parameters
     }
 
     /// Same name and same parameters in the same order: the same serialisation.

@@ -20,14 +20,14 @@ public enum ContentDigest {
     public static func parse(_ value: String) throws(SigningError) -> [(algorithm: DigestAlgorithm, digest: [UInt8])] {
         let dictionary = try SignatureFields.dictionary(value, field: "Content-Digest")
         var result: [(algorithm: DigestAlgorithm, digest: [UInt8])] = []
-        for (key, member) in dictionary {
+        for (key, member) in dictionary.members {
             guard let algorithm = DigestAlgorithm(rawValue: key) else { continue }
-            guard case .item(let item) = member, case .undecodedByteSequence(let base64) = item.rfc9651BareItem,
-                let bytes = Data(base64Encoded: base64)
+            guard case .item(let item) = member, case .undecodedByteSequence(let base64) = item.bareItem,
+                let bytes = Base64.decode(base64)
             else {
                 throw .malformedField(field: "Content-Digest", reason: "the \(key) member must be a byte sequence (:base64:)")
             }
-            result.append((algorithm, Array(bytes)))
+            result.append((algorithm, bytes))
         }
         return result
     }

@@ -3,9 +3,20 @@
 public protocol MessageAuthenticator: Sendable {
     /// The MAC of `message`: 32 bytes for `hmac-sha256`.
     func authenticationCode(for message: UnsafeRawBufferPointer) -> [UInt8]
+
+    /// Writes the MAC of `message` to `code`, which is exactly as long as a MAC; false when it
+    /// could not be computed. The verifier's path: an implementation may write without allocating.
+    func writeAuthenticationCode(for message: UnsafeRawBufferPointer, to code: UnsafeMutableRawBufferPointer) -> Bool
 }
 
 extension MessageAuthenticator {
+    public func writeAuthenticationCode(for message: UnsafeRawBufferPointer, to code: UnsafeMutableRawBufferPointer) -> Bool {
+        let mac = authenticationCode(for: message)
+        guard mac.count == code.count else { return false }
+        mac.withUnsafeBytes { code.copyMemory(from: $0) }
+        return true
+    }
+
     public func authenticationCode(for message: String) -> [UInt8] {
         var message = message
         return message.withUTF8 { authenticationCode(for: UnsafeRawBufferPointer($0)) }
@@ -18,9 +29,14 @@ public enum ConstantTime {
     /// lengths (public: a MAC's length is fixed by its algorithm) can end it early.
     @inline(never)
     public static func equal(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+        lhs.withUnsafeBytes { lhs in rhs.withUnsafeBytes { rhs in equal(lhs, rhs) } }
+    }
+
+    @inline(never)
+    public static func equal(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Bool {
         guard lhs.count == rhs.count else { return false }
         var difference: UInt8 = 0
-        for index in lhs.indices {
+        for index in 0..<lhs.count {
             difference |= lhs[index] ^ rhs[index]
         }
         return difference == 0

@@ -26,6 +26,38 @@ public enum MessageSignature {
         return ConstantTime.equal(authenticator.authenticationCode(for: base), signature.value)
     }
 
+    /// Whether `signature` is a valid MAC under each of two keys: the signature base is built once
+    /// and both MACs are always computed and compared in full.
+    ///
+    /// A verifier passes the key's current secret and its previous one (mid-rotation), or a stand-in
+    /// for whichever it lacks (an unknown key id, a key with one secret). Every verification then
+    /// costs the same two MACs, so a client cannot time which key ids exist or which are being
+    /// rotated. Deciding which matches count (a previous secret past its window) is the caller's.
+    public static func verify(
+        _ signature: SignatureFields.Signature, request: some SignableRequest, candidates first: some MessageAuthenticator,
+        _ second: some MessageAuthenticator
+    ) throws(SigningError) -> (first: Bool, second: Bool) {
+        try checkAlgorithm(signature.input)
+        var base: [UInt8] = []
+        try SignatureBase.write(for: signature.input, request: request, to: &base)
+        return base.withUnsafeBytes { message in
+            signature.value.withUnsafeBytes { presented in
+                withUnsafeTemporaryAllocation(byteCount: 2 * macLength, alignment: 16) { codes in
+                    let firstCode = UnsafeMutableRawBufferPointer(rebasing: codes[0..<macLength])
+                    let secondCode = UnsafeMutableRawBufferPointer(rebasing: codes[macLength..<(2 * macLength)])
+                    let firstComputed = first.writeAuthenticationCode(for: message, to: firstCode)
+                    let secondComputed = second.writeAuthenticationCode(for: message, to: secondCode)
+                    let firstEqual = ConstantTime.equal(UnsafeRawBufferPointer(firstCode), presented)
+                    let secondEqual = ConstantTime.equal(UnsafeRawBufferPointer(secondCode), presented)
+                    return (firstComputed && firstEqual, secondComputed && secondEqual)
+                }
+            }
+        }
+    }
+
+    /// The length of an `hmac-sha256` MAC.
+    static let macLength = 32
+
     static func checkAlgorithm(_ input: SignatureInput) throws(SigningError) {
         if let algorithm = input.algorithm, algorithm != Self.algorithm {
             throw .invalidParameter("alg \"\(algorithm)\" is not accepted; use \(Self.algorithm) or leave alg out")

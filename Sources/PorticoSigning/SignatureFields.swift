@@ -19,21 +19,23 @@ public enum SignatureFields {
     public static func select(label: String?, signatureInput: String, signature: String) throws(SigningError) -> Signature {
         let inputs = try dictionary(signatureInput, field: "Signature-Input")
         let signatures = try dictionary(signature, field: "Signature")
-        guard let chosen = label ?? inputs.first?.0 else { throw .malformedField(field: "Signature-Input", reason: "it is empty") }
+        guard let chosen = label ?? inputs.members.first?.key else {
+            throw .malformedField(field: "Signature-Input", reason: "it is empty")
+        }
         guard let inputMember = inputs[chosen] else {
             if signatures[chosen] != nil { throw .labelMismatch(label: chosen) }
             throw .missingLabel(chosen)
         }
         guard let signatureMember = signatures[chosen] else { throw .labelMismatch(label: chosen) }
-        guard case .innerList(let list) = inputMember else {
+        guard case .innerList(let components, let parameters) = inputMember else {
             throw .malformedField(field: "Signature-Input", reason: "the member \"\(chosen)\" must be an inner list of components")
         }
-        guard case .item(let item) = signatureMember, case .undecodedByteSequence(let base64) = item.rfc9651BareItem,
-            let bytes = Data(base64Encoded: base64)
+        guard case .item(let item) = signatureMember, case .undecodedByteSequence(let base64) = item.bareItem,
+            let bytes = Base64.decode(base64)
         else {
             throw .malformedField(field: "Signature", reason: "the member \"\(chosen)\" must be a byte sequence (:base64:)")
         }
-        return Signature(label: chosen, input: try SignatureInput(innerList: list), value: Array(bytes))
+        return Signature(label: chosen, input: try SignatureInput(components: components, parameters: parameters), value: bytes)
     }
 
     /// The two field values carrying one signature.
@@ -59,66 +61,13 @@ public enum SignatureFields {
         }
     }
 
-    static func dictionary(_ value: String, field: String) throws(SigningError) -> OrderedMap<String, ItemOrInnerList> {
-        let bytes = Array(value.utf8)
-        var parser = StructuredFieldValueParser(bytes)
-        let map: OrderedMap<String, ItemOrInnerList>
+    /// `value` parsed as a dictionary, in one pass that also refuses a repeated key.
+    static func dictionary(_ value: String, field: String) throws(SigningError) -> StructuredDictionary {
         do {
-            map = try parser.parseDictionaryFieldValue()
+            return try StructuredDictionary.parse(value)
         } catch {
-            throw .malformedField(field: field, reason: "\(error)")
-        }
-        let keys = topLevelKeys(bytes)
-        if keys.count != map.count {
-            var seen = Set<Substring>()
-            let repeated = keys.first { !seen.insert($0).inserted } ?? ""
-            throw .duplicateLabel(field: field, label: String(repeated))
-        }
-        return map
-    }
-
-    /// The member keys of a dictionary field value that has already parsed, in order and with
-    /// repeats (which the parser folds away). Only quoted strings, display strings and parentheses
-    /// can hide a comma, so those are skipped.
-    static func topLevelKeys(_ bytes: [UInt8]) -> [Substring] {
-        var keys: [Substring] = []
-        var index = 0
-        while index < bytes.count {
-            while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "\t") { index += 1 }
-            let start = index
-            while index < bytes.count, isKeyByte(bytes[index]) { index += 1 }
-            keys.append(Substring(decoding: bytes[start..<index], as: UTF8.self))
-            var depth = 0
-            var inString = false
-            while index < bytes.count {
-                let byte = bytes[index]
-                index += 1
-                if inString {
-                    if byte == UInt8(ascii: "\\") {
-                        index += 1
-                    } else if byte == UInt8(ascii: "\"") {
-                        inString = false
-                    }
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = true
-                } else if byte == UInt8(ascii: "(") {
-                    depth += 1
-                } else if byte == UInt8(ascii: ")") {
-                    depth -= 1
-                } else if byte == UInt8(ascii: ","), depth == 0 {
-                    break
-                }
-            }
-        }
-        return keys
-    }
-
-    private static func isKeyByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "*"):
-            true
-        default: false
+            if let key = error.duplicateKey { throw .duplicateLabel(field: field, label: key) }
+            throw .malformedField(field: field, reason: error.description)
         }
     }
 }

@@ -69,30 +69,39 @@ public struct SignatureInput: Sendable, Equatable {
         return InnerList(bareInnerList: items, parameters: map)
     }
 
-    init(innerList: InnerList) throws(SigningError) {
+    /// A parsed `Signature-Input` member: its inner list's items and parameters.
+    init(components items: [StructuredDictionary.Item], parameters: [(key: String, value: RFC9651BareItem)]) throws(SigningError) {
         var components: [ComponentIdentifier] = []
-        for item in innerList.bareInnerList {
-            let component = try ComponentIdentifier(item: item)
+        components.reserveCapacity(items.count)
+        for item in items {
+            let component = try ComponentIdentifier(parsed: item)
             if components.contains(component) {
                 throw .invalidComponent("\(component) is covered more than once")
             }
             components.append(component)
         }
         self.components = components
-        self.parameters = innerList.rfc9651Parameters.map { ($0.0, $0.1) }
+        self.parameters = parameters
         try validateParameterTypes()
     }
 
     /// The value of the `@signature-params` line, which is also this member's value in
     /// `Signature-Input`: the canonical serialisation of the inner list and its parameters.
     public func serialized() throws(SigningError) -> String {
-        var serializer = StructuredFieldValueSerializer()
-        do {
-            let bytes = try serializer.writeListFieldValue([.innerList(innerList)])
-            return String(decoding: bytes, as: UTF8.self)
-        } catch {
-            throw .invalidParameter("cannot be serialised as a structured field (\(error))")
+        var bytes: [UInt8] = []
+        try write(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends ``serialized()``'s bytes.
+    func write(to bytes: inout [UInt8]) throws(SigningError) {
+        bytes.append(UInt8(ascii: "("))
+        for (offset, component) in components.enumerated() {
+            if offset > 0 { bytes.append(UInt8(ascii: " ")) }
+            try component.write(to: &bytes)
         }
+        bytes.append(UInt8(ascii: ")"))
+        try StructuredFieldWriter.appendParameters(parameters, to: &bytes)
     }
 
     public static func == (lhs: SignatureInput, rhs: SignatureInput) -> Bool {

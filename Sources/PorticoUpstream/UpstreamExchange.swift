@@ -33,7 +33,10 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
     let isIdempotent: Bool
     let timeout: TimeAmount
     let connectTimeout: TimeAmount
-    private let handler: any UpstreamResponseHandler
+    /// Dropped once nothing more will be delivered (the result went out, or the caller cancelled).
+    /// The caller keeps this task, usually in the very object the handler delivers to; holding the
+    /// handler past the end would make a cycle that keeps both, and everything they hold, forever.
+    private var handler: (any UpstreamResponseHandler)?
 
     private(set) var state = State.created
     var pool: UpstreamConnectionPool?
@@ -119,6 +122,7 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
         case .finished:
             break
         }
+        handler = nil
     }
 
     func consumed(bytes: Int) {
@@ -156,7 +160,7 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
 
     func received(_ events: UpstreamEvents) {
         guard case .running = state else { return }
-        handler.upstreamReceived(events)
+        handler?.upstreamReceived(events)
     }
 
     func completed(_ events: UpstreamEvents) {
@@ -165,7 +169,7 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
         events.result = .success(UpstreamMetrics(duration: Duration(eventLoop.now - started), newConnections: newConnections))
         state = .finished
         stopTimer()
-        handler.upstreamReceived(events)
+        deliverLast(events)
     }
 
     func connectionFailed(_ error: UpstreamError, retry: UpstreamConnectionStateMachine.Retry) {
@@ -198,7 +202,7 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
             // The connection is mid-exchange: it closes and is never reused.
             state = .finished
             connection.cancel()
-            handler.upstreamReceived(UpstreamEvents(result: .failure(error)))
+            deliverLast(UpstreamEvents(result: .failure(error)))
         case .finished:
             break
         }
@@ -211,6 +215,13 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
     private func finish(_ result: Result<UpstreamMetrics, UpstreamError>) {
         state = .finished
         stopTimer()
-        handler.upstreamReceived(UpstreamEvents(result: result))
+        deliverLast(UpstreamEvents(result: result))
+    }
+
+    /// Delivers the events that carry the result, letting go of the handler first.
+    private func deliverLast(_ events: UpstreamEvents) {
+        let handler = self.handler
+        self.handler = nil
+        handler?.upstreamReceived(events)
     }
 }

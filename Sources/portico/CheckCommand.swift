@@ -15,6 +15,7 @@ struct CheckCommand: ParsableCommand {
         do {
             let snapshot = try PolicyLoader().load(directory: directory)
             _ = try ListenerTLS.contexts(for: snapshot)  // certificates and keys, opened with OpenSSL
+            _ = try LocatorSigning.key(for: snapshot)  // the locator's Ed25519 key, likewise
             for warning in snapshot.warnings { print("warning: \(warning)") }
             let policy = snapshot.policy
             print(

@@ -6,7 +6,8 @@ struct PorticoCommand: AsyncParsableCommand {
         commandName: "portico",
         abstract: "An API gateway: signed requests, per-backend limits, versioned remote facades.",
         subcommands: [
-            ServeCommand.self, CheckCommand.self, KeygenCommand.self, SignCommand.self, CallCommand.self, DemoBackendsCommand.self,
+            ServeCommand.self, CheckCommand.self, KeygenCommand.self, LocatorKeyCommand.self, SignCommand.self, CallCommand.self,
+            DemoBackendsCommand.self,
         ]
     )
 }

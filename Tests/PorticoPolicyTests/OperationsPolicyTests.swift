@@ -70,7 +70,7 @@ struct OperationsPolicyTests {
         let old = try Self.load("")
         let same = PolicyDiff(from: old, to: old)
         #expect(same.isEmpty)
-        #expect(same.sections.map(\.name) == ["services", "versions", "keys", "limits", "backends", "settings"])
+        #expect(same.sections.map(\.name) == ["services", "versions", "buckets", "keys", "limits", "backends", "settings"])
 
         var new = old
         let firstVersion = new.services["open"]?.versions[1]
@@ -94,5 +94,50 @@ struct OperationsPolicyTests {
         let rotation = PolicyDiff(from: old, to: rotated)
         #expect(rotation["keys"]?.changed == ["app"])
         #expect(!"\(rotation)".contains("another-secret"))
+    }
+
+    @Test("buckets: one that maps to another version is changed, one whose range moved is removed and added")
+    func bucketDiff() throws {
+        let service = { (buckets: String) in
+            """
+            listeners: [{ name: public, port: 0 }]
+            backends: { echo: { url: "http://127.0.0.1:1" } }
+            services:
+              quotes:
+                path: /quotes
+                versions: { 1: { proxy: { backend: echo } }, 2: { proxy: { backend: echo } }, 3: { proxy: { backend: echo } } }
+                compatibility:
+            \(buckets)
+            """
+        }
+        let old = try PolicyLoader().load(sources: [
+            (
+                file: "a.yaml",
+                text: service(
+                    """
+                          - { clients: "<2.0.0", version: 1 }
+                          - { clients: ">=2.0.0", version: 2 }
+                          - { clients: ">=2.5.0", platforms: [ipad], version: 2 }
+                    """)
+            )
+        ]).policy
+        let new = try PolicyLoader().load(sources: [
+            (
+                file: "a.yaml",
+                text: service(
+                    """
+                          - { clients: "<3.0.0", version: 1 }
+                          - { clients: ">=3.0.0", version: 2 }
+                          - { clients: ">=2.5.0", platforms: [ipad], version: 3 }
+                    """)
+            )
+        ]).policy
+        let diff = PolicyDiff(from: old, to: new)
+        #expect(
+            diff["buckets"]
+                == .init(
+                    name: "buckets", added: ["quotes: <3.0.0", "quotes: >=3.0.0"], removed: ["quotes: <2.0.0", "quotes: >=2.0.0"],
+                    changed: ["quotes: >=2.5.0 on ipad"]))
+        #expect(diff["services"]?.isEmpty == true)
     }
 }

@@ -6,14 +6,16 @@ import Testing
 /// states (the first service in order whose template and host match), checked by a plain scan.
 @Suite("Route trie")
 struct RouteTrieTests {
-    /// The routing rule as a scan over the ordered services: what the gateway did before the trie,
-    /// kept here as the reference the trie must agree with.
+    /// The routing rule as a scan over the ordered routes (each service's template, and its
+    /// versionless form): what the gateway did before the trie, kept here as the reference the trie
+    /// must agree with.
     static func scan(
         _ routes: RouteTable, path: Substring, host: Substring?
     ) -> (service: String, version: Substring?, remainder: Substring)? {
-        for service in routes.services {
+        for route in routes.routes {
+            let service = routes.services[route.service]
             if let wanted = service.policy.host, host.map({ $0 == wanted }) != true { continue }
-            if let match = service.template.match(path) { return (service.name, match.version, match.remainder) }
+            if let match = route.template.match(path) { return (service.name, match.version, match.remainder) }
         }
         return nil
     }
@@ -132,12 +134,34 @@ struct RouteTrieTests {
         #expect(Self.table.match(path: "/api//quotes", host: nil)?.service.name == "api")
         #expect(Self.table.match(path: "/api//quotes", host: nil)?.path.remainder == "//quotes")
         #expect(Self.table.match(path: "//x", host: nil)?.service.name == "root")
-        #expect(Self.table.match(path: "/a/b", host: nil)?.service.name == "root")
+        // `/a/b` is `/a/b/{version}` without its version segment (versionless routes, below).
+        #expect(Self.table.match(path: "/a/b", host: nil)?.service.name == "abV")
+        #expect(Self.table.match(path: "/a", host: nil)?.service.name == "root")
         #expect(Self.table.match(path: "/a%20b/c%2Fd/e", host: nil)?.service.name == "encoded")
         #expect(Self.table.match(path: "relative", host: nil) == nil)
         #expect(Self.table.match(path: "", host: nil) == nil)
         let empty = RouteTable(services: [])
         #expect(empty.match(path: "/", host: nil) == nil)
+    }
+
+    @Test("a {version} template also matches without that segment, after every template of the same length")
+    func versionless() throws {
+        let quotes = try #require(Self.table.match(path: "/api/quotes/AAPL", host: nil))
+        #expect(quotes.service.name == "quotes")
+        #expect(quotes.versionless)
+        #expect(quotes.path.version == nil)
+        #expect(quotes.path.remainder == "/AAPL")
+        // With its version the same service is matched through its own template.
+        let versioned = try #require(Self.table.match(path: "/api/2/quotes/AAPL", host: nil))
+        #expect(versioned.service.name == "quotes")
+        #expect(!versioned.versionless)
+        // `/api/deep` is a literal template of its own: it wins over `/api/{version}` without its version (`/api`).
+        #expect(Self.table.match(path: "/api/deep", host: nil)?.service.name == "deep")
+        // `/api/{version}` without its version is `/api`, which the literal service `api` holds.
+        #expect(Self.table.match(path: "/api", host: nil)?.service.name == "api")
+        #expect(Self.table.match(path: "/api", host: nil)?.versionless == false)
+        // A host-bound versioned service is reachable without its version only on its host.
+        #expect(Self.table.match(path: "/api/quotes", host: "partner.example")?.service.name == "partnerQuotes")
     }
 
     @Test("a policy of 500 services routes each request to its own service")

@@ -115,4 +115,46 @@ import Testing
             #expect(try !MessageSignature.verify(parameters, request: request, authenticator: key))
         }
     }
+
+    @Test(
+        "10,000 seeded cases: each verifies under its key as either candidate, and a changed byte of its fields or request is caught",
+        arguments: 0..<8)
+    func seededMutations(seed: UInt64) throws {
+        var random = SplitMix(state: 0xC0FF_EE00 &+ seed &* 104_729)
+        for round in 0..<1_250 {
+            let (request, covered) = Self.randomCase(&random)
+            let key = try #require(OpenSSLHMACKey(key: (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }))
+            let other = try #require(OpenSSLHMACKey(key: (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }))
+            let input = SignatureInput(components: covered, created: 1_700_000_000, nonce: Self.word(&random), keyID: "k")
+            let signed = try MessageSignature.sign(request, input: input, authenticator: key)
+            let parsed = try SignatureFields.select(label: nil, signatureInput: signed.signatureInput, signature: signed.signature)
+
+            // Both MACs are always computed; only the one under the signing key matches.
+            let asFirst = try MessageSignature.verify(parsed, request: request, candidates: key, other)
+            let asSecond = try MessageSignature.verify(parsed, request: request, candidates: other, key)
+            let neither = try MessageSignature.verify(parsed, request: request, candidates: other, other)
+            #expect(asFirst.first && !asFirst.second && !asSecond.first && asSecond.second && !neither.first && !neither.second)
+
+            // One byte of either field replaced, inserted or removed: refused, unless it still reads as
+            // exactly what was signed (a space the grammar allows, say).
+            var inputText = signed.signatureInput
+            var signatureText = signed.signature
+            if Bool.random(using: &random) {
+                inputText = StructuredDictionaryTests.mutated(inputText, &random)
+            } else {
+                signatureText = StructuredDictionaryTests.mutated(signatureText, &random)
+            }
+            if let changed = try? SignatureFields.select(label: nil, signatureInput: inputText, signature: signatureText),
+                (try? MessageSignature.verify(changed, request: request, authenticator: key)) == true
+            {
+                #expect(changed.input == parsed.input && changed.value == parsed.value, "accepted \(inputText) / \(signatureText)")
+            }
+
+            // Every tenth case, one covered byte of the request itself.
+            if round % 10 == 0, let (what, variant) = Self.tamperings(request, covered: covered).randomElement(using: &random) {
+                let verified = (try? MessageSignature.verify(parsed, request: variant, authenticator: key)) ?? false
+                #expect(!verified, "changing \(what) of \(request.method) \(request.requestTarget) went unnoticed")
+            }
+        }
+    }
 }

@@ -114,6 +114,7 @@ struct AdminAPITests {
             #expect(keys["k2"]?["status"] as? String == "revoked")
             let services = try #require(policy["services"] as? [String: [String: Any]])
             #expect(services["svc"]?["versions"] as? [String: String] == ["1": "proxy alpha"])
+            #expect(services["svc"]?["buckets"] as? [String] == [])
             #expect(Set((policy["backends"] as? [String: Any])?.keys ?? [:].keys) == ["alpha", "beta"])
             #expect((policy["tiers"] as? [String: [String: Any]])?["standard"]?["limit"] as? String == "100/s burst 50")
             let revision = try #require(policy["revision"] as? [String: Any])

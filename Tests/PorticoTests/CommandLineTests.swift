@@ -1,4 +1,5 @@
 import Foundation
+import Portico
 import Testing
 
 /// The `portico` executable, built beside the test bundle by `swift test`.
@@ -52,6 +53,45 @@ struct CommandLineTests {
         #expect(result.status == 0, "\(result.errors)")
         #expect(result.output.contains("OK — 2 listener(s), 2 backend(s), 2 service(s)"))
         #expect(result.output.contains("keys.yaml:9: keys.demo-app: demo key"))
+    }
+
+    @Test("portico check flags the shipped locator demo key; keygen --ed25519 makes a key that locator-key reads")
+    func locatorKeys() throws {
+        let shipped = try run(["check", Self.repositoryRoot.appendingPathComponent("policies").path])
+        #expect(
+            shipped.output.contains(
+                "gateway.yaml:56: locator.signingKey: demo key: its private key is published with this policy, so its signature proves nothing"
+            ),
+            "\(shipped.output)")
+
+        let generated = try run(["keygen", "--ed25519"])
+        #expect(generated.status == 0)
+        #expect(generated.output.hasPrefix("-----BEGIN PRIVATE KEY-----\n") && generated.output.hasSuffix("-----END PRIVATE KEY-----\n"))
+        #expect(try run(["keygen", "--ed25519"]).output != generated.output)
+        let key = try Ed25519SigningKey(pem: generated.output)
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-locator-key-\(UUID())")
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("secrets"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try generated.output.write(to: directory.appendingPathComponent("secrets/locator.pem"), atomically: true, encoding: .utf8)
+        try """
+        listeners:
+          - { name: public, port: 8080 }
+        locator: { publicBaseURL: "https://api.example.com", signingKey: secrets/locator.pem, keyId: app-key-1 }
+        """.write(to: directory.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        let printed = try run(["locator-key", directory.path])
+        #expect(printed.status == 0, "\(printed.errors)")
+        let lines = printed.output.split(separator: "\n").map(String.init)
+        #expect(lines.first == "keyid: app-key-1")
+        #expect(lines.dropFirst().first == "ed25519 public key (base64url, 32 bytes): \(LocatorSigning.base64URL(key.publicKey))")
+        #expect(printed.output.hasSuffix(key.publicKeyPEM!))
+        #expect(!printed.output.contains("PRIVATE"))
+
+        try "garbage".write(to: directory.appendingPathComponent("secrets/locator.pem"), atomically: true, encoding: .utf8)
+        let broken = try run(["check", directory.path])
+        #expect(broken.status == 1)
+        #expect(broken.errors.contains("gateway.yaml:3: locator.signingKey: "), "\(broken.errors)")
+        #expect(broken.errors.contains("not a PEM private key"))
     }
 
     @Test("portico keygen prints a fresh 32-byte base64url secret each time")
@@ -182,5 +222,45 @@ struct CommandLineTests {
             lines[1].hasSuffix(
                 "gateway.yaml:5: services.s.versions.1.proxy.backend: unknown backend \"missing\"; expected one of: (no backends defined)"))
         #expect(lines[2].hasSuffix(": 2 error(s)"))
+    }
+
+    @Test("portico check names the exact versions of overlapping buckets (errors) and of gaps (warnings)")
+    func checkBuckets() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-check-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let policy = """
+            listeners:
+              - { name: public, port: 8080 }
+            backends:
+              b: { url: "http://127.0.0.1:18081" }
+            services:
+              s:
+                path: /api/{version}/s
+                versions: { 1: { proxy: { backend: b } }, 2: { proxy: { backend: b } }, 3: { proxy: { backend: b } } }
+                compatibility:
+                  - { clients: "<2.0.0", version: 1 }
+                  - { clients: ">=2.2.0 <3.1.0", version: 2 }
+                  - { clients: ">=3.1.0", version: 3 }
+                minimumClientVersion: 1.0.0
+            """
+        let file = directory.appendingPathComponent("gateway.yaml")
+        try policy.write(to: file, atomically: true, encoding: .utf8)
+        let gapped = try run(["check", directory.path])
+        #expect(gapped.status == 0, "\(gapped.errors)")
+        #expect(
+            gapped.output.contains(
+                "warning: \(file.path):10: services.s.compatibility: versions >=2.0.0 <2.2.0 are in no bucket; they get the default version 3"
+            ),
+            "\(gapped.output)")
+
+        try policy.replacingOccurrences(of: ">=3.1.0\"", with: ">=3.0.0\"").write(to: file, atomically: true, encoding: .utf8)
+        let overlapping = try run(["check", directory.path])
+        #expect(overlapping.status == 1)
+        #expect(
+            overlapping.errors.contains(
+                "error: \(file.path):12: services.s.compatibility.2: overlaps bucket 1 (>=2.2.0 <3.1.0 → 2): versions >=3.0.0 <3.1.0 are in both"
+            ),
+            "\(overlapping.errors)")
     }
 }

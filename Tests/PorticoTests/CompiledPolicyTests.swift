@@ -171,7 +171,7 @@ struct CompiledPolicyTests {
     func signatureRequirements() throws {
         let requirements = try Self.compiled().signatureRequirements
         #expect(requirements.always == [.method, .path])
-        let all: Set<ComponentIdentifier> = [.method, .path, .query, .field("content-digest"), .field("x-client-version")]
+        let all: [ComponentIdentifier] = [.method, .path, .query, .field("content-digest"), .field("x-client-version")]
         #expect(requirements.firstMissing(from: all, hasQuery: true, hasBody: true, hasClientVersion: true) == nil)
         #expect(requirements.firstMissing(from: [.path], hasQuery: true, hasBody: true, hasClientVersion: true) == .method)
         #expect(requirements.firstMissing(from: [.method, .path], hasQuery: false, hasBody: false, hasClientVersion: false) == nil)
@@ -182,6 +182,21 @@ struct CompiledPolicyTests {
         #expect(
             requirements.firstMissing(from: [.method, .path], hasQuery: false, hasBody: false, hasClientVersion: true)
                 == .field("x-client-version"))
+    }
+
+    @Test("a renamed client-version field is the one a signature must cover when the client sends it")
+    func renamedClientVersionField() throws {
+        let compiled = CompiledPolicy(try TestGateway.snapshot(policy: Self.policy + "\nclients: { versionHeader: X-App-Version }\n"))
+        let requirements = compiled.signatureRequirements
+        #expect(requirements.clientVersionHeader == "X-App-Version")
+        #expect(
+            requirements.firstMissing(
+                from: [.method, .path, .field("x-client-version")], hasQuery: false, hasBody: false, hasClientVersion: true)
+                == .field("x-app-version"))
+        #expect(
+            requirements.firstMissing(
+                from: [.method, .path, .field("x-app-version")], hasQuery: false, hasBody: false, hasClientVersion: true)
+                == nil)
     }
 
     @Test("the store hands out one compiled policy until a reload swaps in the next, under concurrent readers")

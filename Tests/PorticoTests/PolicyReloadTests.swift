@@ -54,8 +54,9 @@ struct PolicyReloadTests {
     func dryRun() async throws {
         try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, servers in
             let before = gateway.gateway.store.revision
-            // Added: service `extra`, version svc/2, beta's maxConcurrent. Removed: key k2.
-            // Changed: tier standard's rate; backend beta (its maxConcurrent).
+            // Added: service `extra`, version svc/2, beta's maxConcurrent, svc's buckets and minimum
+            // client version. Removed: key k2. Changed: tier standard's rate; backend beta (its
+            // maxConcurrent).
             try gateway.write(
                 "services.yaml",
                 """
@@ -66,6 +67,10 @@ struct PolicyReloadTests {
                     versions:
                       1: { proxy: { backend: alpha } }
                       2: { proxy: { backend: beta } }
+                    compatibility:
+                      - { clients: "<2.0.0", version: 1 }
+                      - { clients: ">=2.0.0", version: 2 }
+                    minimumClientVersion: 1.0.0
                   other:
                     path: /other
                     versions:
@@ -86,6 +91,7 @@ struct PolicyReloadTests {
             let expected: [String: [String: [String]]] = [
                 "services": ["added": ["extra"], "removed": [], "changed": []],
                 "versions": ["added": ["extra/1", "svc/2"], "removed": [], "changed": []],
+                "buckets": ["added": ["svc.minimumClientVersion", "svc: <2.0.0", "svc: >=2.0.0"], "removed": [], "changed": []],
                 "keys": ["added": [], "removed": ["k2"], "changed": []],
                 "limits": ["added": ["backends.beta.maxConcurrent"], "removed": [], "changed": ["tiers.standard"]],
                 "backends": ["added": [], "removed": [], "changed": ["beta"]],
@@ -115,6 +121,11 @@ struct PolicyReloadTests {
             let routed = try client.request("GET", "/extra/x")
             #expect(routed.status == 200)
             #expect(routed.bodyText == "alpha")
+            // The active policy reports the new buckets.
+            let active = try await offThePool { try gateway.adminRequest("GET", "/admin/policy") }
+            let svc = (active.json?["services"] as? [String: [String: Any]])?["svc"]
+            #expect(svc?["buckets"] as? [String] == ["<2.0.0 → 1", ">=2.0.0 → 2"])
+            #expect(svc?["minimumClientVersion"] as? String == "1.0.0")
             // k2 is gone: its secret no longer opens svc.
             let removed = try client.request("GET", "/svc/x", headers: [("X-API-Key", "k2.\(Self.secretTwo)")])
             #expect(removed.status == 401)

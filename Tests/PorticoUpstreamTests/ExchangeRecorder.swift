@@ -107,3 +107,9 @@ enum Exchanges {
         return try await condition()
     }
 }
+
+/// A weak reference to pass between a test and an event loop; read it on the loop that owns the object.
+final class WeakReference<Object: AnyObject>: @unchecked Sendable {
+    weak var object: Object?
+    init(_ object: Object) { self.object = object }
+}

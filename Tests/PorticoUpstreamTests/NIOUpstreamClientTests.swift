@@ -142,7 +142,10 @@ struct NIOUpstreamClientTests {
         let second = try await Exchanges.run(client, UpstreamRequest(method: "GET", url: url, timeout: .milliseconds(100)), on: loop)
         #expect(second.errorKind == .timedOut)
         #expect(backend.requestsReceived <= 1)
-        try await loop.submit { first.value.task?.cancel() }.get()
+        try await loop.submit {
+            first.value.task?.cancel()
+            first.value.done.succeed()  // a cancelled task delivers nothing, and the recorder goes now
+        }.get()
         try await backend.shutdown()
     }
 
@@ -234,7 +237,40 @@ struct NIOUpstreamClientTests {
         // Whatever the closing connection reported was handled on the loop by now.
         try await loop.submit {}.get()
         #expect(try await loop.submit { recorder.value.deliveries }.get() == 0)
+        try await loop.submit { recorder.value.done.succeed() }.get()  // nothing else will, and the recorder goes now
         try await backend.shutdown()
+    }
+
+    @Test("a finished or cancelled exchange lets go of its handler, so a handler keeping its task makes no cycle")
+    func releasesHandler() async throws {
+        let server = try await BackendServer.start(handler: DemoBackends.echo)
+        let hanging = try await ScriptedBackend.start { _ in [] }
+        let client = NIOUpstreamClient()
+        defer { client.shutdown() }
+        let loop = group.next()
+        // Like the gateway's exchange, each recorder keeps its task; the test keeps only weak references.
+        func start(_ url: String) async throws -> (recorder: WeakReference<ExchangeRecorder>, done: EventLoopFuture<Void>) {
+            try await loop.submit {
+                let recorder = ExchangeRecorder(eventLoop: loop)
+                recorder.task = client.execute(UpstreamRequest(method: "GET", url: url), eventLoop: loop, handler: recorder)
+                return (WeakReference(recorder), recorder.done.futureResult)
+            }.get()
+        }
+
+        let finished = try await start("http://127.0.0.1:\(server.port)/")
+        try await finished.done.get()
+        #expect(try await loop.submit { finished.recorder.object == nil }.get(), "the finished exchange kept its handler")
+
+        let cancelled = try await start("http://127.0.0.1:\(hanging.port)/")
+        #expect(await Exchanges.eventually { hanging.requestsReceived == 1 })
+        #expect(try await loop.submit { cancelled.recorder.object != nil }.get(), "the running exchange let its handler go")
+        try await loop.submit {
+            guard let recorder = cancelled.recorder.object else { return }
+            recorder.task?.cancel()
+            recorder.done.succeed()  // nothing else will: a cancelled task delivers nothing
+        }.get()
+        #expect(try await loop.submit { cancelled.recorder.object == nil }.get(), "the cancelled exchange kept its handler")
+        try await hanging.shutdown()
     }
 
     @Test("a pooled connection the backend closed while idle is never handed out")

@@ -7,19 +7,32 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/bio.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <openssl/sha.h>
 
 // Shims over OpenSSL 3 for what Swift cannot do directly (OSSL_PARAM arrays, one-time fetches).
 // Each function is a thin wrapper; the Swift side owns the objects and their lifetimes.
 
-// A keyed HMAC-SHA256 context, initialised once per key; NULL on failure. Free with EVP_MAC_CTX_free.
-EVP_MAC_CTX *portico_hmac_sha256_new(const void *key, size_t key_length);
+// HMAC-SHA256 (RFC 2104) under one key: the SHA-256 states after the key's inner and outer pad
+// blocks. A MAC copies the two states onto the stack and hashes the message and the inner digest,
+// so it allocates nothing and takes no lock, and one key serves every thread at once (it is only
+// read). OpenSSL's EVP_MAC instead duplicates a context, three digest contexts inside it, per MAC.
+typedef struct portico_hmac_sha256_key {
+    SHA256_CTX inner;
+    SHA256_CTX outer;
+} portico_hmac_sha256_key;
 
-// HMAC-SHA256 of `data` under the key `keyed` was made with; `keyed` is only read (duplicated), so
-// several threads may use it at once. Writes 32 bytes to `out`; returns 1 on success.
-int portico_hmac_sha256(const EVP_MAC_CTX *keyed, const void *data, size_t length, unsigned char out[32]);
+// Absorbs `secret` (hashed first when longer than a block, as RFC 2104 says); returns 1 on success.
+int portico_hmac_sha256_key_init(portico_hmac_sha256_key *key, const void *secret, size_t length);
+
+// Writes the 32-byte MAC of `data` under `key` to `out`; returns 1 on success.
+int portico_hmac_sha256(const portico_hmac_sha256_key *key, const void *data, size_t length, unsigned char out[32]);
+
+// Overwrites the key's state, so that no trace of the secret stays in freed memory.
+void portico_hmac_sha256_key_clear(portico_hmac_sha256_key *key);
 
 // SHA-256 (bits = 256, 32 bytes out) or SHA-512 (bits = 512, 64 bytes out); returns 1 on success.
 int portico_sha(int bits, const void *data, size_t length, unsigned char *out);

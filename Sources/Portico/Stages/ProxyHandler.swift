@@ -24,7 +24,8 @@ struct ProxyHandler: Sendable {
         }
         let request = ProxyForwarding.upstreamRequest(
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend,
-            clientAddress: exchange.client.address, scheme: scheme, requestID: exchange.requestID, dropping: exchange.credentialHeader)
+            clientAddress: exchange.client.address, scheme: scheme, requestID: exchange.requestID, dropping: exchange.credentialHeader,
+            versionedPrefix: exchange.versionedPrefix)
         exchange.body = nil
         exchange.task = upstream.execute(request, eventLoop: eventLoop, handler: UpstreamDelivery(exchange: exchange, responder: responder))
         return nil

@@ -31,7 +31,7 @@ struct RequestStages: Sendable {
     static func standard(_ services: GatewayServices) -> RequestStages {
         RequestStages(stages: [
             HeadChecksStage(),
-            RouteStage(),
+            RouteStage(listener: services.listener),
             AuthenticationStage(nonces: services.nonces, scheme: services.scheme),
             VersionStage(),
             RateLimitStage(rateLimiter: services.rateLimiter, nonces: services.nonces),

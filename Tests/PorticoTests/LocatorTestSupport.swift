@@ -1,0 +1,23 @@
+import Foundation
+import Portico
+
+/// Ed25519 keys for the locator tests, written once to a temporary directory: the gateway reads
+/// its signing key from a file, as in production.
+enum LocatorKeys {
+    static let directory: URL = {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-locator-keys-\(UUID())")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }()
+
+    /// The key the test gateways sign with, and another one.
+    static let signing = make("signing")
+    static let other = make("other")
+
+    static func make(_ name: String) -> (file: String, key: Ed25519SigningKey) {
+        let pem = Ed25519SigningKey.generatePEM()!
+        let file = directory.appendingPathComponent("\(name).pem").path
+        try? pem.write(toFile: file, atomically: true, encoding: .utf8)
+        return (file, try! Ed25519SigningKey(pem: pem))
+    }
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# What authentication costs: one Portico process serving the same proxied route three ways, side by
+# side, under the same TLS load, and the CPU each costs per request.
+#
+#   bench/auth.sh [seconds] [connections] [rounds]    (defaults 5 s, 32, 3)
+#   PERF=1 bench/auth.sh ...                            also `perf record -g` the signed route
+#
+# The routes, all in front of the same fast backend (nginx from memory, as bench/run.sh):
+#   /open/1/…    auth: none
+#   /keyed/1/…   auth: apiKey (X-API-Key)
+#   /signed/1/…  auth: signature, signed by http-message-signatures (an independent RFC 9421
+#                implementation, from PyPI) over six components: @method @authority @path @query
+#                date content-digest (of the empty body), no nonce, so that wrk can replay it.
+# Each round runs wrk on the three in turn; the CPU of the gateway process (utime + stime from
+# /proc) divided by the requests answered gives µs per request, and the report is the median round's
+# difference to the open route. Loopback only; it ends by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/common.sh
+
+DURATION=${1:-5}
+CONNECTIONS=${2:-32}
+ROUNDS=${3:-3}
+BACKEND_PORT=18201
+PORTICO_PORT=18202
+WORK=$(mktemp -d /tmp/portico-auth.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+bench_install wrk:wrk nginx:nginx-light curl:curl python3:python3
+[ "${PERF:-0}" = 1 ] && bench_install perf:linux-perf
+./scripts/interop/setup.sh
+PYTHON=.build/interop/bin/python
+[ -x "$PYTHON" ] || { echo "bench/auth.sh needs http-message-signatures (scripts/interop/setup.sh could not install it)" >&2; exit 1; }
+
+echo "== building Portico (release)" >&2
+swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null
+
+mkdir -p "$WORK/backend" "$WORK/policies"
+./certs/make-dev-certs.sh "$WORK/certs" >/dev/null
+bench_backend_conf "$WORK/backend" "$BACKEND_PORT"
+SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '\n')
+printf '%s' "$SECRET" >"$WORK/bench.secret"
+printf '%s' "$(head -c 32 /dev/urandom | base64 | tr -d '\n/+=')" >"$WORK/bench.apikey"
+cat >"$WORK/policies/auth.yaml" <<YAML
+listeners:
+  - { name: bench, address: 127.0.0.1, port: $PORTICO_PORT, tls: { certificate: $WORK/certs/server.pem, privateKey: $WORK/certs/server-key.pem } }
+accessLog: { enabled: false }
+backends:
+  quotes: { url: "http://127.0.0.1:$BACKEND_PORT", timeout: 5s }
+signatures: { maxClockSkew: 1h, requireNonce: false }
+keys:
+  bench: { secretFile: $WORK/bench.secret, services: [open, keyed, signed] }
+  other: { secretFile: $WORK/bench.apikey, services: [keyed] }
+services:
+  open:
+    path: /open/{version}/stockquote
+    versions:
+      1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+  keyed:
+    path: /keyed/{version}/stockquote
+    auth: apiKey
+    versions:
+      1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+  signed:
+    path: /signed/{version}/stockquote
+    auth: signature
+    versions:
+      1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+YAML
+
+nginx -p "$WORK/backend" -c "$WORK/backend/nginx.conf" & PIDS+=($!)
+.build/release/portico serve --policies "$WORK/policies" --log-level warning & PIDS+=($!)
+PORTICO_PID=$!
+BASE="https://localhost:$PORTICO_PORT"
+CURL=(curl -fsS --cacert "$WORK/certs/ca.pem")
+for _ in $(seq 50); do
+  "${CURL[@]}" "$BASE/open/1/stockquote/AAPL" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
+TARGET="/stockquote/AAPL?fields=price"
+DATE=$(date -u '+%a, %d %b %Y %H:%M:%S GMT')
+EMPTY_DIGEST="sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:"
+SIGNED_FIELDS=$("$PYTHON" scripts/interop/pyhms-sign.py <<JSON
+{"method": "GET", "url": "$BASE/signed/1$TARGET", "headers": [["Host", "localhost:$PORTICO_PORT"], ["Date", "$DATE"]],
+ "body": "", "key_id": "bench", "secret": "$SECRET", "nonce": null, "label": "sig1", "include_alg": true,
+ "covered": ["@method", "@authority", "@path", "@query", "date", "content-digest"]}
+JSON
+)
+# The signer adds Content-Digest (of the empty body), Signature-Input and Signature; the other two
+# routes get the same Date and Content-Digest, so that all three parse the same fields.
+mapfile -t ADDED < <("$PYTHON" -c 'import json, sys; [print(f"{k}: {v}") for k, v in json.loads(sys.argv[1]).items() if k.lower() in ("signature", "signature-input")]' "$SIGNED_FIELDS")
+grep -q "$EMPTY_DIGEST" <<<"$SIGNED_FIELDS" || { echo "the signer computed another Content-Digest: $SIGNED_FIELDS" >&2; exit 1; }
+OPEN=(-H "Date: $DATE" -H "Content-Digest: $EMPTY_DIGEST")
+KEYED=("${OPEN[@]}" -H "X-API-Key: other.$(cat "$WORK/bench.apikey")")
+SIGNED=("${OPEN[@]}" -H "${ADDED[0]}" -H "${ADDED[1]}")
+
+# Each route answers 200 as configured, and the two authenticated ones refuse what they should.
+"${CURL[@]}" "${OPEN[@]}" "$BASE/open/1$TARGET" >/dev/null
+"${CURL[@]}" "${KEYED[@]}" "$BASE/keyed/1$TARGET" >/dev/null
+"${CURL[@]}" "${SIGNED[@]}" "$BASE/signed/1$TARGET" >/dev/null || { echo "the signed request is refused" >&2; exit 1; }
+[ "$(curl -s --cacert "$WORK/certs/ca.pem" -o /dev/null -w '%{http_code}' "${OPEN[@]}" "$BASE/signed/1$TARGET")" = 401 ] ||
+  { echo "the signed route answers unsigned requests" >&2; exit 1; }
+[ "$(curl -s --cacert "$WORK/certs/ca.pem" -o /dev/null -w '%{http_code}' "${OPEN[@]}" -H "X-API-Key: other.wrong" "$BASE/keyed/1$TARGET")" = 401 ] ||
+  { echo "the keyed route answers a wrong key" >&2; exit 1; }
+
+ticks() { awk '{print $14 + $15}' "/proc/$PORTICO_PID/stat"; }
+HZ=$(getconf CLK_TCK)
+run_wrk() { # name round headers-array-name
+  local name=$1 round=$2
+  local -n headers=$3
+  local before after
+  wrk -t1 -c"$CONNECTIONS" -d2s "${headers[@]}" "$BASE/$name/1$TARGET" >/dev/null  # warm-up
+  before=$(ticks)
+  wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "${headers[@]}" "$BASE/$name/1$TARGET" >"$WORK/$name.$round.wrk"
+  after=$(ticks)
+  echo "$name $round $((after - before))" >>"$WORK/cpu"
+}
+
+echo "== wrk: ${DURATION}s × $ROUNDS rounds, $CONNECTIONS keep-alive https connections, 1 thread, on $(nproc) cores"
+for round in $(seq 1 "$ROUNDS"); do
+  run_wrk open "$round" OPEN
+  run_wrk keyed "$round" KEYED
+  run_wrk signed "$round" SIGNED
+done
+
+python3 - "$WORK" "$HZ" "$ROUNDS" "$DURATION" <<'PY'
+import re, statistics, sys
+work, hz, rounds, duration = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+cpu = {(name, int(r)): int(t) for name, r, t in (line.split() for line in open(f"{work}/cpu"))}
+def run(name, r):
+    text = open(f"{work}/{name}.{r}.wrk").read()
+    total = int(re.search(r"(\d+) requests in", text).group(1))
+    refused = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    return total, cpu[(name, r)] / hz * 1e6 / total, int(refused.group(1)) if refused else 0
+print(f"{'route':<8}{'req/s':>10}{'CPU/req':>11}{'extra':>10}{'non-2xx':>9}   per round (µs/req)")
+base = None
+for name in ("open", "keyed", "signed"):
+    runs = [run(name, r) for r in range(1, rounds + 1)]
+    cost = statistics.median(c for _, c, _ in runs)
+    rps = statistics.median(t for t, _, _ in runs) / duration
+    base = cost if base is None else base
+    extra = "-" if name == "open" else f"{cost - base:+.1f} µs"
+    print(f"{name:<8}{rps:>10.0f}{cost:>8.1f} µs{extra:>10}{sum(n for _, _, n in runs):>9}   {[round(c, 1) for _, c, _ in runs]}")
+print("(CPU of the gateway process only, median of the rounds; extra = over the open route)")
+PY
+
+if [ "${PERF:-0}" = 1 ]; then
+  echo "== perf record -g on the signed route, ${DURATION}s" >&2
+  wrk -t1 -c"$CONNECTIONS" -d"$((DURATION + 2))s" "${SIGNED[@]}" "$BASE/signed/1$TARGET" >/dev/null &
+  WRK=$!
+  sleep 1
+  perf record -g -o "$WORK/perf.data" -p "$PORTICO_PID" -- sleep "$DURATION" 2>/dev/null >/dev/null
+  wait "$WRK"
+  demangle() { if command -v swift-demangle >/dev/null; then swift-demangle --simplified; else cat; fi; }
+  perf report -i "$WORK/perf.data" --no-children --stdio -g none --sort dso,sym --percent-limit "${PERCENT:-0.4}" 2>/dev/null |
+    grep -v '^#' | grep -v '^$' | demangle | cut -c1-170 | sort -rn
+  echo "(perf.data kept in $WORK)" >&2
+fi
