@@ -336,6 +336,19 @@ struct PolicyReloadTests {
         }
     }
 
+    @Test("a reload whose locator signing key cannot be read is refused, naming the key")
+    func unreadableLocatorKey() async throws {
+        try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, _ in
+            try gateway.write("locator.yaml", "locator: { publicBaseURL: \"https://gateway.test\", signingKey: no-such-key.pem }")
+            let refused = try await offThePool { try gateway.adminRequest("POST", "/admin/reload") }
+            #expect(refused.status == 422, "\(refused.bodyText)")
+            let errors = try #require(refused.json?["errors"] as? [[String: Any]])
+            #expect(errors.map { $0["keyPath"] as? String } == ["locator.signingKey"])
+            #expect((errors.first?["file"] as? String)?.hasSuffix("locator.yaml") == true)
+            #expect(gateway.gateway.store.revision.generation == 0)
+        }
+    }
+
     @Test("the directory watch reloads a changed policy once, and reports a broken one once")
     func watchReloadsChanges() async throws {
         try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: Self.files) { gateway, _ in
