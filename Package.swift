@@ -12,6 +12,12 @@ let argumentParser: Package.Dependency = .package(
 // The compiled policy's swap: a strong reference loaded and replaced atomically (`ManagedAtomic`),
 // which the standard library's Synchronization module does not offer for class references.
 let atomics: Package.Dependency = .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0")
+// Operations: counters and histograms through swift-metrics, scraped as Prometheus text, and the
+// process's start-up and graceful shutdown (signals) through swift-service-lifecycle.
+let metrics: Package.Dependency = .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0")
+let prometheus: Package.Dependency = .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1")
+let lifecycle: Package.Dependency = .package(
+    url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0")
 // The client library's HMAC and hashes, and its check of the locator's Ed25519 signature: CryptoKit's
 // API on Apple platforms, its own BoringSSL copy elsewhere, never the system OpenSSL.
 let crypto: Package.Dependency = .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0")
@@ -38,7 +44,7 @@ let package = Package(
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
         .library(name: "PorticoClient", targets: ["PorticoClient"]),
     ],
-    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver],
+    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
         .target(
@@ -106,6 +112,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "Version", package: "Version"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -133,6 +143,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -6,6 +6,8 @@
 #   TLS=1 bench/run.sh ...      nginx and Portico both terminate TLS (the same certificate, keep-alive)
 #   LIMITS=1 bench/run.sh ...   also runs Portico with rate limits on (an address limit and a backend
 #                               rate limit and concurrency cap, all too high to refuse: their cost only)
+#   ACCESS_LOG=1 bench/run.sh ...  also runs Portico with its access log on (ACCESS_LOG_FORMAT=json or
+#                               logfmt, written by its batched writer to a file): the difference is its cost
 #   CLIENT=curl bench/run.sh ...  Portico reaches the backend through libcurl instead of its NIO client
 #   LOCAL=1 bench/run.sh ...    also measures an answer given without a backend (Portico's 404 problem,
 #                               nginx returning the same bytes from its config)
@@ -30,8 +32,11 @@ PORTICO_PORT=18192
 SIGNED_PORT=18193
 LIMITS_PORT=18194
 CADDY_PORT=18195
+ACCESS_PORT=18196
 SIGNED=${SIGNED:-0}
 LIMITS=${LIMITS:-0}
+ACCESS_LOG=${ACCESS_LOG:-0}
+ACCESS_LOG_FORMAT=${ACCESS_LOG_FORMAT:-json}
 TLS=${TLS:-0}
 LOCAL=${LOCAL:-0}
 CADDY=${CADDY:-1}
@@ -90,6 +95,12 @@ sed -e "s/name: bench, address: 127.0.0.1, port: $PORTICO_PORT/name: bench, addr
     -e "s|  quotes: { url: \"http://127.0.0.1:$BACKEND_PORT\", timeout: 5s|  quotes: { url: \"http://127.0.0.1:$BACKEND_PORT\", timeout: 5s, rateLimit: { rate: 1000000000/s, burst: 1000000 }, maxConcurrent: 100000|" \
     -e "s|    path: /api/{version}/stockquote|    path: /api/{version}/stockquote\n    addressRateLimit: { rate: 1000000000/s, burst: 1000000 }|" \
     "$WORK/policies/bench.yaml" >"$WORK/limited-policies/bench.yaml"
+
+# The same policy with the access log on, on a port of its own.
+mkdir -p "$WORK/logged-policies"
+sed -e "s/name: bench, address: 127.0.0.1, port: $PORTICO_PORT/name: bench, address: 127.0.0.1, port: $ACCESS_PORT/" \
+    -e "s/accessLog: { enabled: false }/accessLog: { enabled: true, format: $ACCESS_LOG_FORMAT }/" \
+    "$WORK/policies/bench.yaml" >"$WORK/logged-policies/bench.yaml"
 
 # The Go peer: Caddy as a keep-alive reverse proxy with the same route, headers and (with TLS=1)
 # certificate. Its admin endpoint and automatic HTTPS are off; it logs no requests by default.
@@ -174,6 +185,10 @@ if [ "$LIMITS" = 1 ]; then
   .build/release/portico serve --policies "$WORK/limited-policies" --log-level warning & PIDS+=($!)
   LIMITS_PID=$!
 fi
+if [ "$ACCESS_LOG" = 1 ]; then
+  .build/release/portico serve --policies "$WORK/logged-policies" --log-level warning --access-log "$WORK/access.log" & PIDS+=($!)
+  ACCESS_PID=$!
+fi
 sleep 1.5
 
 PATH_UNDER_TEST=/api/1/stockquote/AAPL
@@ -233,7 +248,13 @@ for round in $(seq 1 "$ROUNDS"); do
   fi
   if [ "$SIGNED" = 1 ]; then run_wrk portico-sig "$round" "$SIGNED_URL" $SIGNED_PID; fi
   if [ "$LIMITS" = 1 ]; then run_wrk portico-lim "$round" "$LIMITS_URL" $LIMITS_PID; fi
+  if [ "$ACCESS_LOG" = 1 ]; then run_wrk portico-log "$round" "$SCHEME://127.0.0.1:$ACCESS_PORT$PATH_UNDER_TEST" $ACCESS_PID; fi
 done
+if [ "$ACCESS_LOG" = 1 ]; then
+  # Every request of every run has its line (the writer flushes every few ms).
+  sleep 0.1
+  echo "access log: $(wc -l <"$WORK/access.log") lines"
+fi
 
 if [ "$LOCAL" = 1 ]; then
   # The two local answers must be the same size for the comparison to be fair.
@@ -242,10 +263,10 @@ if [ "$LOCAL" = 1 ]; then
   [ "$n" = "$p" ] || echo "warning: local answers differ in size (nginx $n bytes, Portico $p bytes)" >&2
 fi
 
-python3 - "$WORK" "$HZ" "$ROUNDS" "$SIGNED" "$LIMITS" "$CADDY" "$LOCAL" <<'PY'
+python3 - "$WORK" "$HZ" "$ROUNDS" "$SIGNED" "$LIMITS" "$CADDY" "$LOCAL" "$ACCESS_LOG" <<'PY'
 import re, statistics, sys
 work, hz, rounds, signed, limits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
-caddy, local = sys.argv[6] == "1", sys.argv[7] == "1"
+caddy, local, access = sys.argv[6] == "1", sys.argv[7] == "1", sys.argv[8] == "1"
 cpu = {(name, int(r)): int(t) for name, r, t in (line.split() for line in open(f"{work}/cpu"))}
 def parse(name, r):
     text = open(f"{work}/{name}.{r}.wrk").read()
@@ -260,6 +281,7 @@ def parse(name, r):
 rows = {}
 names = ("backend", "nginx", "portico") + (("caddy",) if caddy else ()) + (("portico-sig",) if signed else ())
 names += (("portico-lim",) if limits else ()) + (("nginx-404", "portico-404") if local else ())
+names += ("portico-log",) if access else ()
 for name in names:
     runs = sorted((parse(name, r) for r in range(1, rounds + 1)), key=lambda run: run["rps"])
     median = runs[len(runs) // 2]
@@ -293,4 +315,8 @@ if limits:
     l = rows["portico-lim"]
     print(f"Portico with rate limits/nginx: throughput {l['rps']/n['rps']:.2f}x, CPU per request {l['cpu']/n['cpu']:.2f}x"
           f" (checking the limits adds {l['cpu'] - p['cpu']:.1f} µs of CPU per request)")
+if access:
+    a = rows["portico-log"]
+    print(f"Portico with its access log on/nginx: throughput {a['rps']/n['rps']:.2f}x, CPU per request {a['cpu']/n['cpu']:.2f}x"
+          f" (the access log adds {a['cpu'] - p['cpu']:.1f} µs of CPU per request)")
 PY

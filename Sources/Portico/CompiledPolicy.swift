@@ -34,13 +34,25 @@ public final class CompiledPolicy: Sendable {
     let clientPlatformHeader: String
     /// The service locator's documents, signed; `nil` when the policy publishes none.
     let locator: CompiledLocator?
+    /// The metrics this policy's requests update (none for a policy compiled without a gateway).
+    let requestMetrics: RequestMetrics?
 
     public convenience init(_ snapshot: PolicySnapshot) {
-        self.init(snapshot, makeKey: Credentials.openSSLKey)
+        self.init(snapshot, metrics: nil)
     }
 
     /// - Parameter makeKey: the authenticator of each key's secret (tests count MACs through it).
-    init(_ snapshot: PolicySnapshot, makeKey: ([UInt8]) -> any MessageAuthenticator) {
+    convenience init(_ snapshot: PolicySnapshot, makeKey: ([UInt8]) -> any MessageAuthenticator) {
+        self.init(snapshot, metrics: nil, makeKey: makeKey)
+    }
+
+    /// - Parameters:
+    ///   - metrics: what this policy's requests count into (the gateway's).
+    ///   - makeKey: the authenticator of each key's secret (tests count MACs through it).
+    init(
+        _ snapshot: PolicySnapshot, metrics: GatewayMetrics?,
+        makeKey: ([UInt8]) -> any MessageAuthenticator = Credentials.openSSLKey
+    ) {
         let policy = snapshot.policy
         self.snapshot = snapshot
         credentials = Credentials(policy: policy, makeKey: makeKey)
@@ -64,6 +76,7 @@ public final class CompiledPolicy: Sendable {
         } else {
             self.locator = nil
         }
+        requestMetrics = metrics?.requestMetrics(for: snapshot)
     }
 
     /// The rules of a service the route table returned.

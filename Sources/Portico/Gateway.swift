@@ -19,6 +19,10 @@ public final class Gateway: Sendable {
     private let nonces: any NonceStore
     /// Rate-limit buckets and backend in-flight counts; like the nonces, they outlive reloads.
     public let rateLimiter: RateLimiter
+    /// What `/metrics` reports; each compiled policy's requests count into it.
+    public let metrics: GatewayMetrics
+    /// The access log's dedicated writer, if the gateway was given one (`portico serve`).
+    private let accessLogWriter: AccessLogWriter?
     private let logger: Logger
     private let state = NIOLockedValueBox(RunState())
 
@@ -28,7 +32,12 @@ public final class Gateway: Sendable {
         var tlsStores: [String: TLSContextStore] = [:]
         var connections: [ObjectIdentifier: any Channel] = [:]
         var accepted = 0
+        var started = false
         var shutDown = false
+        /// Shutdown waits here for the last connection to close (resumed by its close).
+        var drained: [CheckedContinuation<Void, Never>] = []
+        /// The drain's time is up: a waiter that registers now returns at once.
+        var drainOver = false
     }
 
     /// - Parameters:
@@ -38,14 +47,19 @@ public final class Gateway: Sendable {
     ///   - nonces: where signature nonces are remembered; by default in memory, bounded by the
     ///     policy's `signatures.nonceCacheSize` (read at start: a reload does not resize it).
     ///   - rateLimiter: where rate-limit state lives; by default an ``InMemoryRateLimitStore``.
+    ///   - accessLogWriter: where access-log lines go; without one, through `logger` (swift-log).
+    ///   - contentHash: the policy files' hash (``PolicyRevision/contentHash``), when loaded from files.
     public init(
         snapshot: PolicySnapshot, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         upstream: (any UpstreamClient)? = nil, nonces: (any NonceStore)? = nil, rateLimiter: RateLimiter = RateLimiter(),
+        metrics: GatewayMetrics = GatewayMetrics(), accessLogWriter: AccessLogWriter? = nil, contentHash: String = "",
         logger: Logger = Logger(label: "portico")
     ) {
         self.nonces = nonces ?? InMemoryNonceStore(capacity: snapshot.policy.signatures.nonceCacheSize)
         self.rateLimiter = rateLimiter
-        self.store = PolicyStore(snapshot)
+        self.metrics = metrics
+        self.accessLogWriter = accessLogWriter
+        self.store = PolicyStore(snapshot, contentHash: contentHash, metrics: metrics)
         self.group = group
         self.upstream = upstream ?? RoutingUpstreamClient.gatewayDefault(sizedBy: snapshot.policy.upstream, group: group)
         self.logger = logger
@@ -75,6 +89,13 @@ public final class Gateway: Sendable {
     /// Client connections accepted since start.
     public var acceptedConnections: Int { state.withLockedValue { $0.accepted } }
 
+    /// Whether the gateway takes new work: its listeners are up and it is not shutting down
+    /// (`/readyz`).
+    public var isReady: Bool { state.withLockedValue { $0.started && !$0.shutDown } }
+
+    /// Whether ``shutdown(gracePeriod:)`` has begun.
+    public var isDraining: Bool { state.withLockedValue { $0.shutDown } }
+
     /// Binds every listener. Throws if one cannot be bound (those already bound are closed again),
     /// or a `PolicyError` naming the file when a TLS listener's certificate cannot be used.
     public func start() async throws {
@@ -90,7 +111,8 @@ public final class Gateway: Sendable {
                 let tls = tlsStores[listener.name]
                 let services = GatewayServices(
                     store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
-                    scheme: tls == nil ? "http" : "https", listener: listener.name)
+                    scheme: tls == nil ? "http" : "https", listener: listener.name, accessLogWriter: accessLogWriter,
+                    metrics: metrics)
                 let connections = ListenerConnections(listener: listener.name, limit: limits.maxConnections, logger: logger)
                 let channel: any Channel
                 do {
@@ -109,6 +131,7 @@ public final class Gateway: Sendable {
         state.withLockedValue {
             $0.listeners = bound
             $0.tlsStores = tlsStores
+            $0.started = true
         }
     }
 
@@ -122,6 +145,45 @@ public final class Gateway: Sendable {
         for (name, store) in stores {
             if let context = contexts[name] { store.replace(with: context) }
         }
+    }
+
+    /// Opens the files `snapshot` names that only the gateway can check, as a reload must before it
+    /// installs anything: every TLS listener's certificates and keys (built into contexts, checked by
+    /// OpenSSL, not installed; they inherit the session-ticket keys of the contexts in use, so
+    /// sessions resume across a reload) and the locator's signing key. Every problem is reported,
+    /// each naming its file and key path.
+    func openFiles(for snapshot: PolicySnapshot) throws(PolicyError) -> [String: TLSContext] {
+        var diagnostics: [PolicyDiagnostic] = []
+        var contexts: [String: TLSContext] = [:]
+        let stores = state.withLockedValue { $0.tlsStores }
+        do throws(PolicyError) {
+            contexts = try ListenerTLS.contexts(for: snapshot, replacing: stores.mapValues(\.current))
+        } catch {
+            diagnostics += error.diagnostics
+        }
+        do throws(PolicyError) {
+            _ = try LocatorSigning.key(for: snapshot)
+        } catch {
+            diagnostics += error.diagnostics
+        }
+        if !diagnostics.isEmpty { throw PolicyError(diagnostics: diagnostics) }
+        return contexts
+    }
+
+    /// Installs a new policy, all or nothing: its files are opened (``openFiles(for:)``) and the
+    /// policy compiled first, and only then are the TLS contexts and the policy swapped in, so a
+    /// policy whose certificate or locator key files are broken changes nothing. New requests read the new policy; those in flight finish on theirs; new
+    /// connections get the new certificates, open ones keep theirs. State that outlives a reload
+    /// (rate-limit buckets, nonces, backend in-flight counts, upstream pools) is the gateway's own
+    /// and stays. Listeners are fixed at start. Reloads are serialised by ``PolicyReloader``.
+    public func install(_ snapshot: PolicySnapshot, contentHash: String) throws(PolicyError) -> PolicyRevision {
+        let contexts = try openFiles(for: snapshot)
+        let compiled = store.compile(snapshot)
+        let stores = state.withLockedValue { $0.tlsStores }
+        for (name, store) in stores {
+            if let context = contexts[name] { store.replace(with: context) }
+        }
+        return store.install(compiled, contentHash: contentHash)
     }
 
     private func bootstrap(
@@ -161,8 +223,16 @@ public final class Gateway: Sendable {
             channel.close(promise: nil)
             return
         }
-        channel.closeFuture.whenComplete { [state] _ in
-            _ = state.withLockedValue { $0.connections.removeValue(forKey: id) }
+        metrics.connectionOpened()
+        channel.closeFuture.whenComplete { [state, metrics] _ in
+            metrics.connectionClosed()
+            let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+                state.connections.removeValue(forKey: id)
+                guard state.connections.isEmpty else { return [] }
+                defer { state.drained = [] }
+                return state.drained
+            }
+            for waiter in waiters { waiter.resume() }
         }
     }
 
@@ -181,16 +251,41 @@ public final class Gateway: Sendable {
         for connection in connections {
             connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         }
-        let deadline = ContinuousClock.now + gracePeriod
-        while ContinuousClock.now < deadline, state.withLockedValue({ !$0.connections.isEmpty }) {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
+        await waitUntilDrained(upTo: gracePeriod)
         let remaining = state.withLockedValue { Array($0.connections.values) }
         // All at once: a TLS connection may wait up to its close deadline for close_notify, and
         // those waits must not add up. Then wait until each is gone (and so no longer counted).
         for connection in remaining { connection.close(promise: nil) }
         for connection in remaining { try? await connection.closeFuture.get() }
         upstream.shutdown()
+    }
+}
+
+extension Gateway {
+    /// Returns when the last client connection has closed, or when `limit` has passed.
+    private func waitUntilDrained(upTo limit: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let now = self.state.withLockedValue { state -> Bool in
+                        guard !state.connections.isEmpty, !state.drainOver else { return true }
+                        state.drained.append(continuation)
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
+            // The sleeper ends at once when cancelled; a waiter still parked is resumed here.
+            let parked = self.state.withLockedValue { state in
+                state.drainOver = true
+                defer { state.drained = [] }
+                return state.drained
+            }
+            for waiter in parked { waiter.resume() }
+        }
     }
 }
 

@@ -17,6 +17,10 @@ struct GatewayServices: Sendable {
     let scheme: String
     /// The listener's policy name: which public base URL the service locator publishes to its clients.
     var listener: String = ""
+    /// The access log's dedicated writer; without one, lines go to `accessLogger`.
+    var accessLogWriter: AccessLogWriter? = nil
+    /// Where TLS handshakes and error answers are counted (requests count into their policy's).
+    var metrics: GatewayMetrics? = nil
 }
 
 /// Carries each request of one connection through the stages and its response back to the client.
@@ -67,7 +71,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         self.policy = PolicyStore.Reader(services.store)
         self.stages = stages
         self.proxy = ProxyHandler(upstream: services.upstream, concurrency: services.rateLimiter.concurrency, scheme: services.scheme)
-        self.accessLog = AccessLogObserver(logger: services.accessLogger)
+        self.accessLog = AccessLogObserver(logger: services.accessLogger, writer: services.accessLogWriter)
         self.timeouts = timeouts
     }
 
@@ -87,6 +91,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         switch event {
         case let completed as TLSHandshakeCompleted:
             client.tls = completed.info
+            services.metrics?.tlsHandshakeCompleted()
         case is ChannelShouldQuiesceEvent:
             pipelined.removeAll()
             perform(machine.quiesce(), context: context)
@@ -132,6 +137,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // A TLS connection that closes before its handshake completed: refused, failed or abandoned.
+        if client.tls == nil && services.scheme == "https" { services.metrics?.tlsHandshakeFailed() }
         pipelined.removeAll()
         readHeld = false
         perform(machine.channelInactive(), context: context)
@@ -375,6 +382,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         ResponseDecoration.decorate(&head, for: exchange, closing: closing)
         exchange.record.status = problem.status.code
         exchange.record.bytesSent = body.readableBytes
+        services.metrics?.problemAnswered(problem)
         accessLog.exchangeEnded(exchange)
         if after == .nextRequest { timeouts.responseEndSent() }
         context.write(wrapOutboundOut(.head(head)), promise: nil)

@@ -1,6 +1,18 @@
 import Atomics
+import Foundation
 import NIOConcurrencyHelpers
 import PorticoPolicy
+
+/// Which policy is active: what `/admin/policy` and the metrics report, and what a reload moves on.
+public struct PolicyRevision: Sendable, Hashable {
+    /// 0 for the policy the gateway started with, one more for each policy installed since.
+    public var generation: UInt64
+    /// SHA-256 (hex) of the policy files' names and text, in name order; empty for a policy that
+    /// did not come from files (tests).
+    public var contentHash: String
+    /// When the policy was installed.
+    public var loadedAt: Date
+}
 
 /// Holds the policy new requests are served from.
 ///
@@ -16,21 +28,49 @@ import PorticoPolicy
 public final class PolicyStore: Sendable {
     private let generation = ManagedAtomic<UInt64>(0)
     private let box: NIOLockedValueBox<(policy: CompiledPolicy, generation: UInt64)>
+    private let revisionBox: NIOLockedValueBox<PolicyRevision>
+    /// What each compiled policy's requests count into; nil when nothing is counted (tools, tests).
+    let metrics: GatewayMetrics?
 
-    public init(_ snapshot: PolicySnapshot) {
-        box = NIOLockedValueBox((CompiledPolicy(snapshot), 0))
+    public convenience init(_ snapshot: PolicySnapshot, contentHash: String = "") {
+        self.init(snapshot, contentHash: contentHash, metrics: nil)
+    }
+
+    init(_ snapshot: PolicySnapshot, contentHash: String, metrics: GatewayMetrics?) {
+        self.metrics = metrics
+        box = NIOLockedValueBox((CompiledPolicy(snapshot, metrics: metrics), 0))
+        let revision = PolicyRevision(generation: 0, contentHash: contentHash, loadedAt: Date())
+        revisionBox = NIOLockedValueBox(revision)
+        metrics?.policyInstalled(revision)
     }
 
     /// The compiled policy to serve from, for callers off the request path (start-up, tools).
     public var current: CompiledPolicy { box.withLockedValue { $0.policy } }
 
+    /// The active policy's generation, hash and load time.
+    public var revision: PolicyRevision { revisionBox.withLockedValue { $0 } }
+
     /// Installs `snapshot` for new requests; it is compiled first, on the caller's thread.
-    public func replace(with snapshot: PolicySnapshot) {
-        let next = CompiledPolicy(snapshot)
+    @discardableResult
+    public func replace(with snapshot: PolicySnapshot, contentHash: String = "") -> PolicyRevision {
+        install(compile(snapshot), contentHash: contentHash)
+    }
+
+    /// Compiles `snapshot` the way this store's policies are (with its metrics), without installing it.
+    func compile(_ snapshot: PolicySnapshot) -> CompiledPolicy { CompiledPolicy(snapshot, metrics: metrics) }
+
+    /// Installs a policy compiled beforehand (a reload compiles off the event loops): new requests
+    /// read it from now on; requests in flight finish on the one they started with.
+    @discardableResult
+    func install(_ next: CompiledPolicy, contentHash: String) -> PolicyRevision {
         box.withLockedValue { state in
             state = (next, state.generation + 1)
             // Inside the lock, so that generations are published in the order policies were.
             generation.store(state.generation, ordering: .releasing)
+            let revision = PolicyRevision(generation: state.generation, contentHash: contentHash, loadedAt: Date())
+            revisionBox.withLockedValue { $0 = revision }
+            metrics?.policyInstalled(revision)
+            return revision
         }
     }
 

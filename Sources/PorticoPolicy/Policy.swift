@@ -20,6 +20,8 @@ public struct Policy: Sendable {
     public var clients = ClientsPolicy()
     /// The service locator; `nil`: none is published.
     public var locator: LocatorPolicy?
+    /// The admin listener; none when the policy has no `admin` section.
+    public var admin: AdminPolicy?
 }
 
 /// A socket the gateway accepts connections on.
@@ -71,6 +73,16 @@ public struct UpstreamPolicy: Sendable, Hashable {
 /// The per-request log line.
 public struct AccessLogPolicy: Sendable, Hashable {
     public var enabled: Bool = true
+    /// How each line is written by `portico serve`'s access-log writer.
+    public var format: AccessLogFormat = .json
+}
+
+/// The access log's line formats.
+public enum AccessLogFormat: String, Sendable, Hashable, CaseIterable {
+    /// One JSON object per line.
+    case json
+    /// `key=value` pairs separated by spaces, values quoted when they need it.
+    case logfmt
 }
 
 /// A service behind the gateway, by stable name.

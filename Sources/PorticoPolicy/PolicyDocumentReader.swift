@@ -35,6 +35,7 @@ struct PolicyDocumentReader {
         let keys = merged("keys", in: sections, namesChecked: false) {
             KeyReader(value: $0).read(id: $1, services: Set(services.keys), tiers: tierNames)
         }
+        let admin = single("admin", in: sections).flatMap(readAdmin)
         guard sink.diagnostics.isEmpty else { return nil }
         var policy = Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
@@ -42,6 +43,7 @@ struct PolicyDocumentReader {
             signatures: signatures, apiKeys: apiKeys, keys: keys.mapValues(\.policy), tiers: tiers.mapValues(\.policy))
         policy.clients = clients
         policy.locator = locator
+        policy.admin = admin
         warnAboutWholeStoreShares(policy, tiers: tiers)
         return policy
     }
@@ -246,9 +248,10 @@ struct PolicyDocumentReader {
     }
 
     private func readAccessLog(_ value: PolicyValue) -> AccessLogPolicy? {
-        guard let fields = value.fields(known: ["enabled"]) else { return nil }
+        guard let fields = value.fields(known: ["enabled", "format"]) else { return nil }
         var accessLog = AccessLogPolicy()
         accessLog.enabled = fields.optional("enabled", default: true) { $0.bool() }
+        accessLog.format = fields.optional("format", default: .json) { $0.oneOf(AccessLogFormat.allCases) }
         return accessLog
     }
 

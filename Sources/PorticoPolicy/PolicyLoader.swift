@@ -5,19 +5,25 @@ import Yams
 ///
 /// Every `*.yaml`/`*.yml` file in the directory is read (in name order) and their top-level keys are
 /// merged: `backends`, `services`, `keys` and `tiers` may be spread over several files, the singular sections
-/// (`listeners`, `limits`, `upstream`, `accessLog`, `signatures`, `apiKeys`, `clients`, `locator`) may each appear in one
+/// (`listeners`, `limits`, `upstream`, `accessLog`, `signatures`, `apiKeys`, `clients`, `locator`, `admin`) may each appear in one
 /// file only. A key's `secretFile` is read relative to the file that names it. The loader never
 /// stops at the first mistake; it throws one ``PolicyError`` holding all of them.
 public struct PolicyLoader: Sendable {
     static let topLevelKeys = [
         "listeners", "limits", "upstream", "accessLog", "backends", "services", "signatures", "apiKeys", "keys", "tiers", "clients",
-        "locator",
+        "locator", "admin",
     ]
 
     public init() {}
 
     /// Loads and compiles every policy file in `directory`.
     public func load(directory: String) throws(PolicyError) -> PolicySnapshot {
+        try load(sources: readSources(directory: directory))
+    }
+
+    /// The text of every policy file in `directory`, in name order: what ``load(sources:)`` reads,
+    /// and what a reload hashes to tell one policy from another.
+    public func readSources(directory: String) throws(PolicyError) -> [(file: String, text: String)] {
         let fileManager = FileManager.default
         var isDirectory: ObjCBool = false
         guard fileManager.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -51,7 +57,7 @@ public struct PolicyLoader: Sendable {
                 PolicyDiagnostic(file: directory, line: nil, keyPath: "", message: "no *.yaml or *.yml policy files")
             ])
         }
-        return try load(sources: sources)
+        return sources
     }
 
     /// Loads and compiles policy text held in memory; `file` names are used in diagnostics only.

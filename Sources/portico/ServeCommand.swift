@@ -1,10 +1,11 @@
 import ArgumentParser
-import Dispatch
 import Foundation
 import Logging
 import Portico
 import PorticoDemoBackends
 import PorticoPolicy
+import ServiceLifecycle
+import UnixSignals
 
 #if canImport(Glibc)
 import Glibc
@@ -12,7 +13,8 @@ import Glibc
 import Darwin
 #endif
 
-/// `portico serve`: runs the gateway until SIGINT or SIGTERM; SIGHUP reloads certificates.
+/// `portico serve`: runs the gateway under swift-service-lifecycle until SIGINT or SIGTERM, which
+/// drain it gracefully; SIGHUP reloads the policy (the same path as `POST /admin/reload`).
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the gateway.")
 
@@ -25,82 +27,97 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Option(name: .long, help: "Where access-log lines go: a file (appended to), or - for standard output.")
+    var accessLog: String = "-"
+
+    @Option(name: .long, help: "Seconds requests in flight may take to finish after SIGTERM/SIGINT before they are cut.")
+    var drainTimeout: Double = 10
+
+    @Option(
+        name: .long,
+        help: "Look at the policy files every this many seconds and reload when they changed (0, the default: never; use SIGHUP).")
+    var watchPolicies: Double = 0
+
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
+        // Operational messages on standard error; standard output carries the access log's lines,
+        // written in batches by their own writer, so the two never interleave mid-line.
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardOutput(label: label)
+            var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
         signal(SIGPIPE, SIG_IGN)
+        // Until the service runs and reloads on it, a SIGHUP (a deploy tool's reload during
+        // start-up) must not end the process, as its default action would.
+        signal(SIGHUP, SIG_IGN)
         let logger = Logger(label: "portico")
         raiseOpenFileLimit(logger: logger)
 
         let snapshot: PolicySnapshot
+        let contentHash: String
         do {
-            snapshot = try PolicyLoader().load(directory: policies)
+            let sources = try PolicyLoader().readSources(directory: policies)
+            snapshot = try PolicyLoader().load(sources: sources)
+            contentHash = PolicyContentHash.of(sources)
         } catch {
             for diagnostic in error.diagnostics { logger.critical("policy error: \(diagnostic)") }
             throw ExitCode(1)
         }
         for warning in snapshot.warnings { logger.warning("policy warning: \(warning)") }
 
+        let output: Int32
+        if accessLog == "-" {
+            output = STDOUT_FILENO
+        } else {
+            output = open(accessLog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+            guard output >= 0 else {
+                logger.critical("cannot open the access log \(accessLog): \(String(cString: strerror(errno)))")
+                throw ExitCode(1)
+            }
+        }
+        let writer = AccessLogWriter(format: snapshot.policy.accessLog.format, output: output)
+
         var backends: [BackendServer] = []
         if demoBackends {
             backends = try await DemoBackends.start()
             logger.info("demo backends running", metadata: ["ports": "\(backends.map(\.port))"])
         }
-        let gateway = Gateway(snapshot: snapshot, logger: logger)
+        let gateway = Gateway(snapshot: snapshot, accessLogWriter: writer, contentHash: contentHash, logger: logger)
+        let reloader = PolicyReloader(gateway: gateway, directory: policies, logger: logger)
+        let admin: AdminServer?
         do {
             try await gateway.start()
+            if let policy = snapshot.policy.admin {
+                admin = try await AdminServer.start(policy, gateway: gateway, reloader: reloader, logger: logger)
+            } else {
+                admin = nil
+            }
         } catch let error as PolicyError {
             for diagnostic in error.diagnostics { logger.critical("policy error: \(diagnostic)") }
+            await gateway.shutdown(gracePeriod: .zero)
+            for backend in backends { try? await backend.shutdown() }
+            throw ExitCode(1)
+        } catch {
+            logger.critical("cannot start: \(error)")
+            await gateway.shutdown(gracePeriod: .zero)
             for backend in backends { try? await backend.shutdown() }
             throw ExitCode(1)
         }
-        let reloads = reloadCertificatesOnHangUp(gateway, logger: logger)
-        defer { reloads.cancel() }
         for (name, port) in gateway.boundPorts.sorted(by: { $0.key < $1.key }) {
             logger.notice("serving", metadata: ["listener": .string(name), "port": .stringConvertible(port)])
         }
+        if let admin { logger.notice("admin", metadata: ["port": .stringConvertible(admin.port)]) }
 
-        await waitForTerminationSignal()
-        logger.notice("shutting down")
-        await gateway.shutdown()
+        let service = GatewayService(
+            gateway: gateway, admin: admin, reloader: reloader, accessLogWriter: writer,
+            drainTimeout: .milliseconds(Int64(drainTimeout * 1000)),
+            watchInterval: watchPolicies > 0 ? .milliseconds(Int64(watchPolicies * 1000)) : nil, logger: logger)
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
         for backend in backends { try? await backend.shutdown() }
-    }
-
-    /// SIGHUP reads every TLS listener's certificate files again (after a renewal on disk); a
-    /// broken file is logged and the certificates in use stay.
-    private func reloadCertificatesOnHangUp(_ gateway: Gateway, logger: Logger) -> any DispatchSourceSignal {
-        signal(SIGHUP, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "portico.reload"))
-        source.setEventHandler {
-            do throws(PolicyError) {
-                try gateway.reloadCertificates()
-                logger.notice("certificates reloaded")
-            } catch {
-                for diagnostic in error.diagnostics {
-                    logger.error("certificate reload refused, the current certificates stay: \(diagnostic)")
-                }
-            }
-        }
-        source.resume()
-        return source
-    }
-
-    private func waitForTerminationSignal() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let queue = DispatchQueue(label: "portico.signals")
-            let once = SignalOnce(continuation)
-            for number in [SIGINT, SIGTERM] {
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-                source.setEventHandler { once.fire() }
-                source.resume()
-                once.keep(source)
-            }
-        }
     }
 }
 
@@ -116,24 +133,5 @@ private func raiseOpenFileLimit(logger: Logger) {
         logger.debug("raised the open-file limit", metadata: ["from": "\(previous)", "to": "\(limit.rlim_max)"])
     } else {
         logger.warning("could not raise the open-file limit", metadata: ["limit": "\(previous)"])
-    }
-}
-
-/// Resumes the waiting task on the first signal only; keeps the signal sources alive meanwhile.
-private final class SignalOnce: @unchecked Sendable {
-    private var continuation: CheckedContinuation<Void, Never>?
-    private var sources: [any DispatchSourceSignal] = []
-    private let lock = NSLock()
-
-    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
-
-    func keep(_ source: any DispatchSourceSignal) { lock.withLock { sources.append(source) } }
-
-    func fire() {
-        let continuation = lock.withLock { () -> CheckedContinuation<Void, Never>? in
-            defer { self.continuation = nil }
-            return self.continuation
-        }
-        continuation?.resume()
     }
 }

@@ -3,7 +3,7 @@ import Portico
 import Testing
 
 /// The `portico` executable, built beside the test bundle by `swift test`.
-private func porticoExecutable() throws -> URL {
+func porticoExecutable() throws -> URL {
     var directory = Bundle.main.bundleURL
     for _ in 0..<3 {
         let candidate = directory.appendingPathComponent("portico")

@@ -1,0 +1,287 @@
+import Foundation
+import NIOHTTP1
+import PorticoPolicy
+import PorticoSigning
+
+/// The admin listener's endpoints: what each request gets, decided apart from the channel.
+///
+/// | endpoint | answer |
+/// |---|---|
+/// | `GET /healthz` | 200 while the process runs |
+/// | `GET /readyz` | 200 once the listeners are up and a policy is loaded; 503 while draining |
+/// | `GET /metrics` | the Prometheus text of ``GatewayMetrics`` |
+/// | `POST /admin/reload` | a reload (``PolicyReloader``); `?dryRun=true` only reports what would change |
+/// | `GET /admin/policy` | the active revision, services, versions, backends, limits, keys by id and status |
+///
+/// Every request must carry `Authorization: Bearer <token>` when the policy names an admin token,
+/// and always when the listener is bound off loopback (with no token configured, it then refuses
+/// everything). The token is compared as SHA-256 digests, in constant time, so neither its bytes
+/// nor its length leak through timing. No answer holds a secret: keys are listed by id and status.
+struct AdminAPI: Sendable {
+    let gateway: Gateway
+    let reloader: PolicyReloader?
+    /// The address the admin listener is bound to (fixed at start).
+    let boundAddress: String
+
+    struct Response: Sendable {
+        var status: HTTPResponseStatus
+        var contentType: String
+        var body: [UInt8]
+        var headers: [(String, String)] = []
+    }
+
+    func respond(method: HTTPMethod, uri: String, authorization: String?) async -> Response {
+        guard authorized(authorization) else {
+            var response = problem(.unauthorized, "unauthorized", "Unauthorized", "This admin endpoint needs a valid bearer token.")
+            response.headers.append(("WWW-Authenticate", "Bearer realm=\"portico-admin\""))
+            return response
+        }
+        let (path, query) = Self.split(uri)
+        switch (path, method) {
+        case ("/healthz", .GET):
+            return json(.ok, ["status": "ok"])
+        case ("/readyz", .GET):
+            return gateway.isReady
+                ? json(.ok, ["status": "ready", "generation": String(gateway.store.revision.generation)])
+                : json(.serviceUnavailable, ["status": gateway.isDraining ? "draining" : "starting"])
+        case ("/metrics", .GET):
+            return Response(
+                status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(gateway.metrics.render().utf8))
+        case ("/admin/policy", .GET):
+            return encoded(.ok, AdminPolicyView(gateway.store.current.snapshot.policy, revision: gateway.store.revision))
+        case ("/admin/reload", .POST):
+            guard let reloader else {
+                return problem(
+                    .notFound, "not-found", "Not found", "This gateway was not started from a policy directory, so it cannot reload.")
+            }
+            let dryRun = query.contains { $0.name == "dryRun" && ($0.value == "true" || $0.value == "1") }
+            let outcome = await reloader.reload(dryRun: dryRun)
+            return outcome.result == .refused
+                ? encoded(.unprocessableEntity, ReloadRefusal(outcome), contentType: "application/problem+json")
+                : encoded(.ok, ReloadReport(outcome))
+        case ("/healthz", _), ("/readyz", _), ("/metrics", _), ("/admin/policy", _):
+            var response = problem(.methodNotAllowed, "method-not-allowed", "Method not allowed", "Use GET.")
+            response.headers.append(("Allow", "GET"))
+            return response
+        case ("/admin/reload", _):
+            var response = problem(.methodNotAllowed, "method-not-allowed", "Method not allowed", "Use POST.")
+            response.headers.append(("Allow", "POST"))
+            return response
+        default:
+            return problem(.notFound, "not-found", "Not found", "No admin endpoint at this path.")
+        }
+    }
+
+    /// Whether the request may proceed: no token configured on loopback, or the right token.
+    private func authorized(_ authorization: String?) -> Bool {
+        let token = gateway.store.current.snapshot.policy.admin?.token
+        guard let token else { return AdminPolicy.isLoopback(boundAddress) }
+        guard let authorization, authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else { return false }
+        let presented = Array(authorization.dropFirst(7).utf8)
+        let digest = OpenSSLDigest()
+        let expected = token.bytes.withUnsafeBytes { digest.digest(.sha256, of: $0) }
+        let given = presented.withUnsafeBytes { digest.digest(.sha256, of: $0) }
+        return ConstantTime.equal(given, expected)
+    }
+
+    static func split(_ uri: String) -> (path: String, query: [(name: String, value: String)]) {
+        guard let mark = uri.firstIndex(of: "?") else { return (uri, []) }
+        let query = uri[uri.index(after: mark)...].split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
+        }
+        return (String(uri[..<mark]), query)
+    }
+
+    private func json(_ status: HTTPResponseStatus, _ object: [String: String]) -> Response {
+        encoded(status, object)
+    }
+
+    private func encoded(_ status: HTTPResponseStatus, _ value: some Encodable, contentType: String = "application/json") -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        let body = (try? encoder.encode(value)).map(Array.init) ?? Array("{}".utf8)
+        return Response(status: status, contentType: contentType, body: body + [UInt8(ascii: "\n")])
+    }
+
+    private func problem(_ status: HTTPResponseStatus, _ type: String, _ title: String, _ detail: String) -> Response {
+        encoded(
+            status, AdminProblem(type: Problem.typePrefix + type, title: title, status: Int(status.code), detail: detail),
+            contentType: "application/problem+json")
+    }
+}
+
+private struct AdminProblem: Encodable {
+    let type: String
+    let title: String
+    let status: Int
+    let detail: String
+}
+
+/// The active revision as JSON.
+struct RevisionView: Encodable {
+    let generation: UInt64
+    let hash: String
+    let loadedAt: String
+
+    init(_ revision: PolicyRevision) {
+        generation = revision.generation
+        hash = revision.contentHash
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        loadedAt = formatter.string(from: revision.loadedAt)
+    }
+}
+
+/// A diff as JSON: per section, `added`, `removed`, `changed`.
+struct DiffView: Encodable {
+    let sections: [PolicyDiff.Section]
+
+    struct Entry: Encodable {
+        let added: [String]
+        let removed: [String]
+        let changed: [String]
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: AnyKey.self)
+        for section in sections {
+            try container.encode(
+                Entry(added: section.added, removed: section.removed, changed: section.changed), forKey: AnyKey(section.name))
+        }
+    }
+}
+
+struct AnyKey: CodingKey {
+    let stringValue: String
+    init(_ string: String) { stringValue = string }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    var intValue: Int? { nil }
+    init?(intValue: Int) { nil }
+}
+
+/// What a reload or dry run answers with (200).
+struct ReloadReport: Encodable {
+    let result: String
+    let dryRun: Bool
+    let applied: Bool
+    let generation: UInt64
+    let hash: String
+    let changes: DiffView
+    let restartRequired: [String]
+    let warnings: [String]
+
+    init(_ outcome: ReloadOutcome) {
+        result = outcome.result == .dryRun ? "dry-run" : outcome.result.rawValue
+        dryRun = outcome.result == .dryRun
+        applied = outcome.result == .applied
+        generation = outcome.revision.generation
+        hash = outcome.revision.contentHash
+        changes = DiffView(sections: outcome.diff?.sections ?? [])
+        restartRequired = outcome.restartRequired
+        warnings = outcome.warnings.map(\.description)
+    }
+}
+
+/// A refused reload (422, problem+json) with every diagnostic.
+struct ReloadRefusal: Encodable {
+    struct Error: Encodable {
+        let file: String
+        let line: Int?
+        let keyPath: String
+        let message: String
+    }
+
+    let type = Problem.typePrefix + "policy-invalid"
+    let title = "Policy refused"
+    let status = 422
+    let detail: String
+    /// The generation still active.
+    let generation: UInt64
+    let errors: [Error]
+
+    init(_ outcome: ReloadOutcome) {
+        detail = "The policy does not validate (\(outcome.errors.count) error(s)); the active policy is unchanged."
+        generation = outcome.revision.generation
+        errors = outcome.errors.map { Error(file: $0.file, line: $0.line, keyPath: $0.keyPath, message: $0.message) }
+    }
+}
+
+/// `/admin/policy`: what is active, by name, with no secret: keys appear by id and status only.
+struct AdminPolicyView: Encodable {
+    struct Service: Encodable {
+        let path: String
+        let host: String?
+        let auth: String
+        let versions: [String: String]
+        let defaultVersion: String
+        let addressRateLimit: String?
+        /// The compatibility buckets, in policy order: `<range> → <version>`, with `on <platforms>`
+        /// for a platform's own.
+        let buckets: [String]
+        let minimumClientVersion: String?
+    }
+
+    struct Backend: Encodable {
+        let url: String
+        let client: String?
+        let rateLimit: String?
+        let maxConcurrent: Int?
+    }
+
+    struct Tier: Encodable {
+        let limit: String
+        let services: [String: String]
+        let nonceQuota: Int?
+    }
+
+    struct Key: Encodable {
+        let status: String
+        let tier: String?
+        let services: [String]
+        let rotating: Bool
+    }
+
+    let revision: RevisionView
+    let services: [String: Service]
+    let backends: [String: Backend]
+    let tiers: [String: Tier]
+    let keys: [String: Key]
+
+    init(_ policy: Policy, revision: PolicyRevision) {
+        self.revision = RevisionView(revision)
+        services = policy.services.mapValues { service in
+            Service(
+                path: service.path, host: service.host, auth: service.auth.rawValue,
+                versions: Dictionary(
+                    uniqueKeysWithValues: service.versions.map { number, version in
+                        switch version.handler {
+                        case .proxy(let proxy): (String(number), "proxy \(proxy.backend)")
+                        }
+                    }),
+                defaultVersion: {
+                    switch service.defaultVersion {
+                    case .latest: "latest"
+                    case .version(let number): String(number)
+                    }
+                }(),
+                addressRateLimit: service.addressRateLimit?.description,
+                buckets: service.compatibility.map { bucket in
+                    let platforms = bucket.platforms.isEmpty ? "" : " on " + bucket.platforms.joined(separator: ",")
+                    return "\(bucket.clients)\(platforms) → \(bucket.version)"
+                },
+                minimumClientVersion: service.minimumClientVersion.map { "\($0)" })
+        }
+        // The backend's URL is the operator's own; it is not a secret (a URL with credentials is refused).
+        backends = policy.backends.mapValues {
+            Backend(
+                url: $0.url.description, client: $0.client?.rawValue, rateLimit: $0.rateLimit?.description, maxConcurrent: $0.maxConcurrent)
+        }
+        tiers = policy.tiers.mapValues {
+            Tier(limit: $0.limit.description, services: $0.services.mapValues(\.description), nonceQuota: $0.nonceQuota)
+        }
+        keys = policy.keys.mapValues {
+            Key(status: $0.status.rawValue, tier: $0.tier, services: $0.services, rotating: $0.previousSecret != nil)
+        }
+    }
+}

@@ -1,0 +1,196 @@
+import CoreMetrics
+import Foundation
+import NIOCore
+import NIOHTTP1
+import PorticoPolicy
+import Prometheus
+
+/// The gateway's metrics, made through swift-metrics and kept in a Prometheus registry that
+/// `GET /metrics` on the admin listener renders.
+///
+/// Every label set is bounded: services, versions and backends come from the policy; status
+/// classes, refusal kinds, authentication-failure reasons and reload results are fixed lists.
+/// Every handle is made up front (at start, or when a policy is compiled), so the request path
+/// never looks a metric up by name or takes the factory's lock: a request costs an atomic
+/// increment for its counter and three for each of its two duration histograms
+/// (``AtomicDurationHistogram``), and no lock.
+public final class GatewayMetrics: Sendable {
+    /// Rate-limit refusals, by the limit that refused.
+    enum RefusalKind: String, CaseIterable {
+        case tier, address, backend
+        /// The key's share of the nonce store (429).
+        case nonceQuota = "nonce_quota"
+        /// The backend's `maxConcurrent` (503).
+        case concurrency
+    }
+
+    /// Problem types that count as authentication failures, with the label each counts under.
+    static let authenticationFailures = [
+        "api-key-required", "api-key-invalid", "signature-required", "malformed-signature", "signature-incomplete", "clock-skew",
+        "signature-expired", "signature-invalid", "signature-replayed", "key-revoked", "key-not-allowed",
+    ]
+
+    /// Status classes `1xx`…`5xx`, indexed by `status / 100 - 1`.
+    static let statusClasses = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+
+    public let registry: PrometheusCollectorRegistry
+    let factory: GatewayMetricsFactory
+    let requestDuration: CoreMetrics.Timer
+    let tlsHandshakes: CoreMetrics.Counter
+    let tlsHandshakeFailures: CoreMetrics.Counter
+    let openConnections: CoreMetrics.Meter
+    let policyGeneration: CoreMetrics.Meter
+    let policyLoadedAt: CoreMetrics.Meter
+    private let refusals: [String: CoreMetrics.Counter]
+    private let authentication: [String: CoreMetrics.Counter]
+    private let otherAuthentication: CoreMetrics.Counter
+    private let reloads: [String: CoreMetrics.Counter]
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        let buckets: [Duration] = [
+            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+            .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
+            .seconds(5), .seconds(10), .seconds(30),
+        ]
+        let factory = GatewayMetricsFactory(
+            prometheus: PrometheusMetricsFactory(registry: registry), histograms: AtomicDurationHistograms(bounds: buckets))
+        self.factory = factory
+        requestDuration = CoreMetrics.Timer(label: "portico_request_duration_seconds", dimensions: [], factory: factory)
+        tlsHandshakes = CoreMetrics.Counter(label: "portico_tls_handshakes_total", dimensions: [], factory: factory)
+        tlsHandshakeFailures = CoreMetrics.Counter(label: "portico_tls_handshake_failures_total", dimensions: [], factory: factory)
+        openConnections = CoreMetrics.Meter(label: "portico_open_connections", dimensions: [], factory: factory)
+        policyGeneration = CoreMetrics.Meter(label: "portico_policy_generation", dimensions: [], factory: factory)
+        policyLoadedAt = CoreMetrics.Meter(label: "portico_policy_loaded_timestamp_seconds", dimensions: [], factory: factory)
+        refusals = Dictionary(
+            uniqueKeysWithValues: RefusalKind.allCases.map {
+                (
+                    $0.rawValue,
+                    CoreMetrics.Counter(label: "portico_rate_limit_refusals_total", dimensions: [("kind", $0.rawValue)], factory: factory)
+                )
+            })
+        authentication = Dictionary(
+            uniqueKeysWithValues: Self.authenticationFailures.map {
+                (
+                    Problem.typePrefix + $0,
+                    CoreMetrics.Counter(
+                        label: "portico_auth_failures_total", dimensions: [("reason", $0.replacingHyphens())], factory: factory)
+                )
+            })
+        otherAuthentication = CoreMetrics.Counter(label: "portico_auth_failures_total", dimensions: [("reason", "other")], factory: factory)
+        reloads = Dictionary(
+            uniqueKeysWithValues: ["applied", "refused", "dry_run"].map {
+                ($0, CoreMetrics.Counter(label: "portico_policy_reloads_total", dimensions: [("result", $0)], factory: factory))
+            })
+    }
+
+    /// The registry's content in Prometheus's text format (version 0.0.4).
+    public func render() -> String {
+        var text = registry.emitToString()
+        factory.histograms.render(into: &text)
+        return text
+    }
+
+    /// Counts what an error answer says about authentication and limits. Only failures come here.
+    func problemAnswered(_ problem: Problem) {
+        if let counter = authentication[problem.type] {
+            counter.increment()
+            return
+        }
+        // A 401 or 403 of a type this list does not know yet still counts, as `other`.
+        if problem.status == .unauthorized || problem.status == .forbidden {
+            otherAuthentication.increment()
+            return
+        }
+        switch problem.type {
+        case Problem.typePrefix + "rate-limited":
+            if let kind = problem.extensions.first(where: { $0.0 == "limit" })?.1 { refusals[kind]?.increment() }
+        case Problem.typePrefix + "replay-quota-exceeded":
+            refusals[RefusalKind.nonceQuota.rawValue]?.increment()
+        case Problem.typePrefix + "backend-busy":
+            refusals[RefusalKind.concurrency.rawValue]?.increment()
+        default:
+            break
+        }
+    }
+
+    func connectionOpened() { openConnections.increment() }
+    func connectionClosed() { openConnections.decrement() }
+    func tlsHandshakeCompleted() { tlsHandshakes.increment() }
+    func tlsHandshakeFailed() { tlsHandshakeFailures.increment() }
+
+    /// A reload ended: `applied`, `refused` or `dry_run`.
+    func reloadEnded(_ result: String) { reloads[result]?.increment() }
+
+    /// The policy now active.
+    func policyInstalled(_ revision: PolicyRevision) {
+        policyGeneration.set(Int64(revision.generation))
+        policyLoadedAt.set(revision.loadedAt.timeIntervalSince1970)
+    }
+
+    /// The per-request handles for one compiled policy.
+    func requestMetrics(for snapshot: PolicySnapshot) -> RequestMetrics {
+        RequestMetrics(snapshot: snapshot, factory: factory)
+    }
+}
+
+extension String {
+    /// Prometheus label values may hold hyphens, but label values that read like metric words are
+    /// easier to query: `signature-invalid` → `signature_invalid`.
+    fileprivate func replacingHyphens() -> String { String(map { $0 == "-" ? "_" : $0 }) }
+}
+
+/// The counters and histograms one compiled policy's requests update, found by index rather than by
+/// name: per routed service and version a counter per status class, per backend an upstream
+/// duration histogram. Made when the policy is compiled; the registry hands back the same series
+/// for the same labels, so a reload continues the counts of what it keeps.
+struct RequestMetrics: Sendable {
+    /// Indexed like ``RouteTable/services``; per version, the five status-class counters.
+    private let services: [[Int: [CoreMetrics.Counter]]]
+    /// Per service, requests answered before a version was chosen (refused by authentication,
+    /// an unknown version), counted with an empty `version`.
+    private let unversioned: [[CoreMetrics.Counter]]
+    /// Requests that matched no service (`service` and `version` empty).
+    private let unrouted: [CoreMetrics.Counter]
+    private let upstream: [String: CoreMetrics.Timer]
+    let requestDuration: CoreMetrics.Timer
+
+    init(snapshot: PolicySnapshot, factory: GatewayMetricsFactory) {
+        func counters(service: String, version: String) -> [CoreMetrics.Counter] {
+            GatewayMetrics.statusClasses.map {
+                CoreMetrics.Counter(
+                    label: "portico_requests_total", dimensions: [("service", service), ("version", version), ("status_class", $0)],
+                    factory: factory)
+            }
+        }
+        services = snapshot.routes.services.map { service in
+            Dictionary(
+                uniqueKeysWithValues: service.policy.versions.keys.map { ($0, counters(service: service.name, version: String($0))) })
+        }
+        unversioned = snapshot.routes.services.map { counters(service: $0.name, version: "") }
+        unrouted = counters(service: "", version: "")
+        upstream = snapshot.policy.backends.mapValues {
+            CoreMetrics.Timer(label: "portico_upstream_duration_seconds", dimensions: [("backend", $0.name)], factory: factory)
+        }
+        requestDuration = CoreMetrics.Timer(label: "portico_request_duration_seconds", dimensions: [], factory: factory)
+    }
+
+    /// Counts one finished exchange.
+    func exchangeEnded(_ exchange: Exchange) {
+        let status = Int(exchange.record.status)
+        let statusClass = min(max(status / 100, 1), 5) - 1
+        if let service = exchange.routed?.service.index {
+            if let version = exchange.version, let counters = services[service][version] {
+                counters[statusClass].increment()
+            } else {
+                unversioned[service][statusClass].increment()
+            }
+        } else {
+            unrouted[statusClass].increment()
+        }
+        requestDuration.recordNanoseconds((NIODeadline.now() - exchange.record.started).nanoseconds)
+        if let duration = exchange.record.upstreamDuration, let backend = exchange.record.backend, let timer = upstream[backend] {
+            timer.recordNanoseconds(TimeAmount(duration).nanoseconds)
+        }
+    }
+}
