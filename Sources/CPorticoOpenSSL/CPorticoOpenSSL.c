@@ -44,10 +44,18 @@ void portico_hmac_sha256_key_clear(portico_hmac_sha256_key *key) {
     OPENSSL_cleanse(key, sizeof *key);
 }
 
+// The one-shot SHA256() and SHA512() of OpenSSL 3 fetch the algorithm from the provider store on
+// every call; the low-level contexts do not, and need no allocation.
 int portico_sha(int bits, const void *data, size_t length, unsigned char *out) {
     switch (bits) {
-    case 256: return SHA256(data, length, out) != NULL;
-    case 512: return SHA512(data, length, out) != NULL;
+    case 256: {
+        SHA256_CTX context;
+        return SHA256_Init(&context) == 1 && SHA256_Update(&context, data, length) == 1 && SHA256_Final(out, &context) == 1;
+    }
+    case 512: {
+        SHA512_CTX context;
+        return SHA512_Init(&context) == 1 && SHA512_Update(&context, data, length) == 1 && SHA512_Final(out, &context) == 1;
+    }
     default: return 0;
     }
 }
