@@ -63,7 +63,8 @@ public final class CompiledPolicy: Sendable {
         services = snapshot.routes.services.map {
             ServiceRules($0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends, clients: policy.clients)
         }
-        signatureRequirements = SignatureRequirements(policy.signatures, clientVersionHeader: policy.clients.versionHeader)
+        signatureRequirements = SignatureRequirements(
+            policy.signatures, clientVersionHeader: policy.clients.versionHeader, clientPlatformHeader: policy.clients.platformHeader)
         apiKeyHeader = policy.apiKeys.header.lowercased()
         clientVersionHeader = policy.clients.versionHeader
         clientPlatformHeader = policy.clients.platformHeader

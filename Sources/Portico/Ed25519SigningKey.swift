@@ -26,7 +26,9 @@ public final class Ed25519SigningKey: @unchecked Sendable {
         let loaded: OpaquePointer? = pem.utf8CString.withUnsafeBufferPointer { text in
             guard let bio = BIO_new_mem_buf(text.baseAddress, Int32(text.count - 1)) else { return nil }
             defer { BIO_free(bio) }
-            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
+            // A passphrase-protected key is refused, never prompted for on a terminal (which would
+            // block a reload): the callback supplies no passphrase.
+            return PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
         }
         ERR_clear_error()
         guard let loaded else { throw KeyError(description: "not a PEM private key (expected -----BEGIN PRIVATE KEY-----)") }

@@ -13,12 +13,15 @@ public final class OpenSSLHMACKey: MessageAuthenticator, @unchecked Sendable {
 
     /// Fails only when OpenSSL cannot compute SHA-256 (a broken installation).
     public init?(key secret: [UInt8]) {
-        key = .allocate(capacity: 1)
-        guard secret.withUnsafeBytes({ portico_hmac_sha256_key_init(key, $0.baseAddress, $0.count) }) == 1 else {
-            portico_hmac_sha256_key_clear(key)
-            key.deallocate()
+        // Set up in a local first: once `self.key` is assigned, a failing init would run `deinit`
+        // on it as well, and free it twice.
+        let state = UnsafeMutablePointer<portico_hmac_sha256_key>.allocate(capacity: 1)
+        guard secret.withUnsafeBytes({ portico_hmac_sha256_key_init(state, $0.baseAddress, $0.count) }) == 1 else {
+            portico_hmac_sha256_key_clear(state)
+            state.deallocate()
             return nil
         }
+        key = state
     }
 
     deinit {

@@ -107,7 +107,13 @@ public actor PolicyReloader {
     /// reload applies) and reported, and takes effect when the process restarts.
     static func restartRequired(from old: Policy, to new: Policy) -> [String] {
         var sections: [String] = []
-        if old.listeners.map(\.withoutTLS) != new.listeners.map(\.withoutTLS) { sections.append("listeners") }
+        // A reload swaps the certificates of listeners that already terminate TLS; turning TLS on
+        // or off changes what a listener's connections speak, which only a restart does.
+        if old.listeners.map(\.withoutTLS) != new.listeners.map(\.withoutTLS)
+            || old.listeners.map({ $0.tls != nil }) != new.listeners.map({ $0.tls != nil })
+        {
+            sections.append("listeners")
+        }
         var oldLimits = old.limits
         oldLimits.maxBodyBytes = new.limits.maxBodyBytes  // read per request
         if oldLimits != new.limits { sections.append("limits") }

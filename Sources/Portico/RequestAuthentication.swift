@@ -134,7 +134,8 @@ struct RequestAuthenticator {
         }
         if let missing = compiled.signatureRequirements.firstMissing(
             from: input.components, hasQuery: head.uri.utf8.contains(UInt8(ascii: "?")), hasBody: hasBody,
-            hasClientVersion: head.headers.contains(name: compiled.signatureRequirements.clientVersionHeader))
+            hasClientVersion: head.headers.contains(name: compiled.signatureRequirements.clientVersionHeader),
+            hasClientPlatform: head.headers.contains(name: compiled.signatureRequirements.clientPlatformHeader))
         {
             return .failure(.signatureIncomplete("The signature must cover \(missing); it covers \(Self.list(input.components))."))
         }

@@ -6,8 +6,9 @@ import PorticoSigning
 ///
 /// The policy's list applies to every request of every `auth: signature` service; three more
 /// depend on the request itself: `@query` when it has a query, `content-digest` when it has a body,
-/// and the client-version field (`clients.versionHeader`, `X-Client-Version` by default) when the
-/// client sends one, since it decides which API version the request gets.
+/// and the client's identity fields (`clients.versionHeader` and `clients.platformHeader`,
+/// `X-Client-Version` and `X-Client-Platform` by default) when the client sends them, since they
+/// decide which API version the request gets. (The client library always covers both.)
 struct SignatureRequirements: Sendable {
     /// The policy's `signatures.requiredComponents`, in its order.
     let always: [ComponentIdentifier]
@@ -15,13 +16,18 @@ struct SignatureRequirements: Sendable {
     let clientVersion: ComponentIdentifier
     /// Its name, for looking it up in a request's head.
     let clientVersionHeader: String
+    /// The client-platform field, as a component, and its name.
+    let clientPlatform: ComponentIdentifier
+    let clientPlatformHeader: String
 
     static let contentDigest = ComponentIdentifier.field("content-digest")
 
-    init(_ policy: SignaturePolicy, clientVersionHeader: String) {
+    init(_ policy: SignaturePolicy, clientVersionHeader: String, clientPlatformHeader: String) {
         always = policy.requiredComponents.map { ComponentIdentifier($0) }
         clientVersion = .field(clientVersionHeader)
         self.clientVersionHeader = clientVersionHeader
+        clientPlatform = .field(clientPlatformHeader)
+        self.clientPlatformHeader = clientPlatformHeader
     }
 
     /// The first required component `covered` lacks, in the order the policy's list and then the
@@ -29,12 +35,13 @@ struct SignatureRequirements: Sendable {
     ///
     /// `covered` is a signature's short list, searched linearly: cheaper than hashing it into a set.
     func firstMissing(
-        from covered: [ComponentIdentifier], hasQuery: Bool, hasBody: Bool, hasClientVersion: Bool
+        from covered: [ComponentIdentifier], hasQuery: Bool, hasBody: Bool, hasClientVersion: Bool, hasClientPlatform: Bool = false
     ) -> ComponentIdentifier? {
         for component in always where !covered.contains(component) { return component }
         if hasQuery && !covered.contains(.query) { return .query }
         if hasBody && !covered.contains(Self.contentDigest) { return Self.contentDigest }
         if hasClientVersion && !covered.contains(clientVersion) { return clientVersion }
+        if hasClientPlatform && !covered.contains(clientPlatform) { return clientPlatform }
         return nil
     }
 }

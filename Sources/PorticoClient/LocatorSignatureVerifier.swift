@@ -43,9 +43,12 @@ enum LocatorSignatureVerifier {
     ///   - status: the status of the representation (200; a 304 revalidates the stored 200).
     ///   - headers: the fields that came with it (a 304's, for a revalidation).
     ///   - body: the representation's exact bytes.
+    /// - Returns: when the signature stops being acceptable (its `expires` plus the allowed clock
+    ///   skew): a cached copy must not be used past it, whatever the unsigned `Cache-Control` says.
+    @discardableResult
     static func verify(
         status: Int, headers: ServiceLocatorResponse, body: Data, key pinned: PinnedLocatorKey, now: Date
-    ) throws(ServiceLocatorError) {
+    ) throws(ServiceLocatorError) -> Date {
         guard let inputField = headers.header("signature-input"), let signatureField = headers.header("signature") else {
             throw .invalidSignature("the document is not signed (no Signature-Input and Signature)")
         }
@@ -95,5 +98,6 @@ enum LocatorSignatureVerifier {
         guard pinned.key.isValidSignature(signature.value, for: Data(base.utf8)) else {
             throw .invalidSignature("the signature does not verify with the pinned key")
         }
+        return Date(timeIntervalSince1970: TimeInterval(expires) + pinned.allowedClockSkew)
     }
 }

@@ -141,7 +141,7 @@ public actor ServiceLocatorClient {
         } catch {
             throw ServiceLocatorError.unreachable(error)
         }
-        let freshUntil = clock().addingTimeInterval(lifetime(of: response))
+        var freshUntil = clock().addingTimeInterval(lifetime(of: response))
         switch response.status {
         case 304 where cached != nil:
             // The stored 200 takes the 304's fields (RFC 9111 §4.3.4), its new signature among them;
@@ -150,7 +150,10 @@ public actor ServiceLocatorClient {
             let fields = cached!.fields.merging(response.headers) { _, new in new }
             if let pinnedKey {
                 let updated = ServiceLocatorResponse(status: 200, headers: fields, body: cached!.body)
-                try LocatorSignatureVerifier.verify(status: 200, headers: updated, body: cached!.body, key: pinnedKey, now: clock())
+                let signatureExpires = try LocatorSignatureVerifier.verify(
+                    status: 200, headers: updated, body: cached!.body, key: pinnedKey, now: clock())
+                // Cache-Control is not signed: never trust the copy past its signature.
+                freshUntil = min(freshUntil, signatureExpires)
             }
             cached!.fields = fields
             cached!.freshUntil = freshUntil
@@ -158,7 +161,9 @@ public actor ServiceLocatorClient {
             return cached!.document
         case 200:
             if let pinnedKey {
-                try LocatorSignatureVerifier.verify(status: 200, headers: response, body: response.body, key: pinnedKey, now: clock())
+                let signatureExpires = try LocatorSignatureVerifier.verify(
+                    status: 200, headers: response, body: response.body, key: pinnedKey, now: clock())
+                freshUntil = min(freshUntil, signatureExpires)  // Cache-Control is not signed
             }
             let document = try ServiceLocatorDocument.decode(response.body)
             cached = Cached(
@@ -176,7 +181,8 @@ public actor ServiceLocatorClient {
         var maxAge: TimeInterval?
         for directive in cacheControl.split(separator: ",") {
             let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            switch parts[0] {
+            guard let name = parts.first else { continue }  // a bare "=": nothing to read
+            switch name {
             case "no-cache", "no-store": return 0
             case "max-age" where parts.count == 2: maxAge = TimeInterval(parts[1].trimmingCharacters(in: ["\""]))
             default: continue

@@ -43,6 +43,7 @@ public enum MessageSignature {
         return base.withUnsafeBytes { message in
             signature.value.withUnsafeBytes { presented in
                 withUnsafeTemporaryAllocation(byteCount: 2 * macLength, alignment: 16) { codes in
+                    codes.initializeMemory(as: UInt8.self, repeating: 0)  // compared even when a MAC fails
                     let firstCode = UnsafeMutableRawBufferPointer(rebasing: codes[0..<macLength])
                     let secondCode = UnsafeMutableRawBufferPointer(rebasing: codes[macLength..<(2 * macLength)])
                     let firstComputed = first.writeAuthenticationCode(for: message, to: firstCode)

@@ -112,6 +112,22 @@ struct ServiceLocatorClientTests {
         }
     }
 
+    @Test("a Cache-Control with a bare \"=\" directive is read, not a crash; its max-age still counts")
+    func oddCacheControl() async throws {
+        try await withLocator({
+            $0.document = locatorDocument([("stockQuote", "1", "https://api.example.com/api/1/stockquote")])
+            $0.cacheControl = "max-age=60,=, ="
+        }) { server, _, client, clock in
+            _ = try await client.url(for: "stockQuote", version: "1")
+            clock.advance(30)
+            _ = try await client.url(for: "stockQuote", version: "1")
+            #expect(server.requests == [nil])
+            clock.advance(31)
+            _ = try await client.url(for: "stockQuote", version: "1")
+            #expect(server.requests == [nil, "\"v1\""])
+        }
+    }
+
     @Test("a failed refresh keeps the last good document, and does not retry on every call")
     func keepsLastGoodDocument() async throws {
         try await withLocator({ $0.document = locatorDocument([("weather", "2", "https://api.example.com/api/2/weather")]) }) {

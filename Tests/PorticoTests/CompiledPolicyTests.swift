@@ -199,6 +199,23 @@ struct CompiledPolicyTests {
                 == nil)
     }
 
+    @Test("the client-platform field must be covered when the client sends it, since it can pick the API version")
+    func clientPlatformField() throws {
+        let requirements = try Self.compiled().signatureRequirements
+        let identity: [ComponentIdentifier] = [.method, .path, .field("x-client-version"), .field("x-client-platform")]
+        #expect(
+            requirements.firstMissing(
+                from: [.method, .path, .field("x-client-version")], hasQuery: false, hasBody: false, hasClientVersion: true,
+                hasClientPlatform: true) == .field("x-client-platform"))
+        #expect(
+            requirements.firstMissing(from: identity, hasQuery: false, hasBody: false, hasClientVersion: true, hasClientPlatform: true)
+                == nil)
+        #expect(
+            requirements.firstMissing(
+                from: [.method, .path], hasQuery: false, hasBody: false, hasClientVersion: false, hasClientPlatform: false)
+                == nil)
+    }
+
     @Test("the store hands out one compiled policy until a reload swaps in the next, under concurrent readers")
     func storeSwaps() throws {
         let first = try TestGateway.snapshot(policy: Self.policy)

@@ -17,12 +17,17 @@ struct LocatorSignatureTests {
             /// `flipBodyByte` and `dropSignature` ask for a full answer (no `If-None-Match`);
             /// the others change what comes, 200 or 304.
             case none, flipBodyByte, dropSignature, dropSignatureFrom304, otherSignatureValue
+            /// `Cache-Control` (which is not signed) claims ten years of freshness.
+            case hugeMaxAge
         }
 
         let tamper = Mutex(Tamper.none)
         let real = URLSessionLocatorTransport()
+        /// How many fetches reached the transport.
+        let gets = Mutex(0)
 
         func get(_ url: URL, headers: [String: String]) async throws -> ServiceLocatorResponse {
+            gets.withLock { $0 += 1 }
             let tamper = self.tamper.withLock { $0 }
             var headers = headers
             // A changed body needs a full answer, not a 304.
@@ -39,6 +44,8 @@ struct LocatorSignatureTests {
             case .otherSignatureValue:
                 let other = Data(repeating: 7, count: 64).base64EncodedString()
                 response.headers["signature"] = "locator=:\(other):"
+            case .hugeMaxAge:
+                response.headers["cache-control"] = "public, max-age=315360000"
             }
             return response
         }
@@ -121,6 +128,27 @@ struct LocatorSignatureTests {
             // Created in the future, for a clock far behind.
             let early = ServiceLocatorClient(url: url, pinnedKey: Self.pinned, clock: { Date().addingTimeInterval(-3600) })
             await #expect(throws: ServiceLocatorError.invalidSignature) { try await early.refresh() }
+        }
+    }
+
+    @Test("a cached copy is not used past its signature's expiry, whatever the unsigned Cache-Control claims")
+    func freshnessEndsWithTheSignature() async throws {
+        try await withLocator { _, url in
+            let transport = TamperingTransport()
+            transport.tamper.withLock { $0 = .hugeMaxAge }
+            let offset = Mutex(0.0)
+            let client = ServiceLocatorClient(
+                url: url, transport: transport, pinnedKey: Self.pinned, clock: { Date().addingTimeInterval(offset.withLock { $0 }) })
+            _ = try await client.url(for: "quotes", version: "2")
+            #expect(transport.gets.withLock { $0 } == 1)
+            // Within the signature's life (maxAge 120 s + grace 30 s + skew 60 s): served from the cache.
+            offset.withLock { $0 = 100 }
+            _ = try await client.url(for: "quotes", version: "2")
+            #expect(transport.gets.withLock { $0 } == 1)
+            // Past it: the client asks again, although Cache-Control said ten years.
+            offset.withLock { $0 = 120 + 30 + 60 + 5 }
+            _ = try? await client.url(for: "quotes", version: "2")
+            #expect(transport.gets.withLock { $0 } == 2)
         }
     }
 

@@ -531,3 +531,20 @@ final class LoadGenerator: Sendable {
         }
     }
 }
+
+@Suite("What a reload leaves for a restart")
+struct RestartRequiredTests {
+    static func policy(tls: Bool) throws -> Policy {
+        try TestGateway.snapshot(policy: "services: {}\n", tls: tls ? TestCertificates.listenerTLS("localhost") : nil).policy
+    }
+
+    @Test("turning TLS on or off for a listener waits for a restart, and is reported so; the same TLS setting is not")
+    func tlsOnOrOff() throws {
+        let plain = try Self.policy(tls: false)
+        let secure = try Self.policy(tls: true)
+        #expect(PolicyReloader.restartRequired(from: plain, to: secure) == ["listeners"])
+        #expect(PolicyReloader.restartRequired(from: secure, to: plain) == ["listeners"])
+        #expect(PolicyReloader.restartRequired(from: secure, to: secure) == [])
+        #expect(PolicyReloader.restartRequired(from: plain, to: plain) == [])
+    }
+}
