@@ -30,7 +30,39 @@ struct AdminAPI: Sendable {
         var headers: [(String, String)] = []
     }
 
-    func respond(method: HTTPMethod, uri: String, authorization: String?) async -> Response {
+    /// Where a request says it comes from: what tells a browser's request apart from a tool's.
+    struct RequestOrigin: Sendable {
+        var host: String?
+        /// Browsers send `Origin` on cross-site requests (every POST among them); tools do not.
+        var origin: String?
+
+        static let tool = RequestOrigin(host: "127.0.0.1", origin: nil)
+
+        /// Whether the request could come from a web page rather than from a tool on this host: it
+        /// carries an `Origin`, or names a host that is not loopback (DNS rebinding points a
+        /// public name at 127.0.0.1 and keeps that name in `Host`).
+        var mayBeFromABrowser: Bool {
+            if origin != nil { return true }
+            guard let host else { return false }
+            var name = Substring(host)
+            if name.hasPrefix("["), let close = name.firstIndex(of: "]") {
+                name = name[name.index(after: name.startIndex)..<close]
+            } else if let colon = name.lastIndex(of: ":"), name.firstIndex(of: ":") == colon {
+                name = name[..<colon]
+            }
+            return !AdminPolicy.isLoopback(String(name).lowercased())
+        }
+    }
+
+    func respond(method: HTTPMethod, uri: String, authorization: String?, from requester: RequestOrigin = .tool) async -> Response {
+        // Without a token, the loopback listener trusts whoever can reach it: local tools. A web
+        // page open on this host can reach it too (a form POST needs no preflight), so anything
+        // that looks like a browser's request is refused unless a token vouches for it.
+        if gateway.store.current.snapshot.policy.admin?.token == nil, requester.mayBeFromABrowser {
+            return problem(
+                .forbidden, "admin-browser-request", "Forbidden",
+                "The admin API answers local tools: this request carries an Origin or names a host that is not loopback.")
+        }
         guard authorized(authorization) else {
             var response = problem(.unauthorized, "unauthorized", "Unauthorized", "This admin endpoint needs a valid bearer token.")
             response.headers.append(("WWW-Authenticate", "Bearer realm=\"portico-admin\""))

@@ -59,6 +59,29 @@ struct AdminAPITests {
             #expect(wrongMethod.header("allow") == "POST")
             let unknown = try await offThePool { try gateway.adminRequest("GET", "/admin/nothing") }
             #expect(unknown.status == 404)
+            for host in ["localhost", "[::1]:9901", "127.0.0.1"] {
+                #expect(try await offThePool { try gateway.adminRequest("GET", "/healthz", host: host) }.status == 200, "\(host)")
+            }
+        }
+    }
+
+    @Test("on loopback with no token, what may come from a web page is refused: an Origin, or a Host that is not loopback")
+    func loopbackRefusesBrowsers() async throws {
+        try await withReloadableGateway(backends: [namedBackend("alpha"), namedBackend("beta")], files: PolicyReloadTests.files) {
+            gateway, _ in
+            let before = gateway.gateway.store.revision.generation
+            // A form on some page posting to the admin API: the browser adds Origin.
+            let posted = try await offThePool {
+                try gateway.adminRequest("POST", "/admin/reload", headers: [("Origin", "https://attacker.example")])
+            }
+            #expect(posted.status == 403)
+            #expect(posted.header("content-type") == "application/problem+json")
+            #expect(gateway.gateway.store.revision.generation == before)
+            // DNS rebinding: a public name pointed at 127.0.0.1 keeps that name in Host.
+            let rebound = try await offThePool { try gateway.adminRequest("GET", "/admin/policy", host: "attacker.example:9901") }
+            #expect(rebound.status == 403)
+            // A local tool's request still works.
+            #expect(try await offThePool { try gateway.adminRequest("GET", "/admin/policy") }.status == 200)
         }
     }
 

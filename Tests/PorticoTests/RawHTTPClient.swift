@@ -206,9 +206,9 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
 
     /// Sends a request and reads its response.
     func request(
-        _ method: String, _ target: String, headers: [(String, String)] = [], body: String? = nil
+        _ method: String, _ target: String, headers: [(String, String)] = [], body: String? = nil, host: String = "gateway.test"
     ) throws -> Response {
-        var text = "\(method) \(target) HTTP/1.1\r\nHost: gateway.test\r\n"
+        var text = "\(method) \(target) HTTP/1.1\r\nHost: \(host)\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         if let body { text += "Content-Length: \(body.utf8.count)\r\n" }
         text += "\r\n"

@@ -69,9 +69,14 @@ final class ReloadableGateway: Sendable {
     }
 
     /// One request to the admin listener, on a connection of its own (run it off the pool).
-    func adminRequest(_ method: String, _ target: String, token: String? = nil) throws -> RawHTTPClient.Response {
+    /// A request to the admin listener as a local tool sends it (`Host` names the loopback address).
+    func adminRequest(
+        _ method: String, _ target: String, token: String? = nil, headers: [(String, String)] = [], host: String? = nil
+    ) throws -> RawHTTPClient.Response {
         let client = try RawHTTPClient(port: admin.port, receiveTimeout: 30)
-        return try client.request(method, target, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
+        return try client.request(
+            method, target, headers: (token.map { [("Authorization", "Bearer \($0)")] } ?? []) + headers,
+            host: host ?? "127.0.0.1:\(admin.port)")
     }
 
     /// The admin answer's body as a JSON object.

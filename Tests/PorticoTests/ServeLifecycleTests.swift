@@ -89,7 +89,7 @@ struct ServeLifecycleTests {
         // Draining: not ready, and the public listener is closed.
         #expect(
             await eventually {
-                (try? RawHTTPClient(port: adminPort).request("GET", "/readyz").status) == 503
+                (try? RawHTTPClient(port: adminPort).request("GET", "/readyz", host: "127.0.0.1").status) == 503
             })
         #expect(await eventually { (try? RawHTTPClient(port: port)) == nil })
 
@@ -148,7 +148,9 @@ struct ServeLifecycleTests {
         #expect(await eventually { serve.standardError.contains("policy reloaded") })
         #expect(try client.request("GET", "/after/x").status == 200)
         #expect(try client.request("GET", "/before/x").status == 404)
-        let generation = { (try? RawHTTPClient(port: adminPort).request("GET", "/readyz").json?["generation"] as? String) ?? nil }
+        let generation = {
+            (try? RawHTTPClient(port: adminPort).request("GET", "/readyz", host: "127.0.0.1").json?["generation"] as? String) ?? nil
+        }
         #expect(generation() == "1")
 
         try "services: [".write(toFile: directory + "/gateway.yaml", atomically: true, encoding: .utf8)
