@@ -80,7 +80,9 @@ public final class AccessLogWriter: Sendable {
     /// Queues an already formatted line.
     func append(_ bytes: [UInt8]) {
         let full = state.withLockedValue { state -> Bool in
-            guard !state.stopped, state.pending.count + bytes.count <= maxBufferedBytes else {
+            // Once stopping, the writer's last batch may already be taken: a later line would sit
+            // in a buffer nobody writes, so it is dropped and counted instead.
+            guard !state.stopping, !state.stopped, state.pending.count + bytes.count <= maxBufferedBytes else {
                 state.dropped += 1
                 return false
             }
@@ -101,11 +103,18 @@ public final class AccessLogWriter: Sendable {
         condition.wait { self.state.withLockedValue { $0.written >= target || $0.stopped } }
     }
 
-    /// Writes what is waiting, then stops the writer thread; later lines are dropped.
-    public func shutdown() {
+    /// Writes what is waiting, then stops the writer thread; later lines are dropped and counted.
+    ///
+    /// Waits at most `timeout`: an output nobody reads (a full pipe) can block the writer's
+    /// `write(2)` for ever, and shutting down must not wait for it. Returns whether everything
+    /// queued was written.
+    @discardableResult
+    public func shutdown(timeout: Duration = .seconds(5)) -> Bool {
         state.withLockedValue { $0.stopping = true }
         condition.signal()
-        condition.wait { self.state.withLockedValue { $0.stopped } }
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        condition.wait(timeout: seconds) { self.state.withLockedValue { $0.stopped } }
+        return state.withLockedValue { $0.stopped }
     }
 
     private func run() {

@@ -63,7 +63,9 @@ public struct GatewayService: Service {
         logger.notice("shutting down: draining", metadata: ["drainTimeout": "\(drainTimeout)"])
         await gateway.shutdown(gracePeriod: drainTimeout)
         await admin?.shutdown()
-        accessLogWriter?.shutdown()
+        if let accessLogWriter, !accessLogWriter.shutdown() {
+            logger.error("the access log's output did not take its last lines in time; they are lost")
+        }
         logger.notice("stopped")
     }
 }

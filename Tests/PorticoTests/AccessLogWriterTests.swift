@@ -142,4 +142,23 @@ struct AccessLogWriterTests {
         writer.shutdown()
         close(fds[1])
     }
+
+    @Test("shutting down does not wait for ever on an output nobody reads; lines queued meanwhile are counted as dropped")
+    func shutdownGivesUpOnABlockedOutput() throws {
+        signal(SIGPIPE, SIG_IGN)
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        let writer = AccessLogWriter(format: .json, output: fds[1], batchBytes: 1024, maxBufferedBytes: 1024 * 1024)
+        let line = Array(repeating: UInt8(ascii: "x"), count: 1023) + [UInt8(ascii: "\n")]
+        // More than the pipe holds: the writer thread ends up blocked in write(2), and can never finish.
+        for _ in 0..<200 { writer.append(line) }
+        #expect(writer.shutdown(timeout: .milliseconds(200)) == false)
+        let dropped = writer.droppedLines
+        writer.append(line)
+        #expect(writer.droppedLines == dropped + 1)
+        // Let the blocked write fail so that the thread ends before the descriptors go.
+        close(fds[0])
+        #expect(writer.shutdown(timeout: .seconds(60)))
+        close(fds[1])
+    }
 }
