@@ -60,12 +60,6 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    var item: Item {
-        var map = OrderedMap<String, RFC9651BareItem>()
-        for (key, value) in parameters { map[key] = value }
-        return Item(bareItem: .string(name), parameters: map)
-    }
-
     init(parsed item: StructuredDictionary.Item) throws(SigningError) {
         guard case .string(let name) = item.bareItem else {
             throw .invalidComponent("component identifiers must be quoted strings")

@@ -38,27 +38,25 @@ public enum SignatureFields {
         return Signature(label: chosen, input: try SignatureInput(components: components, parameters: parameters), value: bytes)
     }
 
-    /// The two field values carrying one signature.
+    /// The two field values carrying one signature. `Signature-Input`'s member is the
+    /// `@signature-params` value itself, written by the same ``StructuredFieldWriter`` that writes
+    /// the signature base, so the two cannot disagree.
     public static func serialize(
         label: String, input: SignatureInput, signature: [UInt8]
     ) throws(SigningError) -> (
         signatureInput: String, signature: String
     ) {
-        var inputMap = OrderedMap<String, ItemOrInnerList>()
-        inputMap[label] = .innerList(input.innerList)
-        var signatureMap = OrderedMap<String, ItemOrInnerList>()
-        signatureMap[label] = .item(
-            Item(
-                bareItem: RFC9651BareItem.undecodedByteSequence(Data(signature).base64EncodedString()),
-                parameters: OrderedMap<String, RFC9651BareItem>()))
-        var serializer = StructuredFieldValueSerializer()
+        var key: [UInt8] = []
         do {
-            let inputBytes = try serializer.writeDictionaryFieldValue(inputMap)
-            let signatureBytes = try serializer.writeDictionaryFieldValue(signatureMap)
-            return (String(decoding: inputBytes, as: UTF8.self), String(decoding: signatureBytes, as: UTF8.self))
+            try StructuredFieldWriter.appendKey(label, to: &key)
         } catch {
-            throw .invalidParameter("the label or a parameter cannot be serialised as a structured field (\(error))")
+            throw .invalidParameter("the label \"\(label)\" cannot be a structured-field key")
         }
+        var inputBytes = key + [UInt8(ascii: "=")]
+        try input.write(to: &inputBytes)
+        var signatureBytes = key + [UInt8(ascii: "=")]
+        try StructuredFieldWriter.appendBareItem(.undecodedByteSequence(Data(signature).base64EncodedString()), to: &signatureBytes)
+        return (String(decoding: inputBytes, as: UTF8.self), String(decoding: signatureBytes, as: UTF8.self))
     }
 
     /// `value` parsed as a dictionary, in one pass that also refuses a repeated key.

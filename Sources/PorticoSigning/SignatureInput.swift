@@ -61,14 +61,6 @@ public struct SignatureInput: Sendable, Equatable {
         }
     }
 
-    var innerList: InnerList {
-        var items = BareInnerList()
-        for component in components { items.append(component.item) }
-        var map = OrderedMap<String, RFC9651BareItem>()
-        for (key, value) in parameters { map[key] = value }
-        return InnerList(bareInnerList: items, parameters: map)
-    }
-
     /// A parsed `Signature-Input` member: its inner list's items and parameters.
     init(components items: [StructuredDictionary.Item], parameters: [(key: String, value: RFC9651BareItem)]) throws(SigningError) {
         var components: [ComponentIdentifier] = []
