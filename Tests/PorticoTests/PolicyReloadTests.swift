@@ -12,13 +12,14 @@ struct PolicyReloadTests {
     static let secretTwo = "k2-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
     /// Two backends (`alpha`, `beta`), an `apiKey` service `svc` and an open service `other`, two
-    /// keys of tier `standard`.
+    /// keys of tier `standard`. `beta`'s rate limit is there to be diffed and reloaded, far above
+    /// what the load tests send, so that no burst after a stall on a loaded machine meets it.
     static func files(_ ports: [Int]) -> [String: String] {
         [
             "backends.yaml": """
             backends:
               alpha: { url: "http://127.0.0.1:\(ports[0])" }
-              beta: { url: "http://127.0.0.1:\(ports[1])", rateLimit: { rate: 1000/s, burst: 100 } }
+              beta: { url: "http://127.0.0.1:\(ports[1])", rateLimit: { rate: 1000000/s, burst: 100000 } }
             """,
             "services.yaml": """
             services:
@@ -86,7 +87,7 @@ struct PolicyReloadTests {
                 """
                 backends:
                   alpha: { url: "http://127.0.0.1:\(servers[0].port)" }
-                  beta: { url: "http://127.0.0.1:\(servers[1].port)", rateLimit: { rate: 1000/s, burst: 100 }, maxConcurrent: 8 }
+                  beta: { url: "http://127.0.0.1:\(servers[1].port)", rateLimit: { rate: 1000000/s, burst: 100000 }, maxConcurrent: 8 }
                 """)
             let expected: [String: [String: [String]]] = [
                 "services": ["added": ["extra"], "removed": [], "changed": []],
