@@ -12,11 +12,21 @@ public enum DemoBackends {
     public static let quotesPort = 18081
     public static let echoPort = 18082
 
-    /// Starts both demo backends on loopback.
+    /// Starts every demo backend on loopback: the quotes and echo services, and the facades'
+    /// feeds (see ``quotesCSV(_:)``).
     public static func start(quotesPort: Int = quotesPort, echoPort: Int = echoPort) async throws -> [BackendServer] {
-        let quotes = try await BackendServer.start(port: quotesPort, handler: quotes)
-        let echo = try await BackendServer.start(port: echoPort, handler: echo)
-        return [quotes, echo]
+        var servers: [BackendServer] = []
+        let all: [(Int, BackendServer.Handler)] = [
+            (quotesPort, quotes), (echoPort, echo), (quotesCSVPort, quotesCSV), (quotesXMLPort, quotesXML),
+            (weatherYQLPort, weatherYQL), (weatherRESTPort, weatherREST),
+        ]
+        do {
+            for (port, handler) in all { servers.append(try await BackendServer.start(port: port, handler: handler)) }
+        } catch {
+            for server in servers { try? await server.shutdown() }
+            throw error
+        }
+        return servers
     }
 
     /// Name, opening price and current price of each symbol the demo knows.
