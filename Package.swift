@@ -162,7 +162,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PorticoPolicyTests",
-            dependencies: ["PorticoPolicy", .product(name: "Version", package: "Version")],
+            dependencies: ["PorticoPolicy", "PorticoReform", .product(name: "Version", package: "Version")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
