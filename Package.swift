@@ -222,6 +222,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Version", package: "Version"),
+                .product(name: "Yams", package: "Yams"),
             ],
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings

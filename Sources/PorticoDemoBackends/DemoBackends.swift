@@ -14,14 +14,21 @@ public enum DemoBackends {
 
     /// Starts every demo backend on loopback: the quotes and echo services, and the facades'
     /// feeds (see ``quotesCSV(_:)``).
-    public static func start(quotesPort: Int = quotesPort, echoPort: Int = echoPort) async throws -> [BackendServer] {
+    ///
+    /// - Parameter host: the address they bind: loopback for the quick start; `0.0.0.0` in a
+    ///   container the gateway reaches over a network (docker-compose.yml).
+    public static func start(
+        host: String = "127.0.0.1", quotesPort: Int = quotesPort, echoPort: Int = echoPort
+    ) async throws
+        -> [BackendServer]
+    {
         var servers: [BackendServer] = []
         let all: [(Int, BackendServer.Handler)] = [
             (quotesPort, quotes), (echoPort, echo), (quotesCSVPort, quotesCSV), (quotesXMLPort, quotesXML),
             (weatherYQLPort, weatherYQL), (weatherRESTPort, weatherREST),
         ]
         do {
-            for (port, handler) in all { servers.append(try await BackendServer.start(port: port, handler: handler)) }
+            for (port, handler) in all { servers.append(try await BackendServer.start(host: host, port: port, handler: handler)) }
         } catch {
             for server in servers { try? await server.shutdown() }
             throw error
