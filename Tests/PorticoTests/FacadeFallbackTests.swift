@@ -172,4 +172,22 @@ struct FacadeFallbackTests {
         try await primary.shutdown()
         try await secondary.shutdown()
     }
+
+    @Test("a client that goes away cancels its facade's fetch: the backend's connection is closed, not left to its timeout")
+    func clientLeaves() async throws {
+        let primary = try await ScriptedBackend.start { _ in [] }
+        let secondary = try await BackendServer.start(handler: DemoBackends.quotesCSV)
+        let policy = Self.policy(primary: primary.port, secondary: secondary.port).replacingOccurrences(
+            of: "timeout: 300ms", with: "timeout: 120s")
+        let gateway = try await TestGateway.start(policy: policy)
+        let client = try gateway.connect()
+        try client.send("GET /quote/AAPL HTTP/1.1\r\nHost: test\r\n\r\n")
+        #expect(try await primary.waitUntil { $0.requestsReceived == 1 })
+        client.hangUp()
+        #expect(try await primary.waitUntil { $0.connectionsClosed == 1 })
+        #expect(secondary.requestsReceived == 0)
+        await gateway.shutdown()
+        try await primary.shutdown()
+        try await secondary.shutdown()
+    }
 }

@@ -31,7 +31,10 @@ struct FacadeHandler: Sendable {
             return eventLoop.makeSucceededFuture(
                 FacadeAnswer(problem: .notFound(path: String(exchange.record.path)), source: facade.chain.first?.name ?? ""))
         }
-        let fetcher = SourceFetch(upstream: upstream, rateLimiter: rateLimiter, service: facade.service, requestID: exchange.requestID)
+        let tasks = FacadeTasks()
+        exchange.task = tasks
+        let fetcher = SourceFetch(
+            upstream: upstream, rateLimiter: rateLimiter, service: facade.service, requestID: exchange.requestID, tasks: tasks)
         if !facade.aggregate.isEmpty {
             return aggregate(facade, parameters: parameters, fetcher: fetcher, on: eventLoop)
         }

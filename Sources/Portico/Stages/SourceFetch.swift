@@ -51,6 +51,8 @@ struct SourceFetch: Sendable {
     let rateLimiter: RateLimiter
     let service: String
     let requestID: String
+    /// Where the request's fetches are registered, so that its client leaving cancels them.
+    var tasks: FacadeTasks? = nil
 
     func fetch(
         _ source: CompiledFacade.Source, contract: Contract, parameters: [String: String], partial: Bool = false,
@@ -111,10 +113,19 @@ struct SourceFetch: Sendable {
             timeout: backend.timeout)
         request.client = backend.client
         let collector = BodyCollector(limit: limit, promise: eventLoop.makePromise())
-        collector.task = upstream.execute(request, eventLoop: eventLoop, handler: collector)
+        let task = upstream.execute(request, eventLoop: eventLoop, handler: collector)
+        collector.task = task
         collector.taskStarted()
+        let bound = NIOLoopBound(collector, eventLoop: eventLoop)
+        let registered = tasks?.started {
+            eventLoop.execute { bound.value.cancel() }
+        }
+        let tasks = tasks
         // The slot is the backend's while the exchange lasts, however it ends.
-        collector.promise.futureResult.whenComplete { _ in heldSlot?.release() }
+        collector.promise.futureResult.whenComplete { _ in
+            heldSlot?.release()
+            if let registered { tasks?.finished(registered) }
+        }
         return collector.promise.futureResult
     }
 
@@ -156,6 +167,14 @@ private final class BodyCollector: UpstreamResponseHandler {
         guard owed > 0, !done else { return }
         task?.consumed(bytes: owed)
         owed = 0
+    }
+
+    /// The request's client went away: the exchange is abandoned, and its future fails (the
+    /// upstream client may deliver nothing more once cancelled).
+    func cancel() {
+        guard !done else { return }
+        task?.cancel()
+        finish(.failure(UpstreamError(.shutdown, detail: "the client went away")))
     }
 
     func upstreamReceived(_ events: UpstreamEvents) {
