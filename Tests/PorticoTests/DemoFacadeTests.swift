@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Portico
 import PorticoDemoBackends
 import PorticoPolicy
 import Testing
@@ -136,6 +137,27 @@ struct DemoFacadeTests {
             for url in ["/api/1/stockquote", "/api/2/stockquote", "/api/1/weather", "/api/2/weather"] {
                 #expect(locator.bodyText.contains("https://api.example.com\(url)\""), "\(url) in \(locator.bodyText)")
             }
+        }
+    }
+
+    @Test("sources fetched through libcurl (the client https:// sources use) answer exactly as through the NIO client")
+    func throughCurl() async throws {
+        let viaCurl = { (ports: [Int]) in
+            var policy = Self.policy(ports)
+            for index in 2...5 {
+                policy = policy.replacingOccurrences(
+                    of: "\"http://127.0.0.1:\(ports[index])\" }", with: "\"http://127.0.0.1:\(ports[index])\", client: curl }")
+            }
+            return policy
+        }
+        try await withGateway(backends: Self.feeds, policy: viaCurl) { gateway, servers in
+            #expect(gateway.gateway.store.current.snapshot.policy.backends["quotesCSV"]?.client == .curl)
+            let client = try gateway.connect()
+            for (path, body) in Self.expected {
+                let response = try await offThePool { try client.request("GET", path) }
+                #expect(response.bodyText == body, "\(path)")
+            }
+            #expect(servers[2].requestsReceived > 0 && servers[5].requestsReceived > 0)
         }
     }
 }
