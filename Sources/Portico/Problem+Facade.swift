@@ -21,6 +21,13 @@ extension Problem {
             detail: "The source \(source) has no such resource.", extensions: [("source", source)])
     }
 
+    /// The path after the service's prefix does not fit the facade's `parameters` template.
+    static func facadeNoSuchPath(_ path: String) -> Problem {
+        Problem(
+            type: typePrefix + "not-found", title: "Not found", status: .notFound,
+            detail: "This service has no resource at \(path).")
+    }
+
     /// A parameter a source's request needs is neither in the path nor in the query.
     static func facadeParameterMissing(_ name: String) -> Problem {
         Problem(

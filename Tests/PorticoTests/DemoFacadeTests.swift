@@ -131,7 +131,9 @@ struct DemoFacadeTests {
             #expect(quote.bodyText == #"{"symbol":"GOOG","name":"Alphabet Inc.","currentPrice":"171.05"}"#)
             #expect(try client.request("GET", "/api/2/stockquote/NOPE").status == 404)
             #expect(try client.request("GET", "/api/2/weather/Nowhere").status == 404)
-            #expect(try client.request("GET", "/api/2/weather/Portland/extra").status == 404)
+            let extra = try client.request("GET", "/api/2/weather/Portland/extra")
+            #expect(extra.status == 404)
+            #expect(extra.json?["type"] as? String == "urn:portico:problem:not-found")
             let locator = try client.request("GET", "/serviceLocator.json")
             #expect(locator.status == 200)
             for url in ["/api/1/stockquote", "/api/2/stockquote", "/api/1/weather", "/api/2/weather"] {

@@ -15,7 +15,7 @@ struct FacadeShadowTests {
         """
         backends:
           primary: { url: "http://127.0.0.1:\(primary)" }
-          candidate: { url: "http://127.0.0.1:\(candidate)", timeout: \(candidateTimeout)\(limited ? ", rateLimit: { rate: 1/s, burst: 2 }" : "") }
+          candidate: { url: "http://127.0.0.1:\(candidate)", timeout: \(candidateTimeout)\(limited ? ", rateLimit: { rate: 1/h, burst: 2 }" : "") }
         services:
           quote:
             path: /quote

@@ -29,7 +29,7 @@ struct FacadeHandler: Sendable {
         let remainder = exchange.routed?.remainder ?? ""
         guard let parameters = facade.parameters(remainder: remainder, query: exchange.routed?.query) else {
             return eventLoop.makeSucceededFuture(
-                FacadeAnswer(problem: .notFound(path: String(exchange.record.path)), source: facade.chain.first?.name ?? ""))
+                FacadeAnswer(problem: .facadeNoSuchPath(String(exchange.record.path)), source: facade.chain.first?.name ?? ""))
         }
         let tasks = FacadeTasks()
         exchange.task = tasks
