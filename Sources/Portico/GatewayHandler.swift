@@ -323,6 +323,10 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             guard let compiled = exchange.facade else {
                 return perform(machine.handlerAnswered(exchange, .badGateway(backend: "unknown")), context: context)
             }
+            // A facade reads; what another method would mean to its sources is not for it to guess.
+            guard exchange.head.method == .GET || exchange.head.method == .HEAD else {
+                return perform(machine.handlerAnswered(exchange, .methodNotAllowed(allowed: "GET, HEAD")), context: context)
+            }
             let started = NIODeadline.now()
             facade.serve(exchange, facade: compiled, on: context.eventLoop).assumeIsolated().whenComplete { result in
                 let answer = (try? result.get()) ?? FacadeAnswer(problem: .stageFailed(), source: compiled.chain.first?.name ?? "")
@@ -376,7 +380,9 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         headers.add(name: "cache-control", value: "no-store")
         let head = UpstreamResponseHead(status: status, headers: headers, contentLength: data.count)
         let metrics = UpstreamMetrics(duration: exchange.record.upstreamDuration ?? .zero, newConnections: 0)
-        handlerReceived(UpstreamEvents(head: head, body: ByteBuffer(bytes: data), result: .success(metrics)), for: exchange)
+        // A HEAD answer describes the body it leaves out (RFC 9110 §9.3.2).
+        let body = exchange.head.method == .HEAD ? nil : ByteBuffer(bytes: data)
+        handlerReceived(UpstreamEvents(head: head, body: body, result: .success(metrics)), for: exchange)
     }
 
     /// The upstream client's events for `exchange`; stale ones (a cancelled exchange) are dropped.

@@ -190,4 +190,23 @@ struct FacadeFallbackTests {
         try await primary.shutdown()
         try await secondary.shutdown()
     }
+
+    @Test("a facade answers GET, and HEAD without the body; other methods get 405")
+    func methods() async throws {
+        let primary = try await BackendServer.start { _ in Self.json(.ok, #"{"symbol":"AAPL","price":189.84}"#) }
+        let gateway = try await TestGateway.start(policy: Self.policy(primary: primary.port, secondary: try await Self.closedPort()))
+        let client = try gateway.connect()
+        let head = try client.request("HEAD", "/quote/AAPL")
+        #expect(head.status == 200)
+        #expect(head.header("Content-Length") == String(Self.answer.utf8.count))
+        #expect(head.body.isEmpty)
+        let post = try client.request("POST", "/quote/AAPL", body: "{}")
+        #expect(post.status == 405)
+        #expect(post.header("Allow") == "GET, HEAD")
+        // The connection still serves: the HEAD answer's framing was right.
+        #expect(try client.request("GET", "/quote/AAPL").bodyText == Self.answer)
+        #expect(primary.requestsReceived == 2)
+        await gateway.shutdown()
+        try await primary.shutdown()
+    }
 }
