@@ -24,6 +24,8 @@ let crypto: Package.Dependency = .package(url: "https://github.com/apple/swift-c
 // Semantic versions of client apps (`X-Client-Version`) and of compatibility-bucket ranges: parsing
 // (`2.4` is 2.4.0) and SemVer 2.0 precedence, pre-releases included.
 let semver: Package.Dependency = .package(url: "https://github.com/mxcl/Version.git", from: "2.2.1")
+// Facade sources that speak CSV: quoting, embedded separators and line breaks (RFC 4180).
+let csv: Package.Dependency = .package(url: "https://github.com/swiftcsv/SwiftCSV.git", exact: "0.10.0")
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
@@ -44,7 +46,7 @@ let package = Package(
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
         .library(name: "PorticoClient", targets: ["PorticoClient"]),
     ],
-    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle],
+    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle, csv],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
         .target(
@@ -92,15 +94,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Reformers: a facade source's body (JSON, XML or CSV) in, the contract's JSON object out.
+        // Pure data, no NIO, so it is tested without a socket. XML through FoundationXML's parser.
+        .target(
+            name: "PorticoReform",
+            dependencies: [.product(name: "SwiftCSV", package: "SwiftCSV")],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "PorticoPolicy",
-            dependencies: [.product(name: "Yams", package: "Yams"), .product(name: "Version", package: "Version")],
+            dependencies: [
+                "PorticoReform", .product(name: "Yams", package: "Yams"), .product(name: "Version", package: "Version"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "Portico",
             dependencies: [
                 "PorticoPolicy",
+                "PorticoReform",
                 "PorticoUpstream",
                 "PorticoSigning",
                 "PorticoTLS",
@@ -150,7 +162,12 @@ let package = Package(
         ),
         .testTarget(
             name: "PorticoPolicyTests",
-            dependencies: ["PorticoPolicy", .product(name: "Version", package: "Version")],
+            dependencies: ["PorticoPolicy", "PorticoReform", .product(name: "Version", package: "Version")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PorticoReformTests",
+            dependencies: ["PorticoReform"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -190,6 +207,7 @@ let package = Package(
             dependencies: [
                 "Portico",
                 "PorticoPolicy",
+                "PorticoReform",
                 "PorticoUpstream",
                 "PorticoSigning",
                 "PorticoClient",
@@ -204,6 +222,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Version", package: "Version"),
+                .product(name: "Yams", package: "Yams"),
             ],
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings

@@ -15,6 +15,8 @@ struct AccessRecord {
     var service: String?
     var version: Int?
     var backend: String?
+    /// The facade source that served (or failed last), by its policy name.
+    var source: String?
     /// The authenticated key id (never its secret).
     var keyID: String?
     /// `TLSv1.3` etc. on a TLS listener.
@@ -43,6 +45,7 @@ struct AccessRecord {
         if let service { metadata["service"] = .string(service) }
         if let version { metadata["version"] = .stringConvertible(version) }
         if let backend { metadata["backend"] = .string(backend) }
+        if let source { metadata["source"] = .string(source) }
         if let keyID { metadata["key"] = .string(keyID) }
         if let tlsVersion { metadata["tls"] = .string(tlsVersion) }
         if let clientCertificate { metadata["client_cert"] = .string(clientCertificate) }

@@ -25,6 +25,7 @@ struct AccessLogLine {
         if let service = record.service { writer.string("service", service) }
         if let version = record.version { writer.integer("version", Int64(version)) }
         if let backend = record.backend { writer.string("backend", backend) }
+        if let source = record.source { writer.string("source", source) }
         if let keyID = record.keyID { writer.string("key", keyID) }
         if let tls = record.tlsVersion { writer.string("tls", tls) }
         if let subject = record.clientCertificate { writer.string("client_cert", subject) }

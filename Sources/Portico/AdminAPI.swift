@@ -289,6 +289,9 @@ struct AdminPolicyView: Encodable {
                     uniqueKeysWithValues: service.versions.map { number, version in
                         switch version.handler {
                         case .proxy(let proxy): (String(number), "proxy \(proxy.backend)")
+                        case .facade(let facade):
+                            (String(number), "facade \(facade.active ?? "aggregate " + facade.aggregate.joined(separator: "+"))")
+                        case .code(let code): (String(number), "code \(code.name)")
                         }
                     }),
                 defaultVersion: {

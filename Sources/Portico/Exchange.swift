@@ -65,6 +65,8 @@ final class Exchange {
     var versionedPrefix: String?
     /// Version stage: the backend a `proxy` handler forwards to, compiled.
     var backend: CompiledBackend?
+    /// Version stage: a `facade` version's compiled sources.
+    var facade: CompiledFacade?
     /// Rate-limit stage: the most restrictive limit that admitted the request, reported in the response.
     var rateLimit: AppliedLimit?
 

@@ -24,6 +24,8 @@ public final class Gateway: Sendable {
     /// The access log's dedicated writer, if the gateway was given one (`portico serve`).
     private let accessLogWriter: AccessLogWriter?
     private let logger: Logger
+    /// Handlers written in Swift, by the name `code` versions select them with.
+    private let codeHandlers: [String: any CodeHandler]
     private let state = NIOLockedValueBox(RunState())
 
     private struct RunState {
@@ -49,12 +51,14 @@ public final class Gateway: Sendable {
     ///   - rateLimiter: where rate-limit state lives; by default an ``InMemoryRateLimitStore``.
     ///   - accessLogWriter: where access-log lines go; without one, through `logger` (swift-log).
     ///   - contentHash: the policy files' hash (``PolicyRevision/contentHash``), when loaded from files.
+    ///   - codeHandlers: handlers written in Swift (``CodeHandler``), by the name a `code` version gives.
     public init(
         snapshot: PolicySnapshot, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         upstream: (any UpstreamClient)? = nil, nonces: (any NonceStore)? = nil, rateLimiter: RateLimiter = RateLimiter(),
         metrics: GatewayMetrics = GatewayMetrics(), accessLogWriter: AccessLogWriter? = nil, contentHash: String = "",
-        logger: Logger = Logger(label: "portico")
+        logger: Logger = Logger(label: "portico"), codeHandlers: [String: any CodeHandler] = [:]
     ) {
+        self.codeHandlers = codeHandlers
         self.nonces = nonces ?? InMemoryNonceStore(capacity: snapshot.policy.signatures.nonceCacheSize)
         self.rateLimiter = rateLimiter
         self.metrics = metrics
@@ -112,7 +116,7 @@ public final class Gateway: Sendable {
                 let services = GatewayServices(
                     store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
                     scheme: tls == nil ? "http" : "https", listener: listener.name, accessLogWriter: accessLogWriter,
-                    metrics: metrics)
+                    metrics: metrics, logger: logger, codeHandlers: codeHandlers)
                 let connections = ListenerConnections(listener: listener.name, limit: limits.maxConnections, logger: logger)
                 let channel: any Channel
                 do {

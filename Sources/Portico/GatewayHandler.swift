@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -21,6 +22,10 @@ struct GatewayServices: Sendable {
     var accessLogWriter: AccessLogWriter? = nil
     /// Where TLS handshakes and error answers are counted (requests count into their policy's).
     var metrics: GatewayMetrics? = nil
+    /// Where facades log failed sources and shadow mismatches.
+    var logger = Logger(label: "portico")
+    /// Handlers written in Swift, by name.
+    var codeHandlers: [String: any CodeHandler] = [:]
 }
 
 /// Carries each request of one connection through the stages and its response back to the client.
@@ -44,6 +49,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     private let services: GatewayServices
     private let stages: RequestStages
     private let proxy: ProxyHandler
+    private let facade: FacadeHandler
     private let accessLog: AccessLogObserver
     /// The same connection's timeout handler, told where each request stands.
     private let timeouts: ConnectionTimeoutHandler
@@ -71,6 +77,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         self.policy = PolicyStore.Reader(services.store)
         self.stages = stages
         self.proxy = ProxyHandler(upstream: services.upstream, concurrency: services.rateLimiter.concurrency, scheme: services.scheme)
+        self.facade = FacadeHandler(
+            upstream: services.upstream, rateLimiter: services.rateLimiter, metrics: services.metrics, logger: services.logger)
         self.accessLog = AccessLogObserver(logger: services.accessLogger, writer: services.accessLogWriter)
         self.timeouts = timeouts
     }
@@ -311,9 +319,70 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             if let problem = proxy.start(exchange, proxy: policy, on: context.eventLoop, responder: self) {
                 perform(machine.handlerAnswered(exchange, problem), context: context)
             }
+        case .facade:
+            guard let compiled = exchange.facade else {
+                return perform(machine.handlerAnswered(exchange, .badGateway(backend: "unknown")), context: context)
+            }
+            // A facade reads; what another method would mean to its sources is not for it to guess.
+            guard exchange.head.method == .GET || exchange.head.method == .HEAD else {
+                return perform(machine.handlerAnswered(exchange, .methodNotAllowed(allowed: "GET, HEAD")), context: context)
+            }
+            let started = NIODeadline.now()
+            facade.serve(exchange, facade: compiled, on: context.eventLoop).assumeIsolated().whenComplete { result in
+                let answer = (try? result.get()) ?? FacadeAnswer(problem: .stageFailed(), source: compiled.chain.first?.name ?? "")
+                exchange.record.source = answer.source
+                exchange.record.backend = answer.backend
+                exchange.record.upstreamDuration = .nanoseconds((NIODeadline.now() - started).nanoseconds)
+                self.handlerFinished(exchange, body: answer.body.map { ($0, "application/json") }, problem: answer.problem)
+            }
+        case .code(let policy):
+            guard let handler = services.codeHandlers[policy.name] else {
+                return perform(machine.handlerAnswered(exchange, .codeHandlerMissing(policy.name)), context: context)
+            }
+            runCode(handler, policy: policy, exchange: exchange, context: context)
         case nil:
             perform(machine.handlerAnswered(exchange, .badGateway(backend: "unknown")), context: context)
         }
+    }
+
+    private func runCode(_ handler: any CodeHandler, policy: CodeHandlerPolicy, exchange: Exchange, context: ChannelHandlerContext) {
+        let fetcher = SourceFetch(
+            upstream: services.upstream, rateLimiter: services.rateLimiter, service: exchange.record.service ?? "",
+            requestID: exchange.requestID)
+        let handlerContext = CodeHandlerContext(
+            eventLoop: context.eventLoop, backends: policy.backends, fetcher: fetcher, compiled: exchange.policy.backends,
+            maxBodyBytes: exchange.snapshot.limits.maxBodyBytes)
+        let request = CodeHandlerRequest(
+            method: exchange.head.method.rawValue, remainder: String(exchange.routed?.remainder ?? ""),
+            query: exchange.routed?.query.map(String.init), service: exchange.record.service ?? "", version: exchange.version ?? 0,
+            requestID: exchange.requestID, body: exchange.body.map { Data($0.readableBytesView) } ?? Data())
+        exchange.body = nil
+        handler.respond(to: request, context: handlerContext).hop(to: context.eventLoop).assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let response):
+                self.handlerFinished(
+                    exchange, body: (response.body, response.contentType), problem: nil, status: response.status)
+            case .failure:
+                self.handlerFinished(exchange, body: nil, problem: .stageFailed())
+            }
+        }
+    }
+
+    /// A facade's or code handler's whole answer: written as an upstream response would be (so it
+    /// is decorated and logged the same way), or answered as a problem.
+    private func handlerFinished(_ exchange: Exchange, body: (Data, String)?, problem: Problem?, status: Int = 200) {
+        guard let context, machine.isCurrent(exchange) else { return }
+        guard let (data, contentType) = body, problem == nil else {
+            return perform(machine.handlerAnswered(exchange, problem ?? .stageFailed()), context: context)
+        }
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: contentType)
+        headers.add(name: "cache-control", value: "no-store")
+        let head = UpstreamResponseHead(status: status, headers: headers, contentLength: data.count)
+        let metrics = UpstreamMetrics(duration: exchange.record.upstreamDuration ?? .zero, newConnections: 0)
+        // A HEAD answer describes the body it leaves out (RFC 9110 §9.3.2).
+        let body = exchange.head.method == .HEAD ? nil : ByteBuffer(bytes: data)
+        handlerReceived(UpstreamEvents(head: head, body: body, result: .success(metrics)), for: exchange)
     }
 
     /// The upstream client's events for `exchange`; stale ones (a cancelled exchange) are dropped.

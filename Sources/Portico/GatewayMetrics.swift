@@ -45,6 +45,17 @@ public final class GatewayMetrics: Sendable {
     private let authentication: [String: CoreMetrics.Counter]
     private let otherAuthentication: CoreMetrics.Counter
     private let reloads: [String: CoreMetrics.Counter]
+    private let shadowComparisons: [ShadowResult: CoreMetrics.Counter]
+
+    /// How a facade's shadow fetch compared with the source that served.
+    enum ShadowResult: String, CaseIterable {
+        /// Every contract field equal.
+        case agreement = "agree"
+        /// At least one field differs (the first is logged).
+        case mismatch
+        /// The shadow source failed (unreachable, 5xx, unparseable, a field missing).
+        case shadowFailed = "shadow_failed"
+    }
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -76,6 +87,10 @@ public final class GatewayMetrics: Sendable {
                     CoreMetrics.Counter(
                         label: "portico_auth_failures_total", dimensions: [("reason", $0.replacingHyphens())], factory: factory)
                 )
+            })
+        shadowComparisons = Dictionary(
+            uniqueKeysWithValues: ShadowResult.allCases.map {
+                ($0, CoreMetrics.Counter(label: "portico_facade_shadow_total", dimensions: [("result", $0.rawValue)], factory: factory))
             })
         otherAuthentication = CoreMetrics.Counter(label: "portico_auth_failures_total", dimensions: [("reason", "other")], factory: factory)
         reloads = Dictionary(
@@ -115,6 +130,7 @@ public final class GatewayMetrics: Sendable {
     }
 
     func connectionOpened() { openConnections.increment() }
+    func shadowCompared(_ result: ShadowResult) { shadowComparisons[result]?.increment() }
     func connectionClosed() { openConnections.decrement() }
     func tlsHandshakeCompleted() { tlsHandshakes.increment() }
     func tlsHandshakeFailed() { tlsHandshakeFailures.increment() }

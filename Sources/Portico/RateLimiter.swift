@@ -99,4 +99,13 @@ public final class RateLimiter: Sendable {
         }
         return .success(tightest)
     }
+
+    /// Draws one request from `backend`'s own limit, for a request the gateway makes on its own
+    /// account (a facade's fetch from one of its sources, a shadow fetch); the 429 problem when
+    /// the limit refuses it.
+    func admit(backend: CompiledBackend, service: String) -> Problem? {
+        guard let limit = backend.rateLimit else { return nil }
+        let decision = store.acquire(RateLimitKey(scope: .backend, name: backend.name), limit: limit.gcra, now: clock())
+        return decision.allowed ? nil : .rateLimited(AppliedLimit(limit: limit, service: service, decision: decision))
+    }
 }

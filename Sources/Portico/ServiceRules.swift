@@ -18,6 +18,8 @@ final class ServiceRules: Sendable {
         /// for a template that has one: what a request that left the segment out is forwarded as
         /// when the proxy does not rewrite, so the backend sees the version chosen.
         let versionedPrefix: String?
+        /// A `facade` version's sources, reformers and backends, compiled.
+        var facade: CompiledFacade? = nil
     }
 
     let service: CompiledService
@@ -67,6 +69,16 @@ final class ServiceRules: Sendable {
                 switch version.handler {
                 case .proxy(let proxy):
                     return (number, Version(handler: version.handler, backend: backends[proxy.backend], versionedPrefix: prefix))
+                case .facade(let facade):
+                    // Each fetch draws from its own source's backend limits, not the request.
+                    return (
+                        number,
+                        Version(
+                            handler: version.handler, backend: nil, versionedPrefix: prefix,
+                            facade: CompiledFacade(facade, service: service.name, version: number, backends: backends))
+                    )
+                case .code:
+                    return (number, Version(handler: version.handler, backend: nil, versionedPrefix: prefix))
                 }
             })
         versionNumbers = service.policy.versions.keys.sorted()

@@ -12,11 +12,28 @@ public enum DemoBackends {
     public static let quotesPort = 18081
     public static let echoPort = 18082
 
-    /// Starts both demo backends on loopback.
-    public static func start(quotesPort: Int = quotesPort, echoPort: Int = echoPort) async throws -> [BackendServer] {
-        let quotes = try await BackendServer.start(port: quotesPort, handler: quotes)
-        let echo = try await BackendServer.start(port: echoPort, handler: echo)
-        return [quotes, echo]
+    /// Starts every demo backend on loopback: the quotes and echo services, and the facades'
+    /// feeds (see ``quotesCSV(_:)``).
+    ///
+    /// - Parameter host: the address they bind: loopback for the quick start; `0.0.0.0` in a
+    ///   container the gateway reaches over a network (docker-compose.yml).
+    public static func start(
+        host: String = "127.0.0.1", quotesPort: Int = quotesPort, echoPort: Int = echoPort
+    ) async throws
+        -> [BackendServer]
+    {
+        var servers: [BackendServer] = []
+        let all: [(Int, BackendServer.Handler)] = [
+            (quotesPort, quotes), (echoPort, echo), (quotesCSVPort, quotesCSV), (quotesXMLPort, quotesXML),
+            (weatherYQLPort, weatherYQL), (weatherRESTPort, weatherREST),
+        ]
+        do {
+            for (port, handler) in all { servers.append(try await BackendServer.start(host: host, port: port, handler: handler)) }
+        } catch {
+            for server in servers { try? await server.shutdown() }
+            throw error
+        }
+        return servers
     }
 
     /// Name, opening price and current price of each symbol the demo knows.

@@ -178,6 +178,19 @@ public struct VersionPolicy: Sendable, Hashable {
 public enum HandlerPolicy: Sendable, Hashable {
     /// Pass the request through to a backend, rewriting the path prefix.
     case proxy(ProxyPolicy)
+    /// Fetch from one or more sources and reform their answers into the version's contract.
+    case facade(FacadePolicy)
+    /// A handler written in Swift, registered with the gateway by name.
+    case code(CodeHandlerPolicy)
+
+    /// The backends this handler sends requests to, in the policy's order.
+    public var backends: [String] {
+        switch self {
+        case .proxy(let proxy): [proxy.backend]
+        case .facade(let facade): facade.sources.map(\.backend)
+        case .code(let code): code.backends
+        }
+    }
 }
 
 public struct ProxyPolicy: Sendable, Hashable {

@@ -54,7 +54,10 @@ public struct PolicyDiff: Sendable, Hashable {
     /// - `settings`: the singular sections (`listeners`, `limits`, `upstream`, `accessLog`,
     ///   `signatures`, `apiKeys`, `clients`, `locator`, `admin`).
     ///
-    /// Facade sources get their line here when the schema has them.
+    /// - `facades`: each facade version's sources, `service/version source <name>` → the source
+    ///   (backend, request, format, field mappings), and its choices, `service/version active`,
+    ///   `fallback`, `shadow`, `aggregate` and `contract`: switching the active source shows as one
+    ///   changed entry. (The version itself shows in `versions` too, since its handler changed.)
     static let sections: [(name: String, entries: @Sendable (Policy) -> [String: AnyHashable])] = [
         ("services", { $0.services.mapValues { service in AnyHashable(ServiceWithoutVersions(service)) } }),
         ("versions", versions),
@@ -63,7 +66,25 @@ public struct PolicyDiff: Sendable, Hashable {
         ("limits", limits),
         ("backends", { $0.backends.mapValues(AnyHashable.init) }),
         ("settings", settings),
+        ("facades", facades),
     ]
+
+    private static func facades(_ policy: Policy) -> [String: AnyHashable] {
+        var entries: [String: AnyHashable] = [:]
+        for (name, service) in policy.services {
+            for (number, version) in service.versions {
+                guard case .facade(let facade) = version.handler else { continue }
+                let prefix = "\(name)/\(number)"
+                for source in facade.sources { entries["\(prefix) source \(source.name)"] = AnyHashable(source) }
+                entries["\(prefix) contract"] = AnyHashable(facade.contract)
+                if let active = facade.active { entries["\(prefix) active"] = AnyHashable(active) }
+                if !facade.fallback.isEmpty { entries["\(prefix) fallback"] = AnyHashable(facade.fallback) }
+                if let shadow = facade.shadow { entries["\(prefix) shadow"] = AnyHashable(shadow) }
+                if !facade.aggregate.isEmpty { entries["\(prefix) aggregate"] = AnyHashable(facade.aggregate) }
+            }
+        }
+        return entries
+    }
 
     private struct ServiceWithoutVersions: Hashable {
         var service: ServicePolicy

@@ -413,14 +413,32 @@ struct PolicyDocumentReader {
     private func readVersion(
         _ value: PolicyValue, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> VersionPolicy? {
-        guard let fields = value.fields(known: ["proxy", "deprecation", "input", "output"]) else { return nil }
+        guard let fields = value.fields(known: ["proxy", "facade", "code", "deprecation", "input", "output"]) else { return nil }
         let deprecation = fields.optional("deprecation", Self.deprecationDate)
         let input = fields.optional("input", Self.mediaType)
         let output = fields.optional("output", Self.mediaType)
-        guard let proxyValue = fields["proxy"] else {
-            value.error("expected a handler: proxy")
+        let handlers = ["proxy", "facade", "code"].filter { fields[$0] != nil }
+        guard handlers.count == 1 else {
+            value.error(
+                handlers.isEmpty
+                    ? "expected a handler: proxy, facade or code" : "expected one handler, found \(handlers.joined(separator: " and "))")
             return nil
         }
+        let handler: HandlerPolicy?
+        switch handlers[0] {
+        case "facade": handler = fields["facade"].flatMap { readFacade($0, backends: backends) }.map(HandlerPolicy.facade)
+        case "code": handler = fields["code"].flatMap { readCodeHandler($0, backends: backends) }.map(HandlerPolicy.code)
+        default: handler = fields["proxy"].flatMap { readProxy($0, backends: backends) }.map(HandlerPolicy.proxy)
+        }
+        guard let handler else { return nil }
+        var version = VersionPolicy(handler: handler)
+        version.deprecation = deprecation
+        if let input { version.input = input }
+        if let output { version.output = output }
+        return version
+    }
+
+    private func readProxy(_ proxyValue: PolicyValue, backends: [String: (policy: BackendPolicy, value: PolicyValue)]) -> ProxyPolicy? {
         guard let proxy = proxyValue.fields(known: ["backend", "rewrite"]) else { return nil }
         let backend = proxy.required("backend") { $0.nonEmptyString() }
         let rewrite = proxy.optional("rewrite") { v -> String? in
@@ -437,11 +455,7 @@ struct PolicyDocumentReader {
             return nil
         }
         guard let backend else { return nil }
-        var version = VersionPolicy(handler: .proxy(ProxyPolicy(backend: backend, rewrite: rewrite == "/" ? "" : rewrite)))
-        version.deprecation = deprecation
-        if let input { version.input = input }
-        if let output { version.output = output }
-        return version
+        return ProxyPolicy(backend: backend, rewrite: rewrite == "/" ? "" : rewrite)
     }
 
     private func checkDuplicatePaths(_ services: [String: (policy: ServicePolicy, value: PolicyValue)]) {

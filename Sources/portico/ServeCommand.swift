@@ -21,7 +21,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The policy directory.")
     var policies: String = "policies"
 
-    @Flag(name: .long, help: "Also start the demo backends the shipped policy points at (quotes on 18081, echo on 18082).")
+    @Flag(
+        name: .long,
+        help: "Also start the demo backends the shipped policy points at (quotes, echo and the facades' feeds, on 18081-18086).")
     var demoBackends = false
 
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")

@@ -70,7 +70,7 @@ struct OperationsPolicyTests {
         let old = try Self.load("")
         let same = PolicyDiff(from: old, to: old)
         #expect(same.isEmpty)
-        #expect(same.sections.map(\.name) == ["services", "versions", "buckets", "keys", "limits", "backends", "settings"])
+        #expect(same.sections.map(\.name) == ["services", "versions", "buckets", "keys", "limits", "backends", "settings", "facades"])
 
         var new = old
         let firstVersion = new.services["open"]?.versions[1]

@@ -56,7 +56,7 @@ struct CommandLineTests {
         #expect(Self.developmentCertificates == 0)
         let result = try run(["check", Self.repositoryRoot.appendingPathComponent("policies").path])
         #expect(result.status == 0, "\(result.errors)")
-        #expect(result.output.contains("OK — 2 listener(s), 2 backend(s), 2 service(s)"))
+        #expect(result.output.contains("OK — 2 listener(s), 6 backend(s), 3 service(s)"))  // quotes, echo and the four facade feeds
         #expect(result.output.contains("keys.yaml:9: keys.demo-app: demo key"))
     }
 

@@ -10,16 +10,10 @@ struct DemoQuotesTests {
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// The shipped policy's stockQuote, without its signature requirement.
+    /// The shipped policy's stockQuote, without its signature requirement; since the facades
+    /// issue its versions are facades over the CSV and XML feeds (``DemoFacadeTests/feeds``).
     static func policy(_ ports: [Int]) throws -> String {
-        let shipped = try String(contentsOf: repositoryRoot.appendingPathComponent("policies/services.yaml"), encoding: .utf8)
-        let services = shipped.replacingOccurrences(of: "auth: signature", with: "auth: none")
-        return """
-            backends:
-              quotes: { url: "http://127.0.0.1:\(ports[0])" }
-              echo: { url: "http://127.0.0.1:\(ports[0])" }
-            \(services)
-            """
+        DemoFacadeTests.policy(ports)
     }
 
     @Test("the shipped policy maps apps before 2.0.0 to version 1, later ones to 2, and refuses apps before 1.0.0")
@@ -35,7 +29,7 @@ struct DemoQuotesTests {
 
     @Test("version 1 and version 2 answer in their own contracts, chosen by path or by app version")
     func contracts() async throws {
-        try await withGateway(backends: [DemoBackends.quotes], policy: { ports in (try? Self.policy(ports)) ?? "" }) { gateway, _ in
+        try await withGateway(backends: DemoFacadeTests.feeds, policy: { ports in (try? Self.policy(ports)) ?? "" }) { gateway, _ in
             let client = try gateway.connect()
             let v1 = try client.request("GET", "/api/1/stockquote/AAPL")
             #expect(v1.status == 200)
@@ -46,7 +40,10 @@ struct DemoQuotesTests {
             #expect(v2.json?["symbol"] as? String == "AAPL")
             let opening = try #require(v2.json?["openingPrice"] as? Double)
             let current = try #require(v2.json?["currentPrice"] as? Double)
-            let change = try #require(v2.json?["percentageChange"] as? Double)
+            // The facade's version 2 contract: percent text, such as "-2.92%".
+            let percent = try #require(v2.json?["percentageChange"] as? String)
+            #expect(percent.hasSuffix("%"))
+            let change = try #require(Double(percent.dropLast()))
             #expect(abs(change - (current - opening) / opening * 100) < 0.005)
 
             let oldApp = try client.request("GET", "/api/stockquote/MSFT", headers: [("X-Client-Version", "1.8.2")])

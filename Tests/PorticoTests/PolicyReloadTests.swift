@@ -97,6 +97,7 @@ struct PolicyReloadTests {
                 "limits": ["added": ["backends.beta.maxConcurrent"], "removed": [], "changed": ["tiers.standard"]],
                 "backends": ["added": [], "removed": [], "changed": ["beta"]],
                 "settings": ["added": [], "removed": [], "changed": []],
+                "facades": ["added": [], "removed": [], "changed": []],
             ]
 
             let dry = try await offThePool { try gateway.adminRequest("POST", "/admin/reload?dryRun=true") }

@@ -38,8 +38,8 @@ struct TestGateway {
     }
 
     /// Installs a new policy for new requests, as a reload does (listeners stay as they are).
-    func reload(policy: String) throws {
-        gateway.store.replace(with: try Self.snapshot(policy: policy))
+    func reload(policy: String, accessLog: Bool = false) throws {
+        gateway.store.replace(with: try Self.snapshot(policy: policy, accessLog: accessLog))
     }
 
     func shutdown() async { await gateway.shutdown() }

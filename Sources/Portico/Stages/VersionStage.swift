@@ -62,6 +62,7 @@ struct VersionStage: RequestStage {
         exchange.record.version = version
         switch served.handler {
         case .proxy(let proxy): exchange.record.backend = proxy.backend
+        case .facade, .code: exchange.facade = served.facade
         }
         return .proceed
     }

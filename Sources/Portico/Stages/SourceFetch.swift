@@ -1,0 +1,206 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import PorticoPolicy
+import PorticoReform
+import PorticoUpstream
+
+/// Why one facade source failed one request; each kind makes the facade try its next source.
+struct SourceFailure: Error {
+    enum Kind {
+        case unreachable(UpstreamError)
+        /// The backend answered with this status (5xx, or a 4xx other than 404).
+        case status(Int)
+        /// The backend answered 404: the resource does not exist there (not a fallback case).
+        case notFound
+        /// The body could not be reformed: oversized, malformed, a field missing or of the wrong type.
+        case reform(ReformError)
+        /// The backend's own rate limit or concurrency cap refused the fetch.
+        case refused(Problem)
+        /// The request lacks a parameter the source's request template needs.
+        case missingParameter(String)
+    }
+
+    let source: String
+    let kind: Kind
+
+    /// The contract field the failure is about, if any.
+    var field: String? {
+        if case .reform(let error) = kind { return error.field }
+        return nil
+    }
+
+    var reason: String {
+        switch kind {
+        case .unreachable(let error): error.kind == .timedOut ? "timed out" : "unreachable"
+        case .status(let status): "answered \(status)"
+        case .notFound: "answered 404"
+        case .reform(let error): error.description
+        case .refused(let problem): problem.title.lowercased()
+        case .missingParameter(let name): "parameter \(name) missing"
+        }
+    }
+}
+
+/// Fetches one facade source through the gateway's ``UpstreamClient`` and reforms its body.
+///
+/// The fetch draws from its backend's rate limit and takes one of its concurrency slots, like a
+/// proxied request; the slot is given back when the exchange ends, however it ends.
+struct SourceFetch: Sendable {
+    let upstream: any UpstreamClient
+    let rateLimiter: RateLimiter
+    let service: String
+    let requestID: String
+    /// Where the request's fetches are registered, so that its client leaving cancels them.
+    var tasks: FacadeTasks? = nil
+
+    func fetch(
+        _ source: CompiledFacade.Source, contract: Contract, parameters: [String: String], partial: Bool = false,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<ReformValue> {
+        let name = source.name
+        guard let backend = source.backend else {
+            let error = UpstreamError(.invalidRequest, detail: "backend \(source.policy.backend) is not defined")
+            return eventLoop.makeFailedFuture(SourceFailure(source: name, kind: .unreachable(error)))
+        }
+        let target: String
+        switch CompiledFacade.requestTarget(source.policy.request, parameters: parameters) {
+        case .success(let value): target = value
+        case .failure(let missing): return eventLoop.makeFailedFuture(SourceFailure(source: name, kind: .missingParameter(missing.name)))
+        }
+        let limit = source.reformer.maxBodyBytes
+        return get(backend: backend, target: target, accept: Self.accept[source.policy.format] ?? "*/*", limit: limit, on: eventLoop)
+            .flatMapErrorThrowing { error in
+                switch error {
+                case let upstreamError as UpstreamError: throw SourceFailure(source: name, kind: .unreachable(upstreamError))
+                case let problem as Problem: throw SourceFailure(source: name, kind: .refused(problem))
+                default: throw SourceFailure(source: name, kind: .reform(ReformError(.tooLarge(limit: limit))))
+                }
+            }.flatMapThrowing { response in
+                switch response.status {
+                case 200..<300: break
+                case 404: throw SourceFailure(source: name, kind: .notFound)
+                default: throw SourceFailure(source: name, kind: .status(response.status))
+                }
+                do throws(ReformError) {
+                    return try source.reformer.reform(response.body, contract: contract, parameters: parameters, partial: partial)
+                } catch {
+                    throw SourceFailure(source: name, kind: .reform(error))
+                }
+            }
+    }
+
+    /// One `GET` of `target` from `backend`, its body collected whole up to `limit`. Fails with
+    /// the ``UpstreamError``, the limit's ``Problem`` (429 or 503), or ``BodyTooLarge``.
+    func get(
+        backend: CompiledBackend, target: String, accept: String, limit: Int, on eventLoop: any EventLoop
+    ) -> EventLoopFuture<FetchedResponse> {
+        if let refusal = rateLimiter.admit(backend: backend, service: service) { return eventLoop.makeFailedFuture(refusal) }
+        var slot: BackendConcurrency.Counter?
+        if let cap = backend.maxConcurrent {
+            guard let acquired = rateLimiter.concurrency.acquire(backend.name, max: cap) else {
+                return eventLoop.makeFailedFuture(Problem.backendBusy(backend: backend.name, limit: cap))
+            }
+            slot = acquired
+        }
+        let heldSlot = slot
+        var headers = HTTPHeaders()
+        headers.add(name: "host", value: backend.hostHeader)
+        headers.add(name: "accept", value: accept)
+        headers.add(name: "x-request-id", value: requestID)
+        var request = UpstreamRequest(
+            method: "GET", url: backend.urlPrefix + target, headers: headers, connectTimeout: backend.connectTimeout,
+            timeout: backend.timeout)
+        request.client = backend.client
+        let collector = BodyCollector(limit: limit, promise: eventLoop.makePromise())
+        let task = upstream.execute(request, eventLoop: eventLoop, handler: collector)
+        collector.task = task
+        collector.taskStarted()
+        let bound = NIOLoopBound(collector, eventLoop: eventLoop)
+        let registered = tasks?.started {
+            eventLoop.execute { bound.value.cancel() }
+        }
+        let tasks = tasks
+        // The slot is the backend's while the exchange lasts, however it ends.
+        collector.promise.futureResult.whenComplete { _ in
+            heldSlot?.release()
+            if let registered { tasks?.finished(registered) }
+        }
+        return collector.promise.futureResult
+    }
+
+    static let accept: [SourceFormat: String] = [
+        .json: "application/json", .xml: "application/xml, text/xml", .csv: "text/csv, text/plain",
+    ]
+}
+
+/// A backend's whole answer to a facade's (or a code handler's) fetch.
+public struct FetchedResponse: Sendable {
+    public let status: Int
+    public let body: Data
+}
+
+/// A backend's body was longer than the fetch allowed; the exchange was cancelled there.
+public struct BodyTooLarge: Error {}
+
+/// Gathers one source's response whole, up to a limit: a body over it cancels the exchange at
+/// once, so an oversized answer costs at most the limit in memory.
+private final class BodyCollector: UpstreamResponseHandler {
+    typealias Response = FetchedResponse
+    typealias TooLarge = BodyTooLarge
+
+    let limit: Int
+    let promise: EventLoopPromise<Response>
+    var task: (any UpstreamTask)?
+    private var status = 0
+    private var body = Data()
+    private var done = false
+    /// Credit owed to the task for bytes delivered before `execute` returned it.
+    private var owed = 0
+
+    init(limit: Int, promise: EventLoopPromise<Response>) {
+        self.limit = limit
+        self.promise = promise
+    }
+
+    func taskStarted() {
+        guard owed > 0, !done else { return }
+        task?.consumed(bytes: owed)
+        owed = 0
+    }
+
+    /// The request's client went away: the exchange is abandoned, and its future fails (the
+    /// upstream client may deliver nothing more once cancelled).
+    func cancel() {
+        guard !done else { return }
+        task?.cancel()
+        finish(.failure(UpstreamError(.shutdown, detail: "the client went away")))
+    }
+
+    func upstreamReceived(_ events: UpstreamEvents) {
+        guard !done else { return }
+        if let head = events.head {
+            status = head.status
+            if let length = head.contentLength, length > limit { return finish(.failure(TooLarge())) }
+        }
+        if let part = events.body {
+            guard body.count + part.readableBytes <= limit else { return finish(.failure(TooLarge())) }
+            body.append(contentsOf: part.readableBytesView)
+            if events.result == nil {
+                if let task { task.consumed(bytes: part.readableBytes) } else { owed += part.readableBytes }
+            }
+        }
+        switch events.result {
+        case .success: finish(.success(Response(status: status, body: body)))
+        case .failure(let error): finish(.failure(error))
+        case nil: break
+        }
+    }
+
+    private func finish(_ result: Result<Response, any Error>) {
+        done = true
+        if case .failure(let error) = result, error is TooLarge { task?.cancel() }
+        task = nil
+        promise.completeWith(result)
+    }
+}
