@@ -21,6 +21,8 @@ struct GatewayServices: Sendable {
     var accessLogWriter: AccessLogWriter? = nil
     /// Where TLS handshakes and error answers are counted (requests count into their policy's).
     var metrics: GatewayMetrics? = nil
+    /// Fleet mode's shared limits and nonces; `nil` keeps them in this process.
+    var fleet: FleetStore? = nil
 }
 
 /// Carries each request of one connection through the stages and its response back to the client.

@@ -45,6 +45,8 @@ public final class GatewayMetrics: Sendable {
     private let authentication: [String: CoreMetrics.Counter]
     private let otherAuthentication: CoreMetrics.Counter
     private let reloads: [String: CoreMetrics.Counter]
+    /// Fleet mode's Redis client reports here.
+    let redis: RedisMetrics
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -78,6 +80,7 @@ public final class GatewayMetrics: Sendable {
                 )
             })
         otherAuthentication = CoreMetrics.Counter(label: "portico_auth_failures_total", dimensions: [("reason", "other")], factory: factory)
+        redis = RedisMetrics(registry: registry)
         reloads = Dictionary(
             uniqueKeysWithValues: ["applied", "refused", "dry_run"].map {
                 ($0, CoreMetrics.Counter(label: "portico_policy_reloads_total", dimensions: [("result", $0)], factory: factory))
@@ -88,6 +91,7 @@ public final class GatewayMetrics: Sendable {
     public func render() -> String {
         var text = registry.emitToString()
         factory.histograms.render(into: &text)
+        redis.histograms.render(into: &text)
         return text
     }
 
