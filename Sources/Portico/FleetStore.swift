@@ -61,8 +61,17 @@ public final class FleetStore: Sendable {
             arguments.append("0")
         }
         if let testTime { arguments += [String(testTime.0), String(testTime.1)] }
-        let command = RESPValue.command(["EVALSHA", FleetScript.sha1, String(keys.count)] + keys + arguments)
-        return client.send(command, on: eventLoop).flatMapThrowing { try Self.verdict($0, limits: draws.count) }
+        let operands = [String(keys.count)] + keys + arguments
+        let client = client
+        return client.send(.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).flatMap { reply in
+            // The script is loaded on every new connection, but a `SCRIPT FLUSH`, or a failover to
+            // a replica that never loaded it, leaves the connection without it: send it whole, which
+            // also caches it again, so this costs one more round trip once.
+            if case .error(let message) = reply, message.hasPrefix("NOSCRIPT") {
+                return client.send(.command(["EVAL", FleetScript.source] + operands), on: eventLoop)
+            }
+            return eventLoop.makeSucceededFuture(reply)
+        }.flatMapThrowing { try Self.verdict($0, limits: draws.count) }
     }
 
     /// Reads the script's reply; anything else (an error reply, a reply of the wrong shape) is a

@@ -171,6 +171,11 @@ struct FleetTests {
             let again = try first.connect().request("GET", "/signed/once", headers: headers)
             #expect(again.status == 401)
 
+            // A Redis that forgot the script (SCRIPT FLUSH, a failover) is sent it again.
+            _ = try redis.command(["SCRIPT", "FLUSH"])
+            let afterFlush = try second.connect().request("GET", "/signed/once", headers: try signer.headers("GET", "/signed/once"))
+            #expect(afterFlush.status == 200, "\(afterFlush.bodyText)")
+
             let budget = TestSigner(keyID: "budget-app", secret: Self.secret)
             let answers = try (0..<3).map { index in
                 try [first, second][index % 2].connect().request("GET", "/signed/b", headers: try budget.headers("GET", "/signed/b"))
