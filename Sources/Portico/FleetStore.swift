@@ -10,6 +10,9 @@ import PorticoRedis
 public final class FleetStore: Sendable {
     let client: RedisClient
     let onFailure: ClusterFailurePolicy
+    /// Told of replies the script should not have given (an error reply such as `OOM`), which the
+    /// client itself counts as answers.
+    private let observer: (any RedisObserver)?
 
     /// - Parameters:
     ///   - group: the event loops that serve requests; each gets its own Redis connection.
@@ -25,6 +28,7 @@ public final class FleetStore: Sendable {
             timeoutNanos: seconds * 1_000_000_000 + attoseconds / 1_000_000_000, scripts: [FleetScript.source])
         client = RedisClient(group: group, configuration: configuration, observer: metrics?.redis, clock: clock)
         onFailure = cluster.onFailure
+        observer = metrics?.redis
     }
 
     /// What Redis decided for one request.
@@ -71,7 +75,14 @@ public final class FleetStore: Sendable {
                 return client.send(.command(["EVAL", FleetScript.source] + operands), on: eventLoop)
             }
             return eventLoop.makeSucceededFuture(reply)
-        }.flatMapThrowing { try Self.verdict($0, limits: draws.count) }
+        }.flatMapThrowing { [observer] reply in
+            do {
+                return try Self.verdict(reply, limits: draws.count)
+            } catch let error as RedisError {
+                observer?.failed(error)
+                throw error
+            }
+        }
     }
 
     /// Reads the script's reply; anything else (an error reply, a reply of the wrong shape) is a

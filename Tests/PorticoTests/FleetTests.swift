@@ -187,6 +187,19 @@ struct FleetTests {
         }
     }
 
+    @Test("an error from the script (a bucket key of another type) is Redis failing: onFailure applies, and it is counted")
+    func scriptError() async throws {
+        let redis = try RedisServerProcess()
+        _ = try redis.command(["SET", FleetKeys.bucket(RateLimitKey(scope: .backend, name: "limited")), "not a hash"])
+        try await withGateway(policy: { Self.policy(backend: $0[0], redis: redis.port) }) { gateway, _ in
+            let response = try gateway.connect().request("GET", "/open/x")
+            #expect(response.status == 503)
+            #expect(response.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
+            let metrics = gateway.gateway.metrics.render()
+            #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"protocol\"}") == 1)
+        }
+    }
+
     @Test("with Redis down, onFailure: local limits and records nonces in each gateway's memory")
     func localFallback() async throws {
         let redis = try RedisServerProcess()
