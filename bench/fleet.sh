@@ -21,6 +21,7 @@ BACKEND_PORT=18301
 LOCAL_PORT=18302
 FLEET_PORT=18303
 REDIS_PORT=18304
+ADMIN_PORT=18305
 WORK=$(mktemp -d /tmp/portico-fleet.XXXXXX)
 PIDS=()
 cleanup() {
@@ -58,7 +59,8 @@ $3
 YAML
 }
 policy "$WORK/local/gateway.yaml" "$LOCAL_PORT" ""
-policy "$WORK/fleet/gateway.yaml" "$FLEET_PORT" "cluster: { redis: \"redis://127.0.0.1:$REDIS_PORT\", onFailure: { limits: deny } }"
+policy "$WORK/fleet/gateway.yaml" "$FLEET_PORT" "cluster: { redis: \"redis://127.0.0.1:$REDIS_PORT\", onFailure: { limits: deny } }
+admin: { port: $ADMIN_PORT }"
 
 timeout 600 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning & PIDS+=($!)
 nginx -p "$WORK/backend" -c "$WORK/backend/nginx.conf" & PIDS+=($!)
@@ -120,3 +122,6 @@ print(f"added by Redis (median of the per-round differences): CPU {paired('cpu')
       f"p50 {paired('p50') * 1000:+.0f} µs, p99 {paired('p99') * 1000:+.0f} µs")
 print("(CPU of each gateway process only; Redis's own CPU is not counted; one EVALSHA per request)")
 PY
+# Refusals in the Redis run are Redis failing within the 50 ms timeout (onFailure: deny answers 503):
+# what the client counted.
+curl -fsS "http://127.0.0.1:$ADMIN_PORT/metrics" | grep -E '^portico_redis_(errors_total|breakers_open|duration_seconds_count)' | grep -v ' 0$' || true

@@ -46,7 +46,10 @@ final class RedisLoopConnection: @unchecked Sendable {
             return eventLoop.makeFailedFuture(RedisError.circuitOpen)
         }
         let promise = eventLoop.makePromise(of: RESPValue.self)
-        // A promise completed twice keeps its first result: a reply after the timeout is dropped.
+        // A promise completed twice keeps its first result: a reply after the timeout is dropped,
+        // and the connection stays in step (its handler still matches that reply to this
+        // command). It is not closed: Redis answers in order, so a new connection would wait
+        // behind the same slow server, and closing would fail every other command in flight.
         let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.timeoutNanos)) {
             promise.fail(RedisError.timeout)
         }
@@ -61,8 +64,6 @@ final class RedisLoopConnection: @unchecked Sendable {
             case .failure(let error):
                 breaker.failed(now: clock())
                 observer?.failed(error as? RedisError ?? .connectionClosed)
-                // A connection that timed out may be stuck behind a slow reply: start afresh.
-                if (error as? RedisError) == .timeout { channel?.close(promise: nil) }
             }
             if breaker.state != before { observer?.breakerChanged(from: before, to: breaker.state) }
         }
