@@ -19,6 +19,7 @@ final class RedisLoopConnection: @unchecked Sendable {
     private var backoff = ReconnectBackoff()
     private var breaker: CircuitBreaker
     private var shutDown = false
+    private var flushScheduled = false
 
     init(
         eventLoop: any EventLoop, configuration: RedisConfiguration, observer: (any RedisObserver)?,
@@ -73,7 +74,16 @@ final class RedisLoopConnection: @unchecked Sendable {
 
     private func dispatch(_ command: RedisCommand) {
         if let channel {
-            channel.writeAndFlush(command, promise: nil)
+            channel.write(command, promise: nil)
+            // One flush (one write system call) for every command written in this turn of the
+            // event loop: the requests of one read batch go out together.
+            if !flushScheduled {
+                flushScheduled = true
+                eventLoop.execute { [self] in
+                    flushScheduled = false
+                    self.channel?.flush()
+                }
+            }
         } else if waiting != nil {
             waiting!.append(command)
         } else if backoff.mayAttempt(now: clock()) {
