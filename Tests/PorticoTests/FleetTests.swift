@@ -200,6 +200,17 @@ struct FleetTests {
         }
     }
 
+    @Test("adding, changing or removing the cluster section takes effect at the next restart")
+    func clusterNeedsRestart() throws {
+        let none = try TestGateway.snapshot(policy: Self.policy(backend: 1, redis: 0)).policy
+        let one = try TestGateway.snapshot(policy: Self.policy(backend: 1, redis: 6379)).policy
+        let other = try TestGateway.snapshot(policy: Self.policy(backend: 1, redis: 6380)).policy
+        #expect(PolicyReloader.restartRequired(from: none, to: one) == ["cluster"])
+        #expect(PolicyReloader.restartRequired(from: one, to: other) == ["cluster"])
+        #expect(PolicyReloader.restartRequired(from: one, to: none) == ["cluster"])
+        #expect(PolicyReloader.restartRequired(from: one, to: one) == [])
+    }
+
     @Test("with Redis down, onFailure: local limits and records nonces in each gateway's memory")
     func localFallback() async throws {
         let redis = try RedisServerProcess()
