@@ -42,7 +42,8 @@ final class RedisLoopConnection: @unchecked Sendable {
         let before = breaker.state
         let allowed = breaker.allow(now: start)
         if breaker.state != before { observer?.breakerChanged(from: before, to: breaker.state) }
-        guard allowed, !shutDown else {
+        guard !shutDown else { return eventLoop.makeFailedFuture(RedisError.unavailable) }
+        guard allowed else {
             observer?.failed(.circuitOpen)
             return eventLoop.makeFailedFuture(RedisError.circuitOpen)
         }

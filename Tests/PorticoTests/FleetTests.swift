@@ -235,6 +235,40 @@ struct FleetTests {
         }
     }
 
+    @Test("with Redis down, onFailure: allow lets requests through without a limit")
+    func allowFallback() async throws {
+        let redis = try RedisServerProcess()
+        redis.stop()
+        let cluster = "onFailure: { limits: allow, nonces: local }"
+        try await withGateway(policy: { Self.policy(backend: $0[0], redis: redis.port, cluster: cluster) }) { gateway, _ in
+            let statuses = try (0..<9).map { _ in try gateway.connect().request("GET", "/open/x").status }
+            #expect(statuses == Array(repeating: 200, count: 9), "the backend's burst of 6 does not apply")
+        }
+    }
+
+    @Test("a Redis slower than the timeout is Redis failing: the request gets onFailure's answer, counted as a timeout")
+    func slowRedis() async throws {
+        let redis = try RedisServerProcess()
+        let cluster = "timeout: 50ms, onFailure: { limits: deny, nonces: deny }"
+        try await withGateway(policy: { Self.policy(backend: $0[0], redis: redis.port, cluster: cluster) }) { gateway, _ in
+            let warm = try gateway.connect().request("GET", "/open/x")
+            #expect(warm.status == 200)
+            // Redis stops answering for 1.5 s (the command is sent from a thread of its own, whose
+            // reply waits as long).
+            let sleeping = Task { try await offThePool { try redis.command(["DEBUG", "SLEEP", "1.5"]) } }
+            var refused: RawHTTPClient.Response?
+            for _ in 0..<100 where refused == nil {
+                let response = try gateway.connect().request("GET", "/open/x")
+                if response.status == 503 { refused = response } else { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            _ = try await sleeping.value
+            #expect(refused?.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
+            #expect(refused?.header("retry-after") == "1")
+            let metrics = gateway.gateway.metrics.render()
+            #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"timeout\"}") ?? 0 >= 1)
+        }
+    }
+
     @Test("Redis killed under load: bounded 503 answers with onFailure deny, no hang, and recovery once it is back")
     func killedUnderLoad() async throws {
         let redis = try RedisServerProcess()
