@@ -43,6 +43,7 @@ let package = Package(
         .library(name: "PorticoUpstream", targets: ["PorticoUpstream"]),
         .library(name: "PorticoSigning", targets: ["PorticoSigning"]),
         .library(name: "PorticoTLS", targets: ["PorticoTLS"]),
+        .library(name: "PorticoRedis", targets: ["PorticoRedis"]),
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
         .library(name: "PorticoClient", targets: ["PorticoClient"]),
     ],
@@ -101,6 +102,16 @@ let package = Package(
             dependencies: [.product(name: "SwiftCSV", package: "SwiftCSV")],
             swiftSettings: swiftSettings
         ),
+        // A RESP2 codec and a pipelined Redis client on NIO, one connection per event loop, for fleet
+        // mode's shared rate limits and nonces. Knows nothing of the gateway.
+        .target(
+            name: "PorticoRedis",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "PorticoPolicy",
             dependencies: [
@@ -116,6 +127,7 @@ let package = Package(
                 "PorticoUpstream",
                 "PorticoSigning",
                 "PorticoTLS",
+                "PorticoRedis",
                 "CPorticoOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -157,6 +169,27 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Starts a real redis-server for the tests of the client and of fleet mode.
+        .target(
+            name: "PorticoRedisTesting",
+            dependencies: [
+                "PorticoRedis",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PorticoRedisTests",
+            dependencies: [
+                "PorticoRedis",
+                "PorticoRedisTesting",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -212,6 +245,8 @@ let package = Package(
                 "PorticoSigning",
                 "PorticoClient",
                 "PorticoTLS",
+                "PorticoRedis",
+                "PorticoRedisTesting",
                 "PorticoDemoBackends",
                 "CPorticoOpenSSL",
                 "CPorticoCurl",

@@ -3,8 +3,9 @@
 # As root on Debian/Ubuntu it installs what is missing; otherwise it says exactly what to install.
 set -euo pipefail
 
-# openssl (the command) makes development and test certificates; the curl command is used by a test.
-packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl)
+# openssl (the command) makes development and test certificates; the curl command is used by a test;
+# redis-server is started by the fleet-mode tests (a real Redis on an ephemeral port).
+packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl redis-server)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
   for package in "${packages[@]}"; do

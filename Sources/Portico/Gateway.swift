@@ -21,6 +21,9 @@ public final class Gateway: Sendable {
     public let rateLimiter: RateLimiter
     /// What `/metrics` reports; each compiled policy's requests count into it.
     public let metrics: GatewayMetrics
+    /// Fleet mode's shared limits and nonces in Redis, made at start from the policy's `cluster`
+    /// section; `nil` without one.
+    let fleet: FleetStore?
     /// The access log's dedicated writer, if the gateway was given one (`portico serve`).
     private let accessLogWriter: AccessLogWriter?
     private let logger: Logger
@@ -67,6 +70,7 @@ public final class Gateway: Sendable {
         self.group = group
         self.upstream = upstream ?? RoutingUpstreamClient.gatewayDefault(sizedBy: snapshot.policy.upstream, group: group)
         self.logger = logger
+        fleet = snapshot.policy.cluster.map { FleetStore($0, group: group, metrics: metrics) }
     }
 
     /// Listener name → bound port, once ``start()`` has returned.
@@ -116,7 +120,7 @@ public final class Gateway: Sendable {
                 let services = GatewayServices(
                     store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
                     scheme: tls == nil ? "http" : "https", listener: listener.name, accessLogWriter: accessLogWriter,
-                    metrics: metrics, logger: logger, codeHandlers: codeHandlers)
+                    metrics: metrics, logger: logger, codeHandlers: codeHandlers, fleet: fleet)
                 let connections = ListenerConnections(listener: listener.name, limit: limits.maxConnections, logger: logger)
                 let channel: any Channel
                 do {
@@ -262,6 +266,7 @@ public final class Gateway: Sendable {
         for connection in remaining { connection.close(promise: nil) }
         for connection in remaining { try? await connection.closeFuture.get() }
         upstream.shutdown()
+        try? await fleet?.close().get()
     }
 }
 

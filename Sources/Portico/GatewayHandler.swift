@@ -26,6 +26,8 @@ struct GatewayServices: Sendable {
     var logger = Logger(label: "portico")
     /// Handlers written in Swift, by name.
     var codeHandlers: [String: any CodeHandler] = [:]
+    /// Fleet mode's shared limits and nonces; `nil` keeps them in this process.
+    var fleet: FleetStore? = nil
 }
 
 /// Carries each request of one connection through the stages and its response back to the client.

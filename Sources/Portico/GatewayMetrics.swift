@@ -56,6 +56,8 @@ public final class GatewayMetrics: Sendable {
         /// The shadow source failed (unreachable, 5xx, unparseable, a field missing).
         case shadowFailed = "shadow_failed"
     }
+    /// Fleet mode's Redis client reports here.
+    let redis: RedisMetrics
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -93,6 +95,7 @@ public final class GatewayMetrics: Sendable {
                 ($0, CoreMetrics.Counter(label: "portico_facade_shadow_total", dimensions: [("result", $0.rawValue)], factory: factory))
             })
         otherAuthentication = CoreMetrics.Counter(label: "portico_auth_failures_total", dimensions: [("reason", "other")], factory: factory)
+        redis = RedisMetrics(registry: registry)
         reloads = Dictionary(
             uniqueKeysWithValues: ["applied", "refused", "dry_run"].map {
                 ($0, CoreMetrics.Counter(label: "portico_policy_reloads_total", dimensions: [("result", $0)], factory: factory))
@@ -103,6 +106,7 @@ public final class GatewayMetrics: Sendable {
     public func render() -> String {
         var text = registry.emitToString()
         factory.histograms.render(into: &text)
+        redis.histograms.render(into: &text)
         return text
     }
 

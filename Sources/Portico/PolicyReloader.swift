@@ -121,6 +121,7 @@ public actor PolicyReloader {
         if old.accessLog.format != new.accessLog.format { sections.append("accessLog.format") }  // the writer's, fixed at start
         if old.signatures.nonceCacheSize != new.signatures.nonceCacheSize { sections.append("signatures.nonceCacheSize") }
         if old.admin?.address != new.admin?.address || old.admin?.port != new.admin?.port { sections.append("admin") }
+        if old.cluster != new.cluster { sections.append("cluster") }  // the Redis client is made at start
         return sections
     }
 }

@@ -37,3 +37,15 @@ extension Problem {
         return problem
     }
 }
+
+extension Problem {
+    /// 503 in fleet mode when Redis cannot answer in time and the policy's `onFailure` says to
+    /// refuse rather than decide locally: `what` is `rate limits` or `replay protection`.
+    static func sharedStateUnavailable(_ what: String) -> Problem {
+        var problem = Problem(
+            type: typePrefix + "shared-state-unavailable", title: "Temporarily unavailable", status: .serviceUnavailable,
+            detail: "The gateway cannot reach the fleet's shared store to apply \(what); retry in a moment.")
+        problem.headers = [("retry-after", "1")]
+        return problem
+    }
+}

@@ -75,27 +75,11 @@ public final class RateLimiter: Sendable {
     ) -> Result<AppliedLimit?, Problem> {
         let now = clock()
         var tightest: AppliedLimit?
-        func apply(_ limit: CompiledRateLimit, _ key: RateLimitKey) -> Problem? {
-            let decision = store.acquire(key, limit: limit.gcra, now: now)
-            let applied = AppliedLimit(limit: limit, service: service.name, decision: decision)
-            guard decision.allowed else { return .rateLimited(applied) }
-            if tightest.map({ decision.remaining < $0.decision.remaining }) ?? true { tightest = applied }
-            return nil
-        }
-        if let tier, let keyID {
-            // A tier the policy does not define sets no limit (a validated policy has none such).
-            if let limit = service.tierLimits[tier] {
-                let key = RateLimitKey(scope: .tier, name: limit.name, service: service.name, subject: keyID)
-                if let refusal = apply(limit, key) { return .failure(refusal) }
-            }
-        } else if keyID == nil, let limit = service.addressLimit {
-            let key = RateLimitKey(scope: .address, name: service.name, subject: clientAddress ?? "unknown")
-            if let refusal = apply(limit, key) { return .failure(refusal) }
-        }
-        if let backend, let limit = backend.rateLimit {
-            if let refusal = apply(limit, RateLimitKey(scope: .backend, name: backend.name)) {
-                return .failure(refusal)
-            }
+        let (client, backend) = Self.draws(service: service, tier: tier, keyID: keyID, clientAddress: clientAddress, backend: backend)
+        for draw in [client, backend] {
+            guard let draw else { continue }
+            let decision = store.acquire(draw.key, limit: draw.limit.gcra, now: now)
+            if let refusal = Self.apply(decision, of: draw, service: service.name, tightest: &tightest) { return .failure(refusal) }
         }
         return .success(tightest)
     }
@@ -108,4 +92,39 @@ public final class RateLimiter: Sendable {
         let decision = store.acquire(RateLimitKey(scope: .backend, name: backend.name), limit: limit.gcra, now: clock())
         return decision.allowed ? nil : .rateLimited(AppliedLimit(limit: limit, service: service, decision: decision))
     }
+    /// The buckets a request draws from, in order: the client's (its key's tier for this service,
+    /// or its address), then the backend's. Shared by the in-process limiter and fleet mode's, so
+    /// that both choose the same limits.
+    static func draws(
+        service: ServiceRules, tier: String?, keyID: String?, clientAddress: String?, backend: CompiledBackend?
+    ) -> (client: LimitDraw?, backend: LimitDraw?) {
+        var client: LimitDraw?
+        if let tier, let keyID {
+            // A tier the policy does not define sets no limit (a validated policy has none such).
+            if let limit = service.tierLimits[tier] {
+                client = LimitDraw(limit: limit, key: RateLimitKey(scope: .tier, name: limit.name, service: service.name, subject: keyID))
+            }
+        } else if keyID == nil, let limit = service.addressLimit {
+            client = LimitDraw(limit: limit, key: RateLimitKey(scope: .address, name: service.name, subject: clientAddress ?? "unknown"))
+        }
+        let backendDraw = backend.flatMap { backend in
+            backend.rateLimit.map { LimitDraw(limit: $0, key: RateLimitKey(scope: .backend, name: backend.name)) }
+        }
+        return (client, backendDraw)
+    }
+
+    /// One limit's decision: the refusal (429) if it refused; otherwise it becomes the tightest
+    /// limit when it leaves fewer requests than the tightest so far.
+    static func apply(_ decision: RateLimitDecision, of draw: LimitDraw, service: String, tightest: inout AppliedLimit?) -> Problem? {
+        let applied = AppliedLimit(limit: draw.limit, service: service, decision: decision)
+        guard decision.allowed else { return .rateLimited(applied) }
+        if tightest.map({ decision.remaining < $0.decision.remaining }) ?? true { tightest = applied }
+        return nil
+    }
+}
+
+/// One bucket a request draws from, under its compiled limit.
+struct LimitDraw {
+    let limit: CompiledRateLimit
+    let key: RateLimitKey
 }

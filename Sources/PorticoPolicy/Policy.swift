@@ -22,6 +22,8 @@ public struct Policy: Sendable {
     public var locator: LocatorPolicy?
     /// The admin listener; none when the policy has no `admin` section.
     public var admin: AdminPolicy?
+    /// Fleet mode: rate limits and nonces shared through Redis; `nil` keeps them in memory.
+    public var cluster: ClusterPolicy?
 }
 
 /// A socket the gateway accepts connections on.

@@ -36,6 +36,8 @@ struct PolicyDocumentReader {
             KeyReader(value: $0).read(id: $1, services: Set(services.keys), tiers: tierNames)
         }
         let admin = single("admin", in: sections).flatMap(readAdmin)
+        let clusterValue = single("cluster", in: sections)
+        let cluster = clusterValue.flatMap(readCluster)
         guard sink.diagnostics.isEmpty else { return nil }
         var policy = Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
@@ -44,6 +46,11 @@ struct PolicyDocumentReader {
         policy.clients = clients
         policy.locator = locator
         policy.admin = admin
+        policy.cluster = cluster
+        if let clusterValue, cluster != nil {
+            checkSharedLimits(policy, at: clusterValue)
+            guard sink.diagnostics.isEmpty else { return nil }
+        }
         warnAboutWholeStoreShares(policy, tiers: tiers)
         return policy
     }

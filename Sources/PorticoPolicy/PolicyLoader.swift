@@ -11,7 +11,7 @@ import Yams
 public struct PolicyLoader: Sendable {
     static let topLevelKeys = [
         "listeners", "limits", "upstream", "accessLog", "backends", "services", "signatures", "apiKeys", "keys", "tiers", "clients",
-        "locator", "admin",
+        "locator", "admin", "cluster",
     ]
 
     public init() {}

@@ -1,25 +1,101 @@
 import NIOCore
 import PorticoPolicy
+import PorticoRedis
 
 /// The rate-limit stage: the key's tier (or the client address) for this service, then the
 /// backend's limit (``RateLimiter``); then, with the request admitted, its signature's nonce takes
 /// room in the store every key shares.
+///
+/// In fleet mode (``FleetStore``) the same decisions are made by Redis, in one round trip: the
+/// stage suspends on the reply, which arrives on the connection's own event loop. When Redis cannot
+/// answer, the policy's `cluster.onFailure` decides.
 struct RateLimitStage: RequestStage {
     let rateLimiter: RateLimiter
     let nonces: any NonceStore
+    var fleet: FleetStore? = nil
 
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
         guard let service = exchange.routed?.rules else { return .proceed }
+        if let fleet { return shared(fleet, exchange, service: service, on: eventLoop) }
+        return local(exchange, service: service)
+    }
+
+    /// The gateway's own buckets and nonce store.
+    private func local(_ exchange: Exchange, service: ServiceRules) -> StageOutcome {
+        if let problem = localLimits(exchange, service: service) { return .answer(problem) }
+        return localNonce(exchange).map(StageOutcome.answer) ?? .proceed
+    }
+
+    private func localLimits(_ exchange: Exchange, service: ServiceRules) -> Problem? {
         switch rateLimiter.admit(
             service: service, tier: exchange.tier, keyID: exchange.record.keyID, clientAddress: exchange.client.addressSubject,
             backend: exchange.backend)
         {
-        case .failure(let problem): return .answer(problem)
-        case .success(let applied): exchange.rateLimit = applied
+        case .failure(let problem): return problem
+        case .success(let applied):
+            exchange.rateLimit = applied
+            return nil
         }
-        // Only now, with the key's own limit passed, does its nonce take room in the shared store.
-        if let nonce = exchange.pendingNonce, let problem = nonce.record(in: nonces, now: RequestAuthenticator.now()) {
-            return .answer(problem)
+    }
+
+    /// Only with the key's own limit passed does its nonce take room in the shared store.
+    private func localNonce(_ exchange: Exchange) -> Problem? {
+        guard let nonce = exchange.pendingNonce else { return nil }
+        return nonce.record(in: nonces, now: RequestAuthenticator.now())
+    }
+
+    private func shared(_ fleet: FleetStore, _ exchange: Exchange, service: ServiceRules, on eventLoop: any EventLoop) -> StageOutcome {
+        let (client, backend) = RateLimiter.draws(
+            service: service, tier: exchange.tier, keyID: exchange.record.keyID, clientAddress: exchange.client.addressSubject,
+            backend: exchange.backend)
+        let draws = [client, backend].compactMap { $0 }
+        let nonce = exchange.pendingNonce
+        guard !draws.isEmpty || nonce != nil else { return .proceed }
+        let future = fleet.decide(draws, nonce: nonce, on: eventLoop).assumeIsolated().map { verdict -> StageOutcome in
+            var tightest: AppliedLimit?
+            switch verdict {
+            case .replayed:
+                return .answer(.signatureReplayed())
+            case .nonceQuotaExceeded(let retryAfter):
+                return .answer(.nonceQuotaExceeded(retryAfter: retryAfter))
+            case .limited(let index, let decisions):
+                for (draw, decision) in zip(draws, decisions) {
+                    if let refusal = RateLimiter.apply(decision, of: draw, service: service.name, tightest: &tightest) {
+                        return .answer(refusal)
+                    }
+                }
+                // A reply that names a limit but not its refusal is not one the script makes.
+                return .answer(.rateLimited(AppliedLimit(limit: draws[index].limit, service: service.name, decision: decisions[index])))
+            case .admitted(let decisions):
+                for (draw, decision) in zip(draws, decisions) {
+                    _ = RateLimiter.apply(decision, of: draw, service: service.name, tightest: &tightest)
+                }
+                exchange.rateLimit = tightest
+                return .proceed
+            }
+        }.flatMapErrorThrowing { _ in
+            fallback(fleet.onFailure, exchange, service: service, limited: !draws.isEmpty)
+        }.nonisolated()
+        return .suspend(future)
+    }
+
+    /// Redis did not answer in time (or its breaker is open): the policy's `onFailure`.
+    private func fallback(_ onFailure: ClusterFailurePolicy, _ exchange: Exchange, service: ServiceRules, limited: Bool) -> StageOutcome {
+        if limited {
+            switch onFailure.limits {
+            case .local:
+                if let problem = localLimits(exchange, service: service) { return .answer(problem) }
+            case .allow:
+                break
+            case .deny:
+                return .answer(.sharedStateUnavailable("rate limits"))
+            }
+        }
+        if exchange.pendingNonce != nil {
+            switch onFailure.nonces {
+            case .deny: return .answer(.sharedStateUnavailable("replay protection"))
+            case .local: if let problem = localNonce(exchange) { return .answer(problem) }
+            }
         }
         return .proceed
     }

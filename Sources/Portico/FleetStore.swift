@@ -1,0 +1,127 @@
+import NIOCore
+import PorticoPolicy
+import PorticoRedis
+
+/// Fleet mode's shared state: rate-limit buckets and nonces in one Redis, decided by
+/// ``FleetScript`` in one round trip per request, with the policy's `onFailure` behaviour when
+/// Redis cannot answer (down, slow, or its breaker open).
+///
+/// Made at start from the policy's `cluster` section and kept for the gateway's life.
+public final class FleetStore: Sendable {
+    let client: RedisClient
+    let onFailure: ClusterFailurePolicy
+    /// Told of replies the script should not have given (an error reply such as `OOM`), which the
+    /// client itself counts as answers.
+    private let observer: (any RedisObserver)?
+
+    /// - Parameters:
+    ///   - group: the event loops that serve requests; each gets its own Redis connection.
+    ///   - clock: monotonic nanoseconds for the breaker and backoff (tests may pass their own).
+    public init(
+        _ cluster: ClusterPolicy, group: any EventLoopGroup, metrics: GatewayMetrics? = nil,
+        clock: @escaping @Sendable () -> Int64 = { Int64(bitPattern: NIODeadline.now().uptimeNanoseconds) }
+    ) {
+        let (seconds, attoseconds) = cluster.timeout.components
+        let configuration = RedisConfiguration(
+            host: cluster.redis.host, port: cluster.redis.port,
+            password: cluster.password.map { String(decoding: $0.bytes, as: UTF8.self) }, database: cluster.database,
+            timeoutNanos: seconds * 1_000_000_000 + attoseconds / 1_000_000_000, scripts: [FleetScript.source])
+        client = RedisClient(group: group, configuration: configuration, observer: metrics?.redis, clock: clock)
+        onFailure = cluster.onFailure
+        observer = metrics?.redis
+    }
+
+    /// What Redis decided for one request.
+    enum Verdict: Equatable {
+        /// Every limit admitted the request (their decisions, in order) and its nonce is recorded.
+        case admitted([RateLimitDecision])
+        /// Limit `index` refused; the decisions up to and including it.
+        case limited(index: Int, [RateLimitDecision])
+        case replayed
+        case nonceQuotaExceeded(retryAfter: Int64)
+    }
+
+    /// Runs the script for `draws` and `nonce` from `eventLoop` (the connection's); completes there.
+    /// - Parameter testTime: a time (seconds, nanoseconds) instead of the server's clock, for tests.
+    func decide(
+        _ draws: [LimitDraw], nonce: PendingNonce?, on eventLoop: any EventLoop, testTime: (Int64, Int64)? = nil
+    ) -> EventLoopFuture<Verdict> {
+        var keys: [String] = []
+        var arguments: [String] = [String(draws.count)]
+        keys.reserveCapacity(draws.count + 2)
+        arguments.reserveCapacity(3 * draws.count + 7)
+        for draw in draws {
+            keys.append(FleetKeys.bucket(draw.key))
+            let limit = draw.limit.gcra
+            arguments.append(String(limit.count))
+            arguments.append(String(limit.periodNanos))
+            arguments.append(String(limit.burst))
+        }
+        if let nonce {
+            keys.append(FleetKeys.nonce(keyID: nonce.keyID, nonce: nonce.nonce))
+            keys.append(FleetKeys.nonceBudget(keyID: nonce.keyID))
+            arguments += ["1", nonce.nonce, String(nonce.expiry), String(nonce.quota)]
+        } else {
+            arguments.append("0")
+        }
+        if let testTime { arguments += [String(testTime.0), String(testTime.1)] }
+        let operands = [String(keys.count)] + keys + arguments
+        let client = client
+        return client.send(.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).flatMap { reply in
+            // The script is loaded on every new connection, but a `SCRIPT FLUSH`, or a failover to
+            // a replica that never loaded it, leaves the connection without it: send it whole, which
+            // also caches it again, so this costs one more round trip once.
+            if case .error(let message) = reply, message.hasPrefix("NOSCRIPT") {
+                return client.send(.command(["EVAL", FleetScript.source] + operands), on: eventLoop)
+            }
+            return eventLoop.makeSucceededFuture(reply)
+        }.flatMapThrowing { [observer] reply in
+            do {
+                return try Self.verdict(reply, limits: draws.count)
+            } catch let error as RedisError {
+                observer?.failed(error)
+                throw error
+            }
+        }
+    }
+
+    /// Reads the script's reply; anything else (an error reply, a reply of the wrong shape) is a
+    /// ``RedisError/protocolViolation(_:)``, which the caller treats as Redis failing.
+    static func verdict(_ reply: RESPValue, limits: Int) throws -> Verdict {
+        guard let values = reply.array, values.count >= 2, let status = values[0].integer, let detail = values[1].integer else {
+            throw RedisError.protocolViolation("unexpected reply to the fleet script: \(reply)")
+        }
+        let numbers = values.dropFirst(2).compactMap(\.integer)
+        guard numbers.count == values.count - 2, numbers.count % 4 == 0, numbers.count / 4 <= limits else {
+            throw RedisError.protocolViolation("unexpected reply to the fleet script: \(reply)")
+        }
+        let decisions = stride(from: numbers.startIndex, to: numbers.endIndex, by: 4).map { index in
+            RateLimitDecision(
+                allowed: numbers[index] == 1, remaining: numbers[index + 1], resetNanos: numbers[index + 2],
+                retryAfterNanos: numbers[index + 3])
+        }
+        switch status {
+        case 0 where decisions.count == limits: return .admitted(decisions)
+        case 1: return .replayed
+        case 2 where detail >= 1 && Int(detail) == decisions.count: return .limited(index: Int(detail) - 1, decisions)
+        case 3: return .nonceQuotaExceeded(retryAfter: detail)
+        default: throw RedisError.protocolViolation("unexpected reply to the fleet script: \(reply)")
+        }
+    }
+
+    public func close() -> EventLoopFuture<Void> { client.close() }
+}
+
+/// Redis key names. Every part is prefixed by its length in bytes, so that no key id, nonce or
+/// name (whatever characters it holds) can make two different buckets share a key.
+enum FleetKeys {
+    static func bucket(_ key: RateLimitKey) -> String {
+        "portico:rl:\(key.scope.rawValue):\(part(key.name))\(part(key.service))\(part(key.subject))"
+    }
+
+    static func nonce(keyID: String, nonce: String) -> String { "portico:n:\(part(keyID))\(part(nonce))" }
+
+    static func nonceBudget(keyID: String) -> String { "portico:nb:\(part(keyID))" }
+
+    private static func part(_ text: String) -> String { "\(text.utf8.count):\(text)" }
+}

@@ -1,0 +1,63 @@
+/// Fleet mode: rate-limit buckets and signature nonces shared by every gateway of a fleet through
+/// one Redis. Without a `cluster` section a gateway keeps them in its own memory, as always.
+///
+/// Backends' `maxConcurrent` stays per gateway either way.
+public struct ClusterPolicy: Sendable, Hashable {
+    public var redis: RedisAddress
+    /// `AUTH` on connect, read from `passwordFile`.
+    public var password: Secret?
+    /// `SELECT` on connect.
+    public var database: Int = 0
+    /// Longest wait for Redis's reply (and for a connection) before `onFailure` applies.
+    public var timeout: Duration = .milliseconds(50)
+    public var onFailure = ClusterFailurePolicy()
+
+    public init(redis: RedisAddress, password: Secret? = nil, database: Int = 0, timeout: Duration = .milliseconds(50)) {
+        self.redis = redis
+        self.password = password
+        self.database = database
+        self.timeout = timeout
+    }
+}
+
+/// `redis://host:port`.
+public struct RedisAddress: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String { "redis://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+}
+
+/// What a gateway does when Redis cannot answer in time (down, slow, or its breaker open).
+public struct ClusterFailurePolicy: Sendable, Hashable {
+    public enum Limits: String, Sendable, CaseIterable {
+        /// Each gateway limits with its own in-process buckets: a fleet of N admits up to N times
+        /// the limit meanwhile. The default.
+        case local
+        /// No rate limit applies meanwhile.
+        case allow
+        /// Requests that a limit applies to are refused (503 with `Retry-After`).
+        case deny
+    }
+
+    public enum Nonces: String, Sendable, CaseIterable {
+        /// Signed requests with a nonce are refused (503 with `Retry-After`): fail closed, the default.
+        case deny
+        /// Each gateway records nonces in its own store: a request could be replayed once at each
+        /// other gateway meanwhile.
+        case local
+    }
+
+    public var limits: Limits = .local
+    public var nonces: Nonces = .deny
+
+    public init(limits: Limits = .local, nonces: Nonces = .deny) {
+        self.limits = limits
+        self.nonces = nonces
+    }
+}

@@ -1,0 +1,46 @@
+import NIOCore
+
+/// Encodes RESP2 values; a command is an array of bulk strings (``RESPValue/command(_:)``).
+public struct RESPValueEncoder: MessageToByteEncoder {
+    public typealias OutboundIn = RESPValue
+
+    public init() {}
+
+    public func encode(data: RESPValue, out: inout ByteBuffer) throws {
+        Self.write(data, to: &out)
+    }
+
+    /// Writes `value` in RESP2. A simple string or error must not contain CR or LF: they are the
+    /// caller's own constants, never user data (which travels as bulk strings).
+    public static func write(_ value: RESPValue, to out: inout ByteBuffer) {
+        switch value {
+        case .simpleString(let text):
+            out.writeInteger(UInt8(ascii: "+"))
+            out.writeString(text)
+            out.writeStaticString("\r\n")
+        case .error(let text):
+            out.writeInteger(UInt8(ascii: "-"))
+            out.writeString(text)
+            out.writeStaticString("\r\n")
+        case .integer(let number):
+            out.writeInteger(UInt8(ascii: ":"))
+            out.writeString(String(number))
+            out.writeStaticString("\r\n")
+        case .bulkString(nil):
+            out.writeStaticString("$-1\r\n")
+        case .bulkString(let bytes?):
+            out.writeInteger(UInt8(ascii: "$"))
+            out.writeString(String(bytes.readableBytes))
+            out.writeStaticString("\r\n")
+            out.writeImmutableBuffer(bytes)
+            out.writeStaticString("\r\n")
+        case .array(nil):
+            out.writeStaticString("*-1\r\n")
+        case .array(let values?):
+            out.writeInteger(UInt8(ascii: "*"))
+            out.writeString(String(values.count))
+            out.writeStaticString("\r\n")
+            for element in values { write(element, to: &out) }
+        }
+    }
+}

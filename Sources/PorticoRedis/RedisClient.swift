@@ -1,0 +1,50 @@
+import NIOCore
+
+/// A Redis client with one pipelined connection per event loop: a request's command goes out on
+/// its own connection's loop and its reply completes there, so the request path takes no lock and
+/// makes no thread hop. Each loop's connection has its own breaker and backoff.
+public final class RedisClient: Sendable {
+    private let connections: [ObjectIdentifier: RedisLoopConnection]
+    public let configuration: RedisConfiguration
+
+    /// - Parameters:
+    ///   - group: the event loops commands will be sent from; connections are made lazily.
+    ///   - clock: monotonic nanoseconds, for the breaker and backoff (tests may pass their own).
+    public init(
+        group: any EventLoopGroup, configuration: RedisConfiguration, observer: (any RedisObserver)? = nil,
+        clock: @escaping @Sendable () -> Int64 = { Int64(bitPattern: NIODeadline.now().uptimeNanoseconds) }
+    ) {
+        self.configuration = configuration
+        var connections: [ObjectIdentifier: RedisLoopConnection] = [:]
+        for loop in group.makeIterator() {
+            connections[ObjectIdentifier(loop)] = RedisLoopConnection(
+                eventLoop: loop, configuration: configuration, observer: observer, clock: clock)
+        }
+        self.connections = connections
+    }
+
+    /// Sends `command` from `eventLoop` (the caller's, which it must be on) and completes there.
+    /// A loop outside the group the client was made with gets ``RedisError/unavailable``.
+    public func send(_ command: RESPValue, on eventLoop: any EventLoop) -> EventLoopFuture<RESPValue> {
+        guard let connection = connections[ObjectIdentifier(eventLoop)] else {
+            return eventLoop.makeFailedFuture(RedisError.unavailable)
+        }
+        return connection.send(command)
+    }
+
+    /// Each loop's breaker state, read on its loop.
+    public func breakerStates() -> EventLoopFuture<[CircuitBreaker.State]> {
+        let futures = connections.values.map { connection in
+            connection.eventLoop.submit { connection.breakerState }
+        }
+        guard let first = futures.first else { fatalError("a Redis client has at least one event loop") }
+        return EventLoopFuture.whenAllSucceed(futures, on: first.eventLoop)
+    }
+
+    /// Closes every connection.
+    public func close() -> EventLoopFuture<Void> {
+        let futures = connections.values.map { connection in connection.eventLoop.submit { connection.close() } }
+        guard let first = futures.first else { fatalError("a Redis client has at least one event loop") }
+        return EventLoopFuture.andAllSucceed(futures, on: first.eventLoop)
+    }
+}

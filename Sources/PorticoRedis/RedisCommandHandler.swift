@@ -1,0 +1,60 @@
+import NIOCore
+
+/// A command on its way to Redis, with the promise its reply completes.
+public struct RedisCommand {
+    public let value: RESPValue
+    public let promise: EventLoopPromise<RESPValue>
+
+    public init(_ value: RESPValue, promise: EventLoopPromise<RESPValue>) {
+        self.value = value
+        self.promise = promise
+    }
+}
+
+/// Matches replies to commands on one pipelined connection: Redis answers in order, so the
+/// promises wait in a queue and each reply completes the oldest. Error replies (`-ERR …`) complete
+/// their promise successfully, as ``RESPValue/error(_:)``: they are answers, and the connection
+/// stays in step.
+///
+/// When the connection closes, or its bytes stop being RESP2, every waiting promise fails
+/// (``RedisError/connectionClosed``, ``RedisError/protocolViolation(_:)``) and the channel closes.
+public final class RedisCommandHandler: ChannelDuplexHandler {
+    public typealias InboundIn = RESPValue
+    public typealias OutboundIn = RedisCommand
+    public typealias OutboundOut = RESPValue
+
+    private var waiting = CircularBuffer<EventLoopPromise<RESPValue>>(initialCapacity: 16)
+
+    public init() {}
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let command = unwrapOutboundIn(data)
+        waiting.append(command.promise)
+        context.write(wrapOutboundOut(command.value), promise: promise)
+    }
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let reply = unwrapInboundIn(data)
+        guard let promise = waiting.popFirst() else {
+            // A reply nobody asked for: the stream is out of step.
+            failAll(.protocolViolation("a reply arrived with no command waiting"))
+            context.close(promise: nil)
+            return
+        }
+        promise.succeed(reply)
+    }
+
+    public func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        failAll(error is RESPDecodingError ? .protocolViolation("\(error)") : .connectionClosed)
+        context.close(promise: nil)
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        failAll(.connectionClosed)
+        context.fireChannelInactive()
+    }
+
+    private func failAll(_ error: RedisError) {
+        while let promise = waiting.popFirst() { promise.fail(error) }
+    }
+}

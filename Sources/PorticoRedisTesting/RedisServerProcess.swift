@@ -1,0 +1,89 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import PorticoRedis
+
+/// A real `redis-server` (Debian's) on a free loopback port, for tests: no persistence, and run
+/// under `timeout` so that it stops by itself even if the test process dies first.
+///
+/// `stop()` and `start()` may be called again to kill Redis and bring it back on the same port.
+public final class RedisServerProcess: @unchecked Sendable {
+    public let port: Int
+    private var process: Process?
+    /// Longest life of one server, whatever happens to the test.
+    private static let lifetimeSeconds = 300
+
+    /// Starts a server and waits until it answers `PING`.
+    public init() throws {
+        port = try Self.freePort()
+        try start()
+    }
+
+    deinit { stop() }
+
+    public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server") }
+
+    public func start() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+        process.arguments = [
+            String(Self.lifetimeSeconds), "/usr/bin/redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--enable-debug-command", "local",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        try waitUntilReady()
+    }
+
+    /// Kills the server (SIGKILL: no goodbye to its clients) and waits for it to be gone.
+    public func stop() {
+        guard let process else { return }
+        self.process = nil
+        // `timeout` passes the signal on to redis-server with --kill-after semantics not needed:
+        // SIGKILL to both, child first.
+        let pid = process.processIdentifier
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/usr/bin/pkill")
+        child.arguments = ["-KILL", "-P", String(pid)]
+        try? child.run()
+        child.waitUntilExit()
+        kill(pid, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Connects and sends `PING` until `+PONG`, for at most ten seconds.
+    private func waitUntilReady() throws {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if (try? command(["PING"])) == .simpleString("PONG") { return }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        throw RedisServerError.notReady(port: port)
+    }
+
+    /// Runs one command on a fresh connection (for set-up and inspection, not speed).
+    public func command(_ parts: [String]) throws -> RESPValue {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let client = RedisClient(
+            group: group, configuration: RedisConfiguration(host: "127.0.0.1", port: port, timeoutNanos: 2_000_000_000))
+        let loop = group.next()
+        defer { try? client.close().wait() }
+        return try loop.flatSubmit { client.send(.command(parts), on: loop) }.wait()
+    }
+
+    private static func freePort() throws -> Int {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let channel = try ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
+        let port = channel.localAddress?.port ?? 0
+        try channel.close().wait()
+        return port
+    }
+}
+
+public enum RedisServerError: Error {
+    case notReady(port: Int)
+}
