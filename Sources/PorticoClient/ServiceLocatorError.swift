@@ -44,6 +44,11 @@ public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConver
         ServiceLocatorError(.unknownEndpoint, "the service locator lists no \(service) version \(version)")
     }
 
+    static func noActiveEndpoint(service: String) -> ServiceLocatorError {
+        ServiceLocatorError(
+            .unknownEndpoint, "the service locator lists no \(service), or no URL at which the gateway chooses its version; name a version")
+    }
+
     public var description: String { detail.isEmpty ? "\(reason)" : detail }
 
     /// Same reason, whatever the detail, so that `error == .unknownEndpoint` reads naturally.
