@@ -12,9 +12,17 @@ extension PorticoAPI {
         let url = try request.url(base: base)
         let fields = try await credentialFields(for: request)
         guard request.method == "GET" else {
-            return try await exchange(request, url: url, credentials: fields, ifNoneMatch: nil)
+            let answer = try await exchange(request, url: url, credentials: fields, ifNoneMatch: nil)
+            if request.method != "HEAD", (200..<400).contains(answer.status) {
+                cache.withLock { $0.invalidate(url: url.absoluteString) }
+            }
+            return answer
         }
-        let key = ResponseCache.Key(url: url.absoluteString, credentials: fields)
+        var keyFields: [String: String] = [:]
+        for (name, value) in request.headers.merging(fields, uniquingKeysWith: { _, credential in credential }) {
+            keyFields[name.lowercased()] = value
+        }
+        let key = ResponseCache.Key(url: url.absoluteString, fields: keyFields)
         if let fresh = cache.withLock({ $0.fresh(key, now: clock()) }) { return fresh }
         let result = await inFlight.value(for: key) { [self] in
             do throws(PorticoAPIError) {

@@ -8,14 +8,17 @@ import Foundation
 ///   An answer that is neither fresh nor has an `ETag` is not worth keeping.
 /// - A stale entry with an `ETag` is revalidated with `If-None-Match`; a 304 refreshes its
 ///   freshness and fields, and the stored body answers.
-/// - The key holds the URL and the per-request credentials, so one user's answer never serves
-///   another; the app's identity is fixed per façade.
+/// - The key holds the URL and the request's own fields with the per-request credentials, so one
+///   user's answer never serves another; the app's identity is fixed per façade.
+/// - A successful unsafe request (`POST`, `PUT`, `DELETE`…) to a URL drops what is stored for it
+///   (RFC 9111 §4.4): the next GET asks the gateway.
 ///
 /// It is a value type, used under the façade's lock; nothing here waits.
 struct ResponseCache {
     struct Key: Hashable, Sendable {
         var url: String
-        var credentials: [String: String]
+        /// The request's fields and its credentials' fields, names lowercased.
+        var fields: [String: String]
     }
 
     private struct Entry {
@@ -80,6 +83,11 @@ struct ResponseCache {
         entry.lastUse = uses
         entries[key] = entry
         return entry.response
+    }
+
+    /// Drops every entry for `url`, whoever asked.
+    mutating func invalidate(url: String) {
+        for key in entries.keys where key.url == url { remove(key) }
     }
 
     private mutating func remove(_ key: Key) {

@@ -13,7 +13,7 @@ struct ResponseCacheTests {
     }
 
     static func key(_ url: String, token: String? = nil) -> ResponseCache.Key {
-        ResponseCache.Key(url: url, credentials: token.map { ["authorization": $0] } ?? [:])
+        ResponseCache.Key(url: url, fields: token.map { ["authorization": $0] } ?? [:])
     }
 
     @Test("max-age less Age makes an answer fresh; no-cache and an ETag keep it for revalidation only; no-store keeps nothing")
@@ -48,7 +48,8 @@ struct ResponseCacheTests {
         #expect(cache.revalidated(Self.key("gone"), notModified: notModified, now: Self.now) == nil)
     }
 
-    @Test("the least recently used entry goes first, by count and by bytes; credentials are part of the key")
+    @Test(
+        "the least recently used entry goes first, by count and by bytes; credentials are part of the key; an unsafe request drops the URL")
     func bounds() {
         var cache = ResponseCache(entryLimit: 2, byteLimit: 200)
         let fresh = ["cache-control": "max-age=60"]
@@ -68,6 +69,9 @@ struct ResponseCacheTests {
         cache.store(Self.key("u", token: "one"), Self.answer(fresh, body: "1"), now: Self.now)
         #expect(cache.fresh(Self.key("u", token: "two"), now: Self.now) == nil)
         #expect(cache.fresh(Self.key("u", token: "one"), now: Self.now)?.body == Data("1".utf8))
+        // A POST, PUT or DELETE to the URL drops it for everyone.
+        cache.invalidate(url: "u")
+        #expect(cache.fresh(Self.key("u", token: "one"), now: Self.now) == nil)
     }
 
     @Test("Retry-After as seconds or as an HTTP-date, taken against the answer's own Date; problem bodies only with their media type")

@@ -237,4 +237,18 @@ struct PorticoAPITests {
             await #expect(throws: PorticoAPIError.locator) { try await good.get("weather", path: "/x", as: Quote.self) }
         }
     }
+
+    @Test("no answer at all is a transport failure, kept apart from the gateway's answers")
+    func transportFailure() async throws {
+        try await FacadeFixture.run { gateway, locator, backends in
+            // The locator now publishes every endpoint on a port where nothing listens.
+            let moved = FacadeFixture.policy(quotesPort: backends[0].port, echoPort: backends[1].port, gatewayPort: 1)
+            gateway.gateway.store.replace(with: try TestGateway.snapshot(policy: moved))
+            let api = FacadeFixture.api(locator)
+            let error = await #expect(throws: PorticoAPIError.transport) { try await api.get("stockQuote", path: "/AAPL", as: Quote.self) }
+            #expect(error?.status == nil && error?.problem == nil)
+            #expect(error?.underlying is URLError)
+            #expect(backends[0].requestsReceived == 0)
+        }
+    }
 }
