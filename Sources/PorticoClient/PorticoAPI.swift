@@ -10,9 +10,9 @@ import FoundationNetworking
 /// business parameters only:
 ///
 /// ```swift
-/// let api = try PorticoAPI(
+/// let api = PorticoAPI(
 ///     locator: URL(string: "https://api.example.com/serviceLocator.json")!,
-///     pinnedKey: PinnedLocatorKey(base64URL: "2D_KS1BTr4P3UC19HDzx_5UyhmQpDLqm5OO2lvWS6DQ"),
+///     pinnedKey: try PinnedLocatorKey(base64URL: "2D_KS1BTr4P3UC19HDzx_5UyhmQpDLqm5OO2lvWS6DQ"),
 ///     keyID: "ios-app", secret: SecretSource { try Keychain.string(for: "portico-secret") },
 ///     identity: ClientIdentity(appVersion: "2.4.1", platform: "iphone"))
 /// let quote = try await api.get("stockQuote", path: "/AAPL", as: Quote.self)
