@@ -51,12 +51,22 @@ extension PorticoAPI {
         return answer
     }
 
+    /// The service's URL. A locator refused only because its genuine signature was made ahead of
+    /// the device clock teaches the clock offset (that signed moment is the gateway's time), and
+    /// the lookup is tried once more.
     private func endpoint(of request: APIRequest) async throws(PorticoAPIError) -> URL {
-        do {
-            if let version = request.version { return try await locator.url(for: request.service, version: version) }
-            return try await locator.activeURL(for: request.service)
-        } catch {
-            throw .locator(error)
+        var resynced = false
+        while true {
+            do {
+                if let version = request.version { return try await locator.url(for: request.service, version: version) }
+                return try await locator.activeURL(for: request.service)
+            } catch let error as ServiceLocatorError where !resynced && error.signedTime != nil {
+                resynced = true
+                let signed = error.signedTime!
+                clockOffset.withLock { $0 = signed.timeIntervalSince(clock()) }
+            } catch {
+                throw .locator(error)
+            }
         }
     }
 

@@ -94,7 +94,9 @@ struct PorticoAPITests {
         }
     }
 
-    @Test("a device clock 10 minutes fast recovers with one retry, from the gateway's Date; a POST is re-synced but not sent again")
+    @Test(
+        "a device clock 10 minutes fast recovers with one retry, from the gateway's Date; 10 minutes slow, from the locator's signed time; a POST is re-synced but not sent again"
+    )
     func clockSkew() async throws {
         let recorder = RecordingLogHandler()
         try await FacadeFixture.run(logger: Logger(label: "portico.test") { _ in recorder }) { _, locator, backends in
@@ -108,6 +110,15 @@ struct PorticoAPITests {
             #expect(
                 await eventually { Self.statuses(recorder, path: "/api/stockquote/AMZN") == ["401", "200"] },
                 "\(recorder.records.filter { $0.message == "access" }.map(\.metadata))")
+
+            // Ten minutes slow: the locator's signature looks made in the future. Once verified, its
+            // signed `created` is the gateway's time: the offset comes from it, and the call goes
+            // through without a refusal.
+            let slow = FacadeFixture.api(locator, clock: { Date().addingTimeInterval(-600) })
+            #expect(try await slow.get("stockQuote", path: "/GOOG", as: Quote.self).symbol == "GOOG")
+            #expect(slow.gatewayClockOffset > 500 && slow.gatewayClockOffset < 700, "\(slow.gatewayClockOffset)")
+            #expect(await eventually { Self.statuses(recorder, path: "/api/stockquote/GOOG") == ["200"] })
+            #expect(backends[0].requestsReceived == 2)
 
             // A POST with a wrong clock: refused, not sent again, and the offset is learnt for next time.
             let post = FacadeFixture.api(locator, clock: { Date().addingTimeInterval(600) })
