@@ -17,7 +17,7 @@ enum FacadeFixture {
         .trimmingCharacters(in: .whitespacesAndNewlines)
     static let pinned = LocatorSignatureTests.pinned
 
-    static func policy(quotesPort: Int, echoPort: Int, gatewayPort: Int?) -> String {
+    static func policy(quotesPort: Int, echoPort: Int, gatewayPort: Int?, quotesMaxConcurrent: Int = 64) -> String {
         let services = try! String(contentsOf: root.appendingPathComponent("services.yaml"), encoding: .utf8)
             .replacingOccurrences(of: "path: /echo", with: "path: /echo\n    auth: signature")
         let keys = try! String(contentsOf: root.appendingPathComponent("keys.yaml"), encoding: .utf8)
@@ -25,7 +25,7 @@ enum FacadeFixture {
         let base = gatewayPort.map { "http://127.0.0.1:\($0)" } ?? "http://127.0.0.1:1"
         return """
             backends:
-              quotes: { url: "http://127.0.0.1:\(quotesPort)" }
+              quotes: { url: "http://127.0.0.1:\(quotesPort)", maxConcurrent: \(quotesMaxConcurrent) }
               echo: { url: "http://127.0.0.1:\(echoPort)" }
             signatures: { maxClockSkew: 300s, requireNonce: true }
             locator:
@@ -52,7 +52,8 @@ enum FacadeFixture {
     /// Runs `body` with the demo policy's gateway, a quotes backend (`quotes`, defaults to the demo
     /// one) and the demo echo backend.
     static func run(
-        quotes: @escaping BackendServer.Handler = DemoBackends.quotes, quotesPort: Int? = nil, rateLimiter: RateLimiter = RateLimiter(),
+        quotes: @escaping BackendServer.Handler = DemoBackends.quotes, quotesPort: Int? = nil, quotesMaxConcurrent: Int = 64,
+        rateLimiter: RateLimiter = RateLimiter(),
         logger: Logger? = nil, _ body: (TestGateway, URL, [BackendServer]) async throws -> Void
     ) async throws {
         let backends = [try await BackendServer.start(handler: quotes), try await BackendServer.start(handler: DemoBackends.echo)]
@@ -60,14 +61,16 @@ enum FacadeFixture {
         let gateway: TestGateway
         do {
             gateway = try await TestGateway.start(
-                policy: policy(quotesPort: ports.quotes, echoPort: ports.echo, gatewayPort: nil), logger: logger, rateLimiter: rateLimiter)
+                policy: policy(quotesPort: ports.quotes, echoPort: ports.echo, gatewayPort: nil, quotesMaxConcurrent: quotesMaxConcurrent),
+                logger: logger, rateLimiter: rateLimiter)
         } catch {
             for backend in backends { try? await backend.shutdown() }
             throw error
         }
         do {
             // The locator must name the port the gateway got: a reload, as an operator's would.
-            let located = policy(quotesPort: ports.quotes, echoPort: ports.echo, gatewayPort: gateway.port)
+            let located = policy(
+                quotesPort: ports.quotes, echoPort: ports.echo, gatewayPort: gateway.port, quotesMaxConcurrent: quotesMaxConcurrent)
             gateway.gateway.store.replace(with: try TestGateway.snapshot(policy: located, accessLog: logger != nil))
             try await body(gateway, URL(string: "http://127.0.0.1:\(gateway.port)/serviceLocator.json")!, backends)
         } catch {

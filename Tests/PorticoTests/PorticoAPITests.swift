@@ -186,6 +186,30 @@ struct PorticoAPITests {
         }
     }
 
+    @Test("503 from a backend at its concurrency cap is retried once for a GET, after Retry-After")
+    func busyBackendRetry() async throws {
+        let held = try await HeldBackend.start(body: #"{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84}"#)
+        defer { Task { try? await held.shutdown() } }
+        try await FacadeFixture.run(quotesPort: held.port, quotesMaxConcurrent: 1) { _, locator, _ in
+            let first = Mutex<Task<Quote, any Error>?>(nil)
+            let waits = Mutex<[Duration]>([])
+            // Waiting lets the held request finish, which frees the backend's one slot.
+            let api = FacadeFixture.api(
+                locator,
+                sleep: { delay in
+                    waits.withLock { $0.append(delay) }
+                    held.release()
+                    _ = try? await first.withLock { $0 }?.value
+                })
+            first.withLock { $0 = Task { try await api.get("stockQuote", path: "/AAPL", as: Quote.self) } }
+            #expect(await eventually { held.requestsReceived == 1 })
+            let second = try await api.get("stockQuote", path: "/MSFT", as: Quote.self)
+            #expect(second.currentPrice == 189.84)
+            #expect(waits.withLock { $0 } == [.seconds(1)])
+            #expect(held.requestsReceived == 2)
+        }
+    }
+
     @Test("20 identical concurrent GETs reach the backend once; a cancelled caller does not cancel the others")
     func deduplication() async throws {
         let held = try await HeldBackend.start(body: #"{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84}"#)
