@@ -286,4 +286,33 @@ struct PorticoAPITests {
             #expect(backends[0].requestsReceived == 0)
         }
     }
+
+    struct Failing: Error, CustomStringConvertible {
+        var description: String { "token-abc-123 expired" }
+    }
+
+    struct FailingCredentials: RequestCredentials {
+        func fields(for request: APIRequest) async throws -> [String: String] { throw Failing() }
+    }
+
+    @Test("a failing credentials provider or secret source is a credentials error that does not repeat their words; nothing is sent")
+    func credentialsFailures() async throws {
+        try await FacadeFixture.run { _, locator, backends in
+            let api = FacadeFixture.api(locator, credentials: FailingCredentials())
+            let error = await #expect(throws: PorticoAPIError.credentials) {
+                try await api.get("stockQuote", path: "/AAPL", as: Quote.self)
+            }
+            #expect(error?.underlying is Failing)
+            #expect(error.map { !"\($0)".contains("token-abc-123") } == true)
+
+            let noSecret = PorticoAPI(
+                locator: locator, pinnedKey: FacadeFixture.pinned, keyID: "demo-app", secret: SecretSource { throw Failing() },
+                identity: ClientIdentity(appVersion: "2.4.1"))
+            let secretError = await #expect(throws: PorticoAPIError.credentials) {
+                try await noSecret.post("echo", path: "/x", body: ["a": 1], as: Echoed.self)
+            }
+            #expect(secretError.map { !"\($0)".contains("token-abc-123") } == true)
+            #expect(backends[0].requestsReceived == 0 && backends[1].requestsReceived == 0)
+        }
+    }
 }
