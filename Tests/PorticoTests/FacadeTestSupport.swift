@@ -7,10 +7,15 @@ import PorticoClient
 import PorticoDemoBackends
 import Synchronization
 
-/// The shipped demo policy (`policies/`), made to run on ephemeral ports: its services, keys and
-/// tiers as they are, the demo backends on their test ports, a locator whose base URL is the test
-/// gateway's and whose signing key is the tests' own. `echo` requires a signature here, so that a
-/// signed POST is verified.
+/// The demo policy, made to run on ephemeral ports: the shipped keys and tiers (`policies/keys.yaml`)
+/// as they are, the demo's `stockQuote` (two proxied versions with their buckets and minimum app
+/// version) and `echo` services, the demo backends on their test ports, a locator whose base URL is
+/// the test gateway's and whose signing key is the tests' own.
+///
+/// The services are written here rather than read from `policies/services.yaml`, so that the
+/// façade's tests do not change when the shipped demo's handlers do (its stockQuote may become a
+/// facade over other feeds): what they need is the versioning, signature and rate-limit behaviour.
+/// `echo` requires a signature here, so that a signed POST is verified.
 enum FacadeFixture {
     static let root = DemoQuotesTests.repositoryRoot.appendingPathComponent("policies")
     static let demoSecret = try! String(contentsOf: root.appendingPathComponent("secrets/demo-app.secret"), encoding: .utf8)
@@ -18,8 +23,6 @@ enum FacadeFixture {
     static let pinned = LocatorSignatureTests.pinned
 
     static func policy(quotesPort: Int, echoPort: Int, gatewayPort: Int?, quotesMaxConcurrent: Int = 64) -> String {
-        let services = try! String(contentsOf: root.appendingPathComponent("services.yaml"), encoding: .utf8)
-            .replacingOccurrences(of: "path: /echo", with: "path: /echo\n    auth: signature")
         let keys = try! String(contentsOf: root.appendingPathComponent("keys.yaml"), encoding: .utf8)
             .replacingOccurrences(of: "secretFile: secrets/demo-app.secret", with: "secret: \"\(demoSecret)\"")
         let base = gatewayPort.map { "http://127.0.0.1:\($0)" } ?? "http://127.0.0.1:1"
@@ -34,7 +37,23 @@ enum FacadeFixture {
               environments:
                 production: { publicBaseURL: "\(base)", listeners: [test] }
               signingKey: "\(LocatorKeys.signing.file)"
-            \(services)
+            services:
+              stockQuote:
+                path: /api/{version}/stockquote
+                auth: signature
+                versions:
+                  1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+                  2: { proxy: { backend: quotes, rewrite: /v2/quotes } }
+                compatibility:
+                  - { clients: "<2.0.0", version: 1 }
+                  - { clients: ">=2.0.0", version: 2 }
+                default: latest
+                minimumClientVersion: 1.0.0
+              echo:
+                path: /echo
+                auth: signature
+                versions:
+                  1: { proxy: { backend: echo, rewrite: / } }
             \(keys)
             """
     }
