@@ -66,13 +66,6 @@ enum LocatorSignatureVerifier {
         guard let created = input.created, let expires = input.expires else {
             throw .invalidSignature("the signature has no created or expires parameter")
         }
-        let seconds = now.timeIntervalSince1970
-        guard TimeInterval(expires) + pinned.allowedClockSkew >= seconds else {
-            throw .invalidSignature("the signature expired at \(expires) (now \(Int64(seconds)))")
-        }
-        guard TimeInterval(created) - pinned.allowedClockSkew <= seconds else {
-            throw .invalidSignature("the signature was created in the future (\(created), now \(Int64(seconds)))")
-        }
         if let wanted = pinned.keyID, input.keyID != wanted {
             throw .invalidSignature("the signature's keyid is \(input.keyID ?? "missing"), not the pinned \(wanted)")
         }
@@ -97,6 +90,15 @@ enum LocatorSignatureVerifier {
         }
         guard pinned.key.isValidSignature(signature.value, for: Data(base.utf8)) else {
             throw .invalidSignature("the signature does not verify with the pinned key")
+        }
+        // Times are judged once the signature is known to be the gateway's: then a `created` ahead
+        // of this device is the gateway's own time, which a client whose clock is behind may trust.
+        let seconds = now.timeIntervalSince1970
+        guard TimeInterval(expires) + pinned.allowedClockSkew >= seconds else {
+            throw .invalidSignature("the signature expired at \(expires) (now \(Int64(seconds)))")
+        }
+        guard TimeInterval(created) - pinned.allowedClockSkew <= seconds else {
+            throw .createdInTheFuture(created: created, now: Int64(seconds))
         }
         return Date(timeIntervalSince1970: TimeInterval(expires) + pinned.allowedClockSkew)
     }

@@ -84,6 +84,28 @@ public actor ServiceLocatorClient {
 
     /// The whole entry of `service` at `version`, metadata included; see ``url(for:version:)``.
     public func endpoint(service: String, version: String) async throws -> ServiceLocatorDocument.Endpoint {
+        try await lookup {
+            $0.endpoint(service: service, version: version)
+        } missing: {
+            .unknownEndpoint(service: service, version: version)
+        }
+    }
+
+    /// The URL at which the gateway picks the version of `service` from the app's version: see
+    /// ``ServiceLocatorDocument/activeURL(service:)``. Cached and refreshed as ``url(for:version:)``.
+    public func activeURL(for service: String) async throws -> URL {
+        try await lookup {
+            $0.activeURL(service: service)
+        } missing: {
+            .noActiveEndpoint(service: service)
+        }
+    }
+
+    /// Finds something in the document: the cached one while fresh, refreshed when stale (the stale
+    /// one answers if that fails), and refreshed once more when it is not there.
+    private func lookup<Found>(
+        _ find: (ServiceLocatorDocument) -> Found?, missing: () -> ServiceLocatorError
+    ) async throws -> Found {
         var refreshed = false
         if cached == nil || (clock() >= cached!.freshUntil && !recently(lastFailure)) {
             do {
@@ -93,12 +115,12 @@ public actor ServiceLocatorClient {
                 if cached == nil { throw error }
             }
         }
-        if let found = cached?.document.endpoint(service: service, version: version) { return found }
+        if let document = cached?.document, let found = find(document) { return found }
         if !refreshed, !recently(lastAttempt) {
             _ = try? await refresh()
-            if let found = cached?.document.endpoint(service: service, version: version) { return found }
+            if let document = cached?.document, let found = find(document) { return found }
         }
-        throw ServiceLocatorError.unknownEndpoint(service: service, version: version)
+        throw missing()
     }
 
     /// Fetches the document now (conditionally, when one is cached), whatever its freshness.

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Why the service locator could not answer.
 public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConvertible {
     private enum Reason: Sendable, Hashable {
@@ -7,10 +9,14 @@ public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConver
     private let reason: Reason
     /// Words for a log line: what failed and, where known, why.
     public let detail: String
+    /// For a document whose valid signature was created ahead of the device clock: that moment,
+    /// the gateway's own time, which a client whose clock is behind can correct it by.
+    public let signedTime: Date?
 
-    private init(_ reason: Reason, _ detail: String) {
+    private init(_ reason: Reason, _ detail: String, signedTime: Date? = nil) {
         self.reason = reason
         self.detail = detail
+        self.signedTime = signedTime
     }
 
     /// The document could not be fetched (no connection, a timeout, TLS failure).
@@ -40,8 +46,19 @@ public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConver
         ServiceLocatorError(.invalidSignature, "the service locator document was refused: \(reason)")
     }
 
+    static func createdInTheFuture(created: Int64, now: Int64) -> ServiceLocatorError {
+        ServiceLocatorError(
+            .invalidSignature, "the service locator document was refused: the signature was created in the future (\(created), now \(now))",
+            signedTime: Date(timeIntervalSince1970: TimeInterval(created)))
+    }
+
     static func unknownEndpoint(service: String, version: String) -> ServiceLocatorError {
         ServiceLocatorError(.unknownEndpoint, "the service locator lists no \(service) version \(version)")
+    }
+
+    static func noActiveEndpoint(service: String) -> ServiceLocatorError {
+        ServiceLocatorError(
+            .unknownEndpoint, "the service locator lists no \(service), or no URL at which the gateway chooses its version; name a version")
     }
 
     public var description: String { detail.isEmpty ? "\(reason)" : detail }

@@ -1,0 +1,175 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How a call becomes an answer: resolve, credentials, cache and sharing for GETs, then the signed
+/// exchange with its one safe retry.
+extension PorticoAPI {
+    func response(to request: APIRequest) async throws(PorticoAPIError) -> APIResponseData {
+        let base = try await endpoint(of: request)
+        let url = try request.url(base: base)
+        let fields = try await credentialFields(for: request)
+        guard request.method == "GET" else {
+            let answer = try await exchange(request, url: url, credentials: fields, ifNoneMatch: nil)
+            if request.method != "HEAD", (200..<400).contains(answer.status) {
+                cache.withLock { $0.invalidate(url: url.absoluteString) }
+            }
+            return answer
+        }
+        var keyFields: [String: String] = [:]
+        for (name, value) in request.headers.merging(fields, uniquingKeysWith: { _, credential in credential }) {
+            keyFields[name.lowercased()] = value
+        }
+        let key = ResponseCache.Key(url: url.absoluteString, fields: keyFields)
+        if let fresh = cache.withLock({ $0.fresh(key, now: clock()) }) { return fresh }
+        let result = await inFlight.value(for: key) { [self] in
+            do throws(PorticoAPIError) {
+                return .success(try await revalidatingGet(request, url: url, credentials: fields, key: key))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// A GET that revalidates a stored answer when there is one, and stores what may be stored.
+    private func revalidatingGet(
+        _ request: APIRequest, url: URL, credentials: [String: String], key: ResponseCache.Key
+    ) async throws(PorticoAPIError) -> APIResponseData {
+        let etag = cache.withLock { $0.validator(key) }
+        let answer = try await exchange(request, url: url, credentials: credentials, ifNoneMatch: etag)
+        if answer.status == 304, etag != nil {
+            if let stored = cache.withLock({ $0.revalidated(key, notModified: answer, now: clock()) }) { return stored }
+            // Evicted while the request was out: ask again, unconditionally.
+            let full = try await exchange(request, url: url, credentials: credentials, ifNoneMatch: nil)
+            cache.withLock { $0.store(key, full, now: clock()) }
+            return full
+        }
+        cache.withLock { $0.store(key, answer, now: clock()) }
+        return answer
+    }
+
+    /// The service's URL. A locator refused only because its genuine signature was made ahead of
+    /// the device clock teaches the clock offset (that signed moment is the gateway's time), and
+    /// the lookup is tried once more.
+    private func endpoint(of request: APIRequest) async throws(PorticoAPIError) -> URL {
+        var resynced = false
+        while true {
+            do {
+                if let version = request.version { return try await locator.url(for: request.service, version: version) }
+                return try await locator.activeURL(for: request.service)
+            } catch let error as ServiceLocatorError where !resynced && error.signedTime != nil {
+                resynced = true
+                let signed = error.signedTime!
+                clockOffset.withLock { $0 = signed.timeIntervalSince(clock()) }
+            } catch {
+                throw .locator(error)
+            }
+        }
+    }
+
+    private func credentialFields(for request: APIRequest) async throws(PorticoAPIError) -> [String: String] {
+        guard let credentials else { return [:] }
+        do {
+            return try await credentials.fields(for: request)
+        } catch {
+            throw .credentials(error, what: "the request credentials")
+        }
+    }
+
+    /// Signs and sends, with the retries that are safe: once after a clock-skew refusal (the
+    /// clock offset corrected), once after a short `Retry-After`, each for idempotent requests only.
+    func exchange(
+        _ request: APIRequest, url: URL, credentials: [String: String], ifNoneMatch: String?
+    ) async throws(PorticoAPIError) -> APIResponseData {
+        var resynced = false
+        var waited = false
+        while true {
+            let answer = try await sendSigned(request, url: url, credentials: credentials, ifNoneMatch: ifNoneMatch)
+            if answer.status == 401, !resynced, answer.problem?.porticoType == "clock-skew", let serverTime = Self.serverTime(of: answer) {
+                resynced = true
+                // The offset also serves later calls, a POST's included.
+                clockOffset.withLock { $0 = serverTime.timeIntervalSince(clock()) }
+                if request.isIdempotent { continue }
+            }
+            if answer.status == 429 || answer.status == 503, request.isIdempotent, !waited,
+                let delay = answer.retryAfter(now: clock()), delay <= configuration.maximumRetryDelay
+            {
+                waited = true
+                do {
+                    try await self.sleep(delay)
+                } catch {
+                    throw .cancelled
+                }
+                continue
+            }
+            return answer
+        }
+    }
+
+    /// The gateway's time: its `Date`, or the problem's `serverTime` (seconds since 1970).
+    private static func serverTime(of answer: APIResponseData) -> Date? {
+        if let date = answer.date { return date }
+        return answer.problem?.extensions["serverTime"].flatMap(TimeInterval.init).map(Date.init(timeIntervalSince1970:))
+    }
+
+    private func sendSigned(
+        _ request: APIRequest, url: URL, credentials: [String: String], ifNoneMatch: String?
+    ) async throws(PorticoAPIError) -> APIResponseData {
+        if Task.isCancelled { throw .cancelled }
+        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: configuration.timeout)
+        urlRequest.httpMethod = request.method
+        urlRequest.setValue("application/json", forHTTPHeaderField: "Accept")
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        if let body = request.body {
+            urlRequest.httpBody = body
+            if urlRequest.value(forHTTPHeaderField: "Content-Type") == nil {
+                urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            }
+        }
+        for (name, value) in credentials { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        if let ifNoneMatch { urlRequest.setValue(ifNoneMatch, forHTTPHeaderField: "If-None-Match") }
+
+        var signer = try await loadSigner()
+        signer.coveredFields = ["content-type"] + credentials.keys.sorted().map { $0.lowercased() } + configuration.coveredFields
+        do {
+            try urlRequest.sign(with: signer)
+        } catch {
+            throw .signing(error)
+        }
+
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await session.data(for: urlRequest)
+        } catch {
+            if Task.isCancelled || (error as? URLError)?.code == .cancelled { throw .cancelled }
+            throw .transport(error)
+        }
+        guard let http = response as? HTTPURLResponse else { throw .transport(URLError(.badServerResponse)) }
+        var headers: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
+        }
+        return APIResponseData(status: http.statusCode, headers: headers, body: data)
+    }
+
+    /// The signer, made once from the secret; its clock is the device's plus the learnt offset.
+    private func loadSigner() async throws(PorticoAPIError) -> RequestSigner {
+        if let signer = signer.withLock({ $0 }) { return signer }
+        let text: String
+        do {
+            text = try await secret.load()
+        } catch {
+            throw .credentials(error, what: "the secret source")
+        }
+        let clock = self.clock
+        let offset = clockOffset
+        let made = RequestSigner(
+            keyID: keyID, secret: text, identity: identity, clock: { clock().addingTimeInterval(offset.withLock { $0 }) })
+        signer.withLock { $0 = made }
+        return made
+    }
+}
