@@ -82,15 +82,23 @@ final class CompiledFacade: Sendable {
     }
 
     /// A source's request path and query with its placeholders filled, each value
-    /// percent-encoded as an RFC 3986 unreserved-only component; the name of the first
-    /// placeholder the request has no value for instead.
-    static func requestTarget(_ template: String, parameters: [String: String]) -> Result<String, MissingParameter> {
+    /// percent-encoded as an RFC 3986 unreserved-only component; the first placeholder the
+    /// request has no value for, or no usable one, instead.
+    ///
+    /// In the path part, a value of `.` or `..` would survive the encoding (both are unreserved)
+    /// and let the backend's path resolution climb to a route the policy never published; an
+    /// empty value would make `//`. Both are refused. In the query part any value is data.
+    static func requestTarget(_ template: String, parameters: [String: String]) -> Result<String, ParameterProblem> {
         var target = ""
         var rest = template[...]
+        let queryStart = template.firstIndex(of: "?") ?? template.endIndex
         while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
             target += rest[..<open]
             let name = String(rest[rest.index(after: open)..<close])
-            guard let value = parameters[name] else { return .failure(MissingParameter(name: name)) }
+            guard let value = parameters[name] else { return .failure(ParameterProblem(name: name, isMissing: true)) }
+            if open < queryStart, value.isEmpty || value == "." || value == ".." {
+                return .failure(ParameterProblem(name: name, isMissing: false))
+            }
             target += value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
             rest = rest[rest.index(after: close)...]
         }
@@ -98,8 +106,10 @@ final class CompiledFacade: Sendable {
         return .success(target)
     }
 
-    struct MissingParameter: Error {
+    /// A placeholder without a value (`isMissing`), or with one that cannot stand as a path segment.
+    struct ParameterProblem: Error {
         let name: String
+        let isMissing: Bool
     }
 
     private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")

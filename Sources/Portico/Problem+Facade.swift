@@ -36,6 +36,14 @@ extension Problem {
             extensions: [("parameter", name)])
     }
 
+    /// A parameter's value would be a path segment of a source's request, and cannot be one:
+    /// empty, `.` or `..` (which the backend would resolve to another route).
+    static func facadeParameterUnusable(_ name: String) -> Problem {
+        Problem(
+            type: typePrefix + "parameter-invalid", title: "Parameter invalid", status: .badRequest,
+            detail: "The parameter \"\(name)\" cannot be empty, \".\" or \"..\".", extensions: [("parameter", name)])
+    }
+
     /// A `code` version names a handler that was not registered when the gateway started.
     static func codeHandlerMissing(_ name: String) -> Problem {
         Problem(

@@ -22,7 +22,7 @@ extension Conversion {
                 guard n == n.rounded(), abs(n) < 1e15 else { throw fail() }
                 return .integer(Int64(n))
             case .string(let text):
-                guard let n = Int64(text.trimmingCharacters(in: .whitespaces)) else { throw fail() }
+                guard let n = Int64(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw fail() }
                 return .integer(n)
             default: throw fail()
             }
@@ -39,7 +39,7 @@ extension Conversion {
             case .boolean: return value
             case .integer(let n) where n == 0 || n == 1: return .boolean(n == 1)
             case .string(let text):
-                switch text.trimmingCharacters(in: .whitespaces).lowercased() {
+                switch text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() {
                 case "true", "1", "yes": return .boolean(true)
                 case "false", "0", "no": return .boolean(false)
                 default: throw fail()
@@ -58,7 +58,7 @@ extension Conversion {
             switch value {
             case .number, .integer: return value
             case .string(let text):
-                var trimmed = text.trimmingCharacters(in: .whitespaces)
+                var trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
                 if trimmed.hasSuffix("%") { trimmed.removeLast() }
                 guard let number = Self.decimal(trimmed) else { throw fail() }
                 return .number(number)
@@ -69,7 +69,7 @@ extension Conversion {
             case .number(let n): return .string(ReformValue.format(n) + "%")
             case .integer(let n): return .string(String(n) + "%")
             case .string(let text):
-                let trimmed = text.trimmingCharacters(in: .whitespaces)
+                let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
                 if trimmed.hasSuffix("%"), Self.decimal(String(trimmed.dropLast())) != nil { return .string(trimmed) }
                 guard let number = Self.decimal(trimmed) else { throw fail() }
                 return .string(ReformValue.format(number) + "%")
@@ -87,7 +87,7 @@ extension Conversion {
     /// A finite decimal number in plain notation (`-2.92`, `+530.12`, `1e3`); not `nan`, `inf`,
     /// hexadecimal, or anything with a unit.
     static func decimal(_ text: String) -> Double? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty,
             trimmed.unicodeScalars.allSatisfy({ "0123456789.-+eE".unicodeScalars.contains($0) }),
             let number = Double(trimmed), number.isFinite

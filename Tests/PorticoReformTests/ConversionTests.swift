@@ -40,6 +40,10 @@ struct ConversionTests {
             (#""Partly Cloudy""#, [.lowercase], .string, #""partly cloudy""#),
             (#""aapl""#, [.uppercase], .string, #""AAPL""#),
             (#""18""#, [.number, .string], .string, #""18""#),
+            // Pretty-printed XML keeps the line breaks around an element's text.
+            (#""\n  530.12\n""#, [.number], .number, "530.12"),
+            (#""\n  42\n""#, [.integer], .integer, "42"),
+            (#""\n -2.92%\n""#, [.percentToNumber], .number, "-2.92"),
         ])
     func converts(raw: String, conversions: [Conversion], type: FieldType, expected: String) throws {
         #expect(try Self.convert(raw, conversions, to: type) == expected)

@@ -75,6 +75,10 @@ struct FacadeHandler: Sendable {
                 return eventLoop.makeSucceededFuture(
                     Served(answer: FacadeAnswer(problem: .facadeParameterMissing(name), source: source.name), value: nil))
             }
+            if case .unusableParameter(let name) = failure.kind {
+                return eventLoop.makeSucceededFuture(
+                    Served(answer: FacadeAnswer(problem: .facadeParameterUnusable(name), source: source.name), value: nil))
+            }
             logger.notice(
                 "facade source failed",
                 metadata: [

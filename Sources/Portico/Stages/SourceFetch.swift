@@ -19,6 +19,8 @@ struct SourceFailure: Error {
         case refused(Problem)
         /// The request lacks a parameter the source's request template needs.
         case missingParameter(String)
+        /// A parameter's value cannot stand as a path segment of the source's request (empty, `.`, `..`).
+        case unusableParameter(String)
     }
 
     let source: String
@@ -38,6 +40,7 @@ struct SourceFailure: Error {
         case .reform(let error): error.description
         case .refused(let problem): problem.title.lowercased()
         case .missingParameter(let name): "parameter \(name) missing"
+        case .unusableParameter(let name): "parameter \(name) cannot be a path segment"
         }
     }
 }
@@ -66,7 +69,9 @@ struct SourceFetch: Sendable {
         let target: String
         switch CompiledFacade.requestTarget(source.policy.request, parameters: parameters) {
         case .success(let value): target = value
-        case .failure(let missing): return eventLoop.makeFailedFuture(SourceFailure(source: name, kind: .missingParameter(missing.name)))
+        case .failure(let problem):
+            let kind: SourceFailure.Kind = problem.isMissing ? .missingParameter(problem.name) : .unusableParameter(problem.name)
+            return eventLoop.makeFailedFuture(SourceFailure(source: name, kind: kind))
         }
         let limit = source.reformer.maxBodyBytes
         return get(backend: backend, target: target, accept: Self.accept[source.policy.format] ?? "*/*", limit: limit, on: eventLoop)
