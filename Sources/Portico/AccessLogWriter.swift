@@ -112,13 +112,17 @@ public final class AccessLogWriter: Sendable {
     public func shutdown(timeout: Duration = .seconds(5)) -> Bool {
         state.withLockedValue { $0.stopping = true }
         condition.signal()
-        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-        condition.wait(timeout: seconds) { self.state.withLockedValue { $0.stopped } }
+        condition.wait(timeout: Self.seconds(timeout)) { self.state.withLockedValue { $0.stopped } }
         return state.withLockedValue { $0.stopped }
     }
 
+    /// A duration as the seconds the condition's timed wait takes.
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
     private func run() {
-        let interval = Double(flushInterval.components.seconds) + Double(flushInterval.components.attoseconds) / 1e18
+        let interval = Self.seconds(flushInterval)
         // Two buffers trade places: the event loops append to one while this thread writes the
         // other, and each keeps its capacity, so appending never allocates or faults in new pages
         // once both have grown to a batch's size.

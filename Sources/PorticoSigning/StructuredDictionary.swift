@@ -171,12 +171,12 @@ private struct Parser {
 
     /// §4.2.3.3: lcalpha or "*", then lcalpha, digits, "_", "-", ".", "*".
     private mutating func key() throws(StructuredDictionary.ParseError) -> String {
-        guard let first = current, Self.isLowercaseLetter(first) || first == UInt8(ascii: "*") else {
+        guard let first = current, StructuredFieldBytes.isKeyStart(first) else {
             throw fail("a key must start with a lowercase letter or \"*\"")
         }
         let start = index
         index += 1
-        while let byte = current, Self.isKeyByte(byte) { index += 1 }
+        while let byte = current, StructuredFieldBytes.isKeyByte(byte) { index += 1 }
         return string(start..<index)
     }
 
@@ -204,13 +204,13 @@ private struct Parser {
             negative = true
             index += 1
         }
-        guard let first = current, Self.isDigit(first) else { throw fail("a number must start with a digit") }
+        guard let first = current, StructuredFieldBytes.isDigit(first) else { throw fail("a number must start with a digit") }
         var mantissa: Int64 = 0
         var digits = 0
         var isDecimal = false
         var fractionDigits = 0
         while let byte = current {
-            if Self.isDigit(byte) {
+            if StructuredFieldBytes.isDigit(byte) {
                 mantissa = mantissa * 10 + Int64(byte - UInt8(ascii: "0"))
                 digits += 1
                 if isDecimal { fractionDigits += 1 }
@@ -260,7 +260,7 @@ private struct Parser {
     private mutating func token() -> String {
         let start = index
         index += 1
-        while let byte = current, Self.isTokenByte(byte) { index += 1 }
+        while let byte = current, StructuredFieldBytes.isTokenByte(byte) { index += 1 }
         return string(start..<index)
     }
 
@@ -269,7 +269,7 @@ private struct Parser {
         index += 1  // ":"
         let start = index
         while let byte = current, byte != UInt8(ascii: ":") {
-            guard Self.isBase64Byte(byte) else { throw fail("a byte sequence holds a character outside base64") }
+            guard StructuredFieldBytes.isBase64Byte(byte) else { throw fail("a byte sequence holds a character outside base64") }
             index += 1
         }
         guard current == UInt8(ascii: ":") else { throw fail("a byte sequence without its closing \":\"") }
@@ -332,36 +332,6 @@ private struct Parser {
             position += 1
         }
         return String(decoding: result, as: UTF8.self)
-    }
-
-    private static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
-
-    private static func isLowercaseLetter(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") }
-
-    private static func isKeyByte(_ byte: UInt8) -> Bool {
-        isLowercaseLetter(byte) || isDigit(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-            || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "*")
-    }
-
-    /// RFC 9110's tchar, plus ":" and "/".
-    private static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"), UInt8(ascii: ":"), UInt8(ascii: "/"):
-            true
-        default: false
-        }
-    }
-
-    private static func isBase64Byte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="):
-            true
-        default: false
-        }
     }
 
     private static func lowercaseHex(_ byte: UInt8) -> UInt8? {

@@ -22,12 +22,7 @@ enum StructuredFieldWriter {
     static func appendKey(_ key: String, to out: inout [UInt8]) throws(SigningError) {
         var isFirst = true
         for byte in key.utf8 {
-            let valid =
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "*"): true
-                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."): !isFirst
-                default: false
-                }
+            let valid = isFirst ? StructuredFieldBytes.isKeyStart(byte) : StructuredFieldBytes.isKeyByte(byte)
             guard valid else { throw .invalidParameter("\"\(key)\" is not a valid structured-field key") }
             isFirst = false
         }
@@ -67,16 +62,8 @@ enum StructuredFieldWriter {
         case .token(let value):
             try appendToken(value, to: &out)
         case .undecodedByteSequence(let value):
-            for byte in value.utf8 {
-                let valid =
-                    switch byte {
-                    case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                        UInt8(ascii: "0")...UInt8(ascii: "9"),
-                        UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="):
-                        true
-                    default: false
-                    }
-                guard valid else { throw .invalidParameter("a structured-field byte sequence must be base64") }
+            for byte in value.utf8 where !StructuredFieldBytes.isBase64Byte(byte) {
+                throw .invalidParameter("a structured-field byte sequence must be base64")
             }
             out.append(UInt8(ascii: ":"))
             out.appendUTF8(value)
@@ -103,15 +90,7 @@ enum StructuredFieldWriter {
     private static func appendToken(_ token: String, to out: inout [UInt8]) throws(SigningError) {
         var isFirst = true
         for byte in token.utf8 {
-            let valid =
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "*"): true
-                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"),
-                    UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"),
-                    UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"), UInt8(ascii: ":"), UInt8(ascii: "/"):
-                    !isFirst
-                default: false
-                }
+            let valid = isFirst ? StructuredFieldBytes.isTokenStart(byte) : StructuredFieldBytes.isTokenByte(byte)
             guard valid else { throw .invalidParameter("\"\(token)\" is not a valid structured-field token") }
             isFirst = false
         }
