@@ -48,7 +48,21 @@ public struct APIRequest: Sendable, Hashable {
             if basePath.hasSuffix("/") { basePath.removeLast() }
             components.percentEncodedPath = basePath + (encoded.hasPrefix("/") ? "" : "/") + encoded
         }
-        if !query.isEmpty { components.queryItems = (components.queryItems ?? []) + query }
+        if !query.isEmpty {
+            // Each name and value is text. `+` is encoded too: servers read a bare `+` in a query as
+            // a space (the form encoding), so "a+b" would arrive as "a b". `&`, `=` and `;` would
+            // split or join pairs.
+            let allowed = CharacterSet.urlQueryAllowed.subtracting(CharacterSet(charactersIn: "+&=;%"))
+            var pairs: [String] = []
+            for item in query {
+                guard let name = item.name.addingPercentEncoding(withAllowedCharacters: allowed),
+                    let value = (item.value ?? "").addingPercentEncoding(withAllowedCharacters: allowed)
+                else { throw .invalidRequest("the query item \(item.name) cannot be percent-encoded") }
+                pairs.append(item.value == nil ? name : name + "=" + value)
+            }
+            let existing = components.percentEncodedQuery.map { [$0] } ?? []
+            components.percentEncodedQuery = (existing + pairs).joined(separator: "&")
+        }
         guard let url = components.url else { throw .invalidRequest("cannot make a URL from \(base.absoluteString) and \(path)") }
         return url
     }

@@ -23,10 +23,11 @@ extension PorticoAPI {
             keyFields[name.lowercased()] = value
         }
         let key = ResponseCache.Key(url: url.absoluteString, fields: keyFields)
-        if let fresh = cache.withLock({ $0.fresh(key, now: clock()) }) { return fresh }
-        let result = await inFlight.value(for: key) { [self] in
+        let (stored, generation) = cache.withLock { ($0.fresh(key, now: clock()), $0.generation) }
+        if let stored { return stored }
+        let result = await inFlight.value(for: SharedGet(key: key, generation: generation)) { [self] in
             do throws(PorticoAPIError) {
-                return .success(try await revalidatingGet(request, url: url, credentials: fields, key: key))
+                return .success(try await revalidatingGet(request, url: url, credentials: fields, key: key, generation: generation))
             } catch {
                 return .failure(error)
             }
@@ -36,7 +37,7 @@ extension PorticoAPI {
 
     /// A GET that revalidates a stored answer when there is one, and stores what may be stored.
     private func revalidatingGet(
-        _ request: APIRequest, url: URL, credentials: [String: String], key: ResponseCache.Key
+        _ request: APIRequest, url: URL, credentials: [String: String], key: ResponseCache.Key, generation: UInt64
     ) async throws(PorticoAPIError) -> APIResponseData {
         let etag = cache.withLock { $0.validator(key) }
         let answer = try await exchange(request, url: url, credentials: credentials, ifNoneMatch: etag)
@@ -44,10 +45,10 @@ extension PorticoAPI {
             if let stored = cache.withLock({ $0.revalidated(key, notModified: answer, now: clock()) }) { return stored }
             // Evicted while the request was out: ask again, unconditionally.
             let full = try await exchange(request, url: url, credentials: credentials, ifNoneMatch: nil)
-            cache.withLock { $0.store(key, full, now: clock()) }
+            cache.withLock { $0.store(key, full, now: clock(), generation: generation) }
             return full
         }
-        cache.withLock { $0.store(key, answer, now: clock()) }
+        cache.withLock { $0.store(key, answer, now: clock(), generation: generation) }
         return answer
     }
 

@@ -55,7 +55,9 @@ public final class PorticoAPI: Sendable {
     /// Seconds to add to the device clock to get the gateway's (learnt from a clock-skew refusal).
     let clockOffset = Locked<TimeInterval>(0)
     let cache: Locked<ResponseCache>
-    let inFlight = InFlightRequests<ResponseCache.Key, APIResponseData>()
+    /// Keyed by the cache key and the cache's generation, so that a GET made after a clearing or a
+    /// write does not join one that was already out before it.
+    let inFlight = InFlightRequests<SharedGet, APIResponseData>()
 
     /// - Parameters:
     ///   - locator: the gateway's service locator document (`locator.path` in its policy).
@@ -164,7 +166,7 @@ public final class PorticoAPI: Sendable {
 
     /// Forgets every cached answer (at logout, say). The locator document stays.
     public func clearCache() {
-        cache.withLock { $0 = ResponseCache(entryLimit: $0.entryLimit, byteLimit: $0.byteLimit) }
+        cache.withLock { $0.clear() }
     }
 
     static func encode(_ body: some Encodable) throws(PorticoAPIError) -> Data {

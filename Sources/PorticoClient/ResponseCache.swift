@@ -13,6 +13,10 @@ import Foundation
 /// - A successful unsafe request (`POST`, `PUT`, `DELETE`…) to a URL drops what is stored for it
 ///   (RFC 9111 §4.4): the next GET asks the gateway.
 ///
+/// - Every clearing and invalidation starts a new *generation*. An answer is stored only by a request
+///   that began in the current one, so a GET that was already out when the cache was cleared (at
+///   logout) or its URL written cannot put back what was dropped.
+///
 /// It is a value type, used under the façade's lock; nothing here waits.
 struct ResponseCache {
     struct Key: Hashable, Sendable {
@@ -33,6 +37,8 @@ struct ResponseCache {
     private var entries: [Key: Entry] = [:]
     private var bytes = 0
     private var uses: UInt64 = 0
+    /// Bumped by ``clear()`` and ``invalidate(url:)``; see the type's comment.
+    private(set) var generation: UInt64 = 0
 
     init(entryLimit: Int, byteLimit: Int) {
         self.entryLimit = entryLimit
@@ -53,8 +59,10 @@ struct ResponseCache {
     /// The `ETag` to revalidate a stored (stale) answer with.
     func validator(_ key: Key) -> String? { entries[key]?.response.header("etag") }
 
-    /// Keeps a 200 when HTTP allows it and it can be used again.
-    mutating func store(_ key: Key, _ response: APIResponseData, now: Date) {
+    /// Keeps a 200 when HTTP allows it and it can be used again, unless the cache was cleared or
+    /// the URL invalidated since `generation` (when the request began).
+    mutating func store(_ key: Key, _ response: APIResponseData, now: Date, generation: UInt64) {
+        guard generation == self.generation else { return }
         remove(key)
         guard response.status == 200, let freshUntil = Self.freshUntil(response, now: now) else { return }
         guard freshUntil > now || response.header("etag") != nil else { return }
@@ -87,7 +95,15 @@ struct ResponseCache {
 
     /// Drops every entry for `url`, whoever asked.
     mutating func invalidate(url: String) {
+        generation &+= 1
         for key in entries.keys where key.url == url { remove(key) }
+    }
+
+    /// Drops every entry.
+    mutating func clear() {
+        generation &+= 1
+        entries = [:]
+        bytes = 0
     }
 
     private mutating func remove(_ key: Key) {
@@ -111,4 +127,10 @@ struct ResponseCache {
         let age = response.header("age").flatMap(TimeInterval.init) ?? 0
         return now.addingTimeInterval(max(0, maxAge - age))
     }
+}
+
+/// What identical GETs in flight share: the cache key, in one cache generation.
+struct SharedGet: Hashable, Sendable {
+    var key: ResponseCache.Key
+    var generation: UInt64
 }
