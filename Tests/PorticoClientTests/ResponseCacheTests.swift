@@ -19,15 +19,19 @@ struct ResponseCacheTests {
     @Test("max-age less Age makes an answer fresh; no-cache and an ETag keep it for revalidation only; no-store keeps nothing")
     func freshness() {
         var cache = ResponseCache(entryLimit: 10, byteLimit: 10_000)
-        cache.store(Self.key("a"), Self.answer(["cache-control": "public, max-age=60", "age": "20"]), now: Self.now, generation: cache.generation)
+        cache.store(
+            Self.key("a"), Self.answer(["cache-control": "public, max-age=60", "age": "20"]), now: Self.now, generation: cache.generation)
         #expect(cache.fresh(Self.key("a"), now: Self.now.addingTimeInterval(39)) != nil)
         #expect(cache.fresh(Self.key("a"), now: Self.now.addingTimeInterval(40)) == nil)
 
-        cache.store(Self.key("b"), Self.answer(["cache-control": "no-cache", "etag": "\"b\""]), now: Self.now, generation: cache.generation)
+        cache.store(
+            Self.key("b"), Self.answer(["cache-control": "no-cache", "etag": "\"b\""]), now: Self.now, generation: cache.generation)
         #expect(cache.fresh(Self.key("b"), now: Self.now) == nil)
         #expect(cache.validator(Self.key("b")) == "\"b\"")
 
-        cache.store(Self.key("c"), Self.answer(["cache-control": "no-store, max-age=60", "etag": "\"c\""]), now: Self.now, generation: cache.generation)
+        cache.store(
+            Self.key("c"), Self.answer(["cache-control": "no-store, max-age=60", "etag": "\"c\""]), now: Self.now,
+            generation: cache.generation)
         cache.store(Self.key("d"), Self.answer([:]), now: Self.now, generation: cache.generation)  // neither fresh nor revalidatable
         cache.store(Self.key("e"), Self.answer(["cache-control": "max-age=60", "vary": "*"]), now: Self.now, generation: cache.generation)
         cache.store(Self.key("f"), Self.answer(["cache-control": "max-age=60"], status: 404), now: Self.now, generation: cache.generation)
@@ -38,7 +42,9 @@ struct ResponseCacheTests {
     func revalidation() throws {
         var cache = ResponseCache(entryLimit: 10, byteLimit: 10_000)
         let key = Self.key("a")
-        cache.store(key, Self.answer(["cache-control": "max-age=0", "etag": "\"1\""], body: #"{"v":1}"#), now: Self.now, generation: cache.generation)
+        cache.store(
+            key, Self.answer(["cache-control": "max-age=0", "etag": "\"1\""], body: #"{"v":1}"#), now: Self.now,
+            generation: cache.generation)
         #expect(cache.fresh(key, now: Self.now) == nil)
         let notModified = Self.answer(["cache-control": "max-age=30", "etag": "\"1\""], body: "", status: 304)
         let revalidated = cache.revalidated(key, notModified: notModified, now: Self.now)
@@ -61,9 +67,11 @@ struct ResponseCacheTests {
         #expect(cache.fresh(Self.key("b"), now: Self.now) == nil)
         #expect(cache.fresh(Self.key("a"), now: Self.now) != nil)
 
-        cache.store(Self.key("big"), Self.answer(fresh, body: String(repeating: "x", count: 170)), now: Self.now, generation: cache.generation)
+        cache.store(
+            Self.key("big"), Self.answer(fresh, body: String(repeating: "x", count: 170)), now: Self.now, generation: cache.generation)
         #expect(cache.count == 1)  // 193 bytes with its fields: with a or c it would pass 200
-        cache.store(Self.key("huge"), Self.answer(fresh, body: String(repeating: "x", count: 300)), now: Self.now, generation: cache.generation)
+        cache.store(
+            Self.key("huge"), Self.answer(fresh, body: String(repeating: "x", count: 300)), now: Self.now, generation: cache.generation)
         #expect(cache.fresh(Self.key("huge"), now: Self.now) == nil)
 
         cache.store(Self.key("u", token: "one"), Self.answer(fresh, body: "1"), now: Self.now, generation: cache.generation)
@@ -97,7 +105,9 @@ struct ResponseCacheTests {
     func queryEncoding() throws {
         let request = APIRequest(
             method: "GET", service: "s", path: "/x",
-            query: [URLQueryItem(name: "q", value: "a+b c&d=e%f"), URLQueryItem(name: "é", value: "ü"), URLQueryItem(name: "flag", value: nil)])
+            query: [
+                URLQueryItem(name: "q", value: "a+b c&d=e%f"), URLQueryItem(name: "é", value: "ü"), URLQueryItem(name: "flag", value: nil),
+            ])
         let url = try request.url(base: URL(string: "https://gw.example/v1/s?k=1")!)
         #expect(url.absoluteString == "https://gw.example/v1/s/x?k=1&q=a%2Bb%20c%26d%3De%25f&%C3%A9=%C3%BC&flag")
         let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
