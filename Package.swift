@@ -187,6 +187,7 @@ let package = Package(
             dependencies: [
                 "PorticoRedis",
                 "PorticoRedisTesting",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -10,8 +10,8 @@ import PorticoRedis
 public final class FleetStore: Sendable {
     let client: RedisClient
     let onFailure: ClusterFailurePolicy
-    /// Told of replies the script should not have given (an error reply such as `OOM`), which the
-    /// client itself counts as answers.
+    /// Told of replies of a shape the script does not give, which the client itself counts as
+    /// answers (error replies, such as `-READONLY` or `-OOM`, it counts as failures).
     private let observer: (any RedisObserver)?
 
     /// - Parameters:
@@ -67,14 +67,14 @@ public final class FleetStore: Sendable {
         if let testTime { arguments += [String(testTime.0), String(testTime.1)] }
         let operands = [String(keys.count)] + keys + arguments
         let client = client
-        return client.send(.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).flatMap { reply in
+        return client.send(.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).flatMapError { error in
             // The script is loaded on every new connection, but a `SCRIPT FLUSH`, or a failover to
-            // a replica that never loaded it, leaves the connection without it: send it whole, which
-            // also caches it again, so this costs one more round trip once.
-            if case .error(let message) = reply, message.hasPrefix("NOSCRIPT") {
+            // a replica that never loaded it, leaves the connection without it: send it whole, once,
+            // which also caches it again. The NOSCRIPT reply counted as one failure.
+            if let error = error as? RedisError, error.errorCode == "NOSCRIPT" {
                 return client.send(.command(["EVAL", FleetScript.source] + operands), on: eventLoop)
             }
-            return eventLoop.makeSucceededFuture(reply)
+            return eventLoop.makeFailedFuture(error)
         }.flatMapThrowing { [observer] reply in
             do {
                 return try Self.verdict(reply, limits: draws.count)
@@ -85,7 +85,7 @@ public final class FleetStore: Sendable {
         }
     }
 
-    /// Reads the script's reply; anything else (an error reply, a reply of the wrong shape) is a
+    /// Reads the script's reply; anything else (a reply of the wrong shape) is a
     /// ``RedisError/protocolViolation(_:)``, which the caller treats as Redis failing.
     static func verdict(_ reply: RESPValue, limits: Int) throws -> Verdict {
         guard let values = reply.array, values.count >= 2, let status = values[0].integer, let detail = values[1].integer else {

@@ -1,7 +1,7 @@
 import NIOCore
 
 /// A command on its way to Redis, with the promise its reply completes.
-public struct RedisCommand {
+public struct RedisCommand: Sendable {
     public let value: RESPValue
     public let promise: EventLoopPromise<RESPValue>
 

@@ -1,4 +1,7 @@
 /// Where Redis is and how to talk to it.
+///
+/// Its description, debug description and reflection (`dump`, `Mirror`, string interpolation of
+/// the value) never show the password: a configuration may be logged whole.
 public struct RedisConfiguration: Sendable {
     public var host: String
     public var port: Int
@@ -37,6 +40,27 @@ public struct RedisConfiguration: Sendable {
     }
 }
 
+extension RedisConfiguration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        let host = host.contains(":") ? "[\(host)]" : host
+        return "redis://\(host):\(port) (database \(database), password \(password == nil ? "none" : "set"), "
+            + "timeout \(timeoutNanos / 1_000_000) ms, \(scripts.count) script(s))"
+    }
+
+    public var debugDescription: String { "RedisConfiguration(\(description))" }
+
+    /// The fields, with the password as `set` or `none`.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "host": host, "port": port, "password": password == nil ? "none" : "set", "database": database,
+                "timeoutNanos": timeoutNanos, "scripts": scripts.count, "breakerFailures": breakerFailures,
+                "breakerOpenNanos": breakerOpenNanos,
+            ], displayStyle: .struct)
+    }
+}
+
 /// What the client reports, for metrics. Called on the event loop of the command.
 public protocol RedisObserver: Sendable {
     /// A reply came after `nanos`.
@@ -45,4 +69,14 @@ public protocol RedisObserver: Sendable {
     func failed(_ error: RedisError)
     /// A loop's breaker changed state.
     func breakerChanged(from old: CircuitBreaker.State, to new: CircuitBreaker.State)
+    /// A loop's connection was made (its handshake is written but not yet answered).
+    func connected()
+    /// A loop's connection was closed by the client because of `reason` (a timeout, a server
+    /// that is now a replica); the next command reconnects once the backoff allows.
+    func disconnected(_ reason: RedisError)
+}
+
+extension RedisObserver {
+    public func connected() {}
+    public func disconnected(_ reason: RedisError) {}
 }

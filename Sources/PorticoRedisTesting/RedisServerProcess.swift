@@ -7,6 +7,10 @@ import PorticoRedis
 /// under `timeout` so that it stops by itself even if the test process dies first.
 ///
 /// `stop()` and `start()` may be called again to kill Redis and bring it back on the same port.
+///
+/// `@unchecked Sendable`: a test hands it to the tasks it starts, but its one mutable field (the
+/// process) is changed only by `start()` and `stop()`, which a test calls from its own task, never
+/// concurrently with each other or with `pause()`/`resume()`.
 public final class RedisServerProcess: @unchecked Sendable {
     public let port: Int
     private var process: Process?
@@ -51,6 +55,22 @@ public final class RedisServerProcess: @unchecked Sendable {
         child.waitUntilExit()
         kill(pid, SIGKILL)
         process.waitUntilExit()
+    }
+
+    /// Freezes the server (SIGSTOP): the kernel still accepts connections on its port and takes
+    /// the bytes sent to them, but nothing answers until ``resume()``.
+    public func pause() { signalServer("STOP") }
+
+    /// Lets a paused server run again (SIGCONT); it then answers what it was sent meanwhile.
+    public func resume() { signalServer("CONT") }
+
+    private func signalServer(_ name: String) {
+        guard let process else { return }
+        let signal = Process()
+        signal.executableURL = URL(fileURLWithPath: "/usr/bin/pkill")
+        signal.arguments = ["-\(name)", "-P", String(process.processIdentifier)]
+        try? signal.run()
+        signal.waitUntilExit()
     }
 
     /// Connects and sends `PING` until `+PONG`, for at most ten seconds.

@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 import PorticoDemoBackends
 import PorticoPolicy
@@ -187,7 +188,7 @@ struct FleetTests {
         }
     }
 
-    @Test("an error from the script (a bucket key of another type) is Redis failing: onFailure applies, and it is counted")
+    @Test("an error reply to the script (a bucket key of another type) is Redis failing: onFailure applies, and it is counted")
     func scriptError() async throws {
         let redis = try RedisServerProcess()
         _ = try redis.command(["SET", FleetKeys.bucket(RateLimitKey(scope: .backend, name: "limited")), "not a hash"])
@@ -196,7 +197,7 @@ struct FleetTests {
             #expect(response.status == 503)
             #expect(response.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
             let metrics = gateway.gateway.metrics.render()
-            #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"protocol\"}") == 1)
+            #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"error_reply\"}") == 1)
         }
     }
 
@@ -326,5 +327,114 @@ struct FleetTests {
             }
             #expect(open == 0, "every breaker closed again after recovery")
         }
+    }
+
+    /// Sends requests to `target` until one answers `status`; its response, or nil after `tries`.
+    static func poll(
+        _ gateway: TestGateway, _ target: String, signer: TestSigner? = nil, until status: Int, tries: Int = 750
+    ) async throws -> RawHTTPClient.Response? {
+        for _ in 0..<tries {
+            let response = try gateway.connect().request("GET", target, headers: try signer?.headers("GET", target) ?? [])
+            if response.status == status { return response }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
+
+    @Test("a frozen Redis (SIGSTOP): requests get onFailure's answer, the connection is reset; resumed (SIGCONT), it is used again")
+    func frozenRedis() async throws {
+        let redis = try RedisServerProcess()
+        let cluster = "timeout: 100ms, onFailure: { limits: deny, nonces: deny }"
+        try await withGateway(policy: { Self.policy(backend: $0[0], redis: redis.port, cluster: cluster) }) { gateway, _ in
+            // A key whose tier is far above what the test sends: a frozen Redis still runs, once
+            // resumed, the commands it was sent meanwhile, so a small limit could be spent by then.
+            let signer = TestSigner(keyID: "roomy-app", secret: Self.secret)
+            let warm = try gateway.connect().request("GET", "/signed/x", headers: try signer.headers("GET", "/signed/x"))
+            #expect(warm.status == 200)
+            redis.pause()
+            let refused = try await Self.poll(gateway, "/signed/x", signer: signer, until: 503)
+            // Every request while frozen gets the same answer: none waits forever, none is let through.
+            let more = try (0..<5).map { _ in
+                try gateway.connect().request("GET", "/signed/x", headers: try signer.headers("GET", "/signed/x"))
+            }
+            let frozenMetrics = gateway.gateway.metrics.render()
+            redis.resume()
+            #expect(refused?.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
+            #expect(more.map(\.status) == Array(repeating: 503, count: 5))
+            #expect(Self.metric(frozenMetrics, "portico_redis_errors_total{reason=\"timeout\"}") ?? 0 >= 1)
+            #expect(Self.metric(frozenMetrics, "portico_redis_resets_total") ?? 0 >= 1, "the timed-out connection was closed")
+            let connectionsBefore = Self.metric(frozenMetrics, "portico_redis_connections_total") ?? 0
+            // Recovery without a restart: the breaker's probe finds Redis answering again.
+            let recovered = try await Self.poll(gateway, "/signed/x", signer: signer, until: 200)
+            #expect(recovered != nil, "Redis is used again after SIGCONT")
+            let metrics = gateway.gateway.metrics.render()
+            #expect(Self.metric(metrics, "portico_redis_connections_total") ?? 0 > connectionsBefore, "through a new connection")
+        }
+    }
+
+    @Test("a Redis that became a replica answers READONLY: onFailure applies, the error is counted; promoted, it is used again")
+    func readOnlyReplica() async throws {
+        let primary = try RedisServerProcess()
+        let replica = try RedisServerProcess()
+        _ = try replica.command(["REPLICAOF", "127.0.0.1", String(primary.port)])
+        let cluster = "onFailure: { limits: deny, nonces: deny }"
+        try await withGateway(policy: { Self.policy(backend: $0[0], redis: replica.port, cluster: cluster) }) { gateway, _ in
+            let answers = try (0..<12).map { _ in try gateway.connect().request("GET", "/open/x") }
+            #expect(answers.allSatisfy { $0.status == 503 }, "\(answers.map(\.status))")
+            #expect(answers.first?.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
+            let metrics = gateway.gateway.metrics.render()
+            #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"error_reply\"}") ?? 0 >= 1)
+            #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"protocol\"}") ?? 0 == 0)
+            #expect(try primary.command(["KEYS", "portico:*"]).array == [], "nothing was written anywhere")
+            _ = try replica.command(["REPLICAOF", "NO", "ONE"])
+            let recovered = try await Self.poll(gateway, "/open/x", until: 200)
+            #expect(recovered != nil, "the promoted node is used without a restart")
+            #expect(try replica.command(["KEYS", "portico:rl:*"]).array?.count == 1)
+        }
+    }
+
+    static func facadePolicy(backend: Int, redis: Int) -> String {
+        """
+        backends:
+          feed: { url: "http://127.0.0.1:\(backend)", rateLimit: { rate: 1/h, burst: 3 } }
+        services:
+          quote:
+            path: /quote
+            versions:
+              1:
+                facade:
+                  parameters: /{symbol}
+                  contract: { symbol: string, price: number }
+                  sources:
+                    only: { backend: feed, request: "/q/{symbol}", format: json, fields: { symbol: /symbol, price: /price } }
+                  active: only
+        \(redis > 0 ? "cluster: { redis: \"redis://127.0.0.1:\(redis)\", timeout: 5s, onFailure: { limits: deny } }" : "")
+        """
+    }
+
+    @Test("a facade's fetches draw from their backend's limit in Redis: two gateways admit what one gateway does")
+    func sharedFacadeBackendLimit() async throws {
+        let redis = try RedisServerProcess()
+        let backend = try await BackendServer.start { _ in
+            var headers = HTTPHeaders()
+            headers.add(name: "content-type", value: "application/json")
+            return .full(status: .ok, headers: headers, body: ByteBuffer(string: #"{"symbol":"AAPL","price":189.5}"#))
+        }
+        let quote: (Int) throws -> (String, [(String, String)]) = { _ in ("/quote/AAPL", []) }
+        let single = try await TestGateway.start(policy: Self.facadePolicy(backend: backend.port, redis: 0))
+        let alone = try Self.alternate([single], count: 8, request: quote)
+        await single.shutdown()
+        #expect(alone.count(where: { $0.0 == 200 }) == 3, "\(alone.map(\.0))")
+
+        let first = try await TestGateway.start(policy: Self.facadePolicy(backend: backend.port, redis: redis.port))
+        let second = try await TestGateway.start(policy: Self.facadePolicy(backend: backend.port, redis: redis.port))
+        let fleet = try Self.alternate([first, second], count: 8, request: quote)
+        await first.shutdown()
+        await second.shutdown()
+        try await backend.shutdown()
+        #expect(fleet.map(\.0) == alone.map(\.0), "the fleet admits the limit once, not once per gateway")
+        #expect(fleet.map(\.3) == alone.map(\.3))
+        let buckets = try redis.command(["KEYS", "portico:rl:*"])
+        #expect(buckets.array?.map(\.string) == [FleetKeys.bucket(RateLimitKey(scope: .backend, name: "feed"))])
     }
 }
