@@ -13,6 +13,9 @@ public final class FleetStore: Sendable {
     /// Told of replies of a shape the script does not give, which the client itself counts as
     /// answers (error replies, such as `-READONLY` or `-OOM`, it counts as failures).
     private let observer: (any RedisObserver)?
+    /// Why no command can be sent at all (a `caFile` OpenSSL refuses): every decision fails with it,
+    /// so `onFailure` applies. ``Gateway/start()`` refuses to start on the same grounds first.
+    private let unusable: RedisError?
 
     /// - Parameters:
     ///   - group: the event loops that serve requests; each gets its own Redis connection.
@@ -22,13 +25,20 @@ public final class FleetStore: Sendable {
         clock: @escaping @Sendable () -> Int64 = { Int64(bitPattern: NIODeadline.now().uptimeNanoseconds) }
     ) {
         let (seconds, attoseconds) = cluster.timeout.components
-        let configuration = RedisConfiguration(
+        var configuration = RedisConfiguration(
             host: cluster.redis.host, port: cluster.redis.port,
             password: cluster.password.map { String(decoding: $0.bytes, as: UTF8.self) }, database: cluster.database,
             timeoutNanos: seconds * 1_000_000_000 + attoseconds / 1_000_000_000, scripts: [FleetScript.source])
+        var unusable: RedisError?
+        do {
+            configuration.tls = try FleetTLS.context(for: cluster).map { RedisTLS(context: $0, serverName: cluster.redis.host) }
+        } catch {
+            unusable = .tls(error.description)
+        }
         client = RedisClient(group: group, configuration: configuration, observer: metrics?.redis, clock: clock)
         onFailure = cluster.onFailure
         observer = metrics?.redis
+        self.unusable = unusable
     }
 
     /// What Redis decided for one request.
@@ -65,6 +75,10 @@ public final class FleetStore: Sendable {
             arguments.append("0")
         }
         if let testTime { arguments += [String(testTime.0), String(testTime.1)] }
+        if let unusable {
+            observer?.failed(unusable)
+            return eventLoop.makeFailedFuture(unusable)
+        }
         let operands = [String(keys.count)] + keys + arguments
         let client = client
         return client.send(.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).flatMapError { error in

@@ -7,7 +7,7 @@ import Prometheus
 /// loops' breakers are not closed.
 final class RedisMetrics: RedisObserver {
     /// Reasons are ``RedisError/label``'s fixed list.
-    static let reasons = ["timeout", "unavailable", "connection_closed", "protocol", "circuit_open", "error_reply"]
+    static let reasons = ["timeout", "unavailable", "connection_closed", "protocol", "circuit_open", "error_reply", "tls"]
 
     let histograms: AtomicDurationHistograms
     private let latency: CoreMetrics.Timer

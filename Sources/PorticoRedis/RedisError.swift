@@ -9,6 +9,7 @@ public struct RedisError: Error, Hashable, CustomStringConvertible {
         case protocolViolation(String)
         case circuitOpen
         case errorReply(String)
+        case tls(String)
     }
 
     let kind: Kind
@@ -28,6 +29,10 @@ public struct RedisError: Error, Hashable, CustomStringConvertible {
     /// not one the command can use. `message` is Redis's line, without the leading `-`.
     public static func errorReply(_ message: String) -> Self { Self(kind: .errorReply(message)) }
 
+    /// TLS to Redis failed: its certificate did not verify or name the host, no shared version,
+    /// a broken record. `detail` is OpenSSL's reason.
+    public static func tls(_ detail: String) -> Self { Self(kind: .tls(detail)) }
+
     /// The error reply's code (its first word, e.g. `READONLY`), for an ``errorReply(_:)``.
     public var errorCode: Substring? {
         guard case .errorReply(let message) = kind else { return nil }
@@ -43,6 +48,7 @@ public struct RedisError: Error, Hashable, CustomStringConvertible {
         case .protocolViolation: "protocol"
         case .circuitOpen: "circuit_open"
         case .errorReply: "error_reply"
+        case .tls: "tls"
         }
     }
 
@@ -50,6 +56,7 @@ public struct RedisError: Error, Hashable, CustomStringConvertible {
         switch kind {
         case .protocolViolation(let detail): "Redis protocol violation: \(detail)"
         case .errorReply(let message): "Redis answered an error: \(message)"
+        case .tls(let detail): "TLS to Redis failed: \(detail)"
         default: "Redis \(label.split(separator: "_").joined(separator: " "))"
         }
     }

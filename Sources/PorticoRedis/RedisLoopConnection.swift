@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import PorticoTLS
 
 /// One event loop's pipelined connection to Redis, with its reconnect backoff and its circuit
 /// breaker. Confined to its loop: the request path reaches it without a lock or a thread hop.
@@ -135,11 +136,17 @@ final class RedisLoopConnection: @unchecked Sendable {
 
     private func connect() {
         let handshake = configuration.handshake
+        let tls = configuration.tls
         ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(configuration.timeoutNanos))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // TLS first, nearest the socket: the commands written at once wait in it
+                    // until the handshake is done.
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(TLSClientHandler(context: tls.context, serverName: tls.serverName))
+                    }
                     try channel.pipeline.syncOperations.addHandlers(
                         ByteToMessageHandler(RESPValueDecoder()), MessageToByteHandler(RESPValueEncoder()), RedisCommandHandler())
                 }
@@ -157,7 +164,12 @@ final class RedisLoopConnection: @unchecked Sendable {
                     self.channel = channel
                     observer?.connected()
                     channel.closeFuture.whenComplete { [self] _ in
-                        if self.channel === channel { self.channel = nil }
+                        // Closed by the server, or by a failed TLS handshake or a refused
+                        // handshake command: the next connection waits for the backoff too.
+                        if self.channel === channel {
+                            self.channel = nil
+                            backoff.attemptFailed(now: clock())
+                        }
                     }
                     for command in handshake {
                         let reply = eventLoop.makePromise(of: RESPValue.self)

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import PorticoRedis
+import PorticoTLS
 
 /// A real `redis-server` (Debian's) on a free loopback port, for tests: no persistence, and run
 /// under `timeout` so that it stops by itself even if the test process dies first.
@@ -13,13 +14,29 @@ import PorticoRedis
 /// concurrently with each other or with `pause()`/`resume()`.
 public final class RedisServerProcess: @unchecked Sendable {
     public let port: Int
+    /// With TLS, the server listens only with TLS (`--port 0 --tls-port …`), on `port`.
+    public let tls: TLSFiles?
     private var process: Process?
+
+    /// The server's certificate and key, and the CA its clients trust (it asks no client certificate).
+    public struct TLSFiles: Sendable {
+        public var certificate: String
+        public var privateKey: String
+        public var ca: String
+
+        public init(certificate: String, privateKey: String, ca: String) {
+            self.certificate = certificate
+            self.privateKey = privateKey
+            self.ca = ca
+        }
+    }
     /// Longest life of one server, whatever happens to the test.
     private static let lifetimeSeconds = 300
 
     /// Starts a server and waits until it answers `PING`.
-    public init() throws {
+    public init(tls: TLSFiles? = nil) throws {
         port = try Self.freePort()
+        self.tls = tls
         try start()
     }
 
@@ -31,9 +48,17 @@ public final class RedisServerProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
         process.arguments = [
-            String(Self.lifetimeSeconds), "/usr/bin/redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "",
+            String(Self.lifetimeSeconds), "/usr/bin/redis-server", "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--enable-debug-command", "local",
         ]
+        if let tls {
+            process.arguments! += [
+                "--port", "0", "--tls-port", String(port), "--tls-cert-file", tls.certificate, "--tls-key-file", tls.privateKey,
+                "--tls-ca-cert-file", tls.ca, "--tls-auth-clients", "no",
+            ]
+        } else {
+            process.arguments! += ["--port", String(port)]
+        }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -87,8 +112,11 @@ public final class RedisServerProcess: @unchecked Sendable {
     public func command(_ parts: [String]) throws -> RESPValue {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
-        let client = RedisClient(
-            group: group, configuration: RedisConfiguration(host: "127.0.0.1", port: port, timeoutNanos: 2_000_000_000))
+        var configuration = RedisConfiguration(host: "127.0.0.1", port: port, timeoutNanos: 2_000_000_000)
+        if let tls {
+            configuration.tls = RedisTLS(context: try TLSClientContext(caFile: tls.ca), serverName: "127.0.0.1")
+        }
+        let client = RedisClient(group: group, configuration: configuration)
         let loop = group.next()
         defer { try? client.close().wait() }
         return try loop.flatSubmit { client.send(.command(parts), on: loop) }.wait()

@@ -86,7 +86,9 @@ struct FleetTests {
         try await fleet.close().get()
     }
 
-    static func policy(backend: Int, redis: Int, cluster: String = "timeout: 5s, onFailure: { limits: deny }") -> String {
+    static func policy(
+        backend: Int, redis: Int, cluster: String = "timeout: 5s, onFailure: { limits: deny }", scheme: String = "redis"
+    ) -> String {
         """
         signatures: { maxClockSkew: 300s, requireNonce: true }
         backends:
@@ -103,7 +105,7 @@ struct FleetTests {
           metered-app: { secret: "\(secret)", demo: true, services: [signed], tier: metered }
           roomy-app: { secret: "\(secret)", demo: true, services: [signed], tier: roomy }
           budget-app: { secret: "\(secret)", demo: true, services: [signed], tier: budget }
-        \(redis > 0 ? "cluster: { redis: \"redis://127.0.0.1:\(redis)\", \(cluster) }" : "")
+        \(redis > 0 ? "cluster: { redis: \"\(scheme)://127.0.0.1:\(redis)\", \(cluster) }" : "")
         """
     }
 
@@ -436,5 +438,57 @@ struct FleetTests {
         #expect(fleet.map(\.3) == alone.map(\.3))
         let buckets = try redis.command(["KEYS", "portico:rl:*"])
         #expect(buckets.array?.map(\.string) == [FleetKeys.bucket(RateLimitKey(scope: .backend, name: "feed"))])
+    }
+
+    @Test("over rediss:// two gateways share a backend's limit; a certificate that does not verify is Redis failing, counted as tls")
+    func tlsRedis() async throws {
+        let redis = try RedisServerProcess(
+            tls: .init(
+                certificate: TestCertificates.path("localhost.pem"), privateKey: TestCertificates.path("localhost-key.pem"),
+                ca: TestCertificates.path("ca.pem")))
+        let backend = try await BackendServer.start(handler: DemoBackends.echo)
+        let trusted = "caFile: \"\(TestCertificates.path("ca.pem"))\", timeout: 5s, onFailure: { limits: deny }"
+        let first = try await TestGateway.start(
+            policy: Self.policy(backend: backend.port, redis: redis.port, cluster: trusted, scheme: "rediss"))
+        let second = try await TestGateway.start(
+            policy: Self.policy(backend: backend.port, redis: redis.port, cluster: trusted, scheme: "rediss"))
+        let open: (Int) throws -> (String, [(String, String)]) = { _ in ("/open/x", []) }
+        let statuses = try Self.alternate([first, second], count: 9, request: open).map(\.0)
+        await first.shutdown()
+        await second.shutdown()
+        #expect(statuses == [200, 200, 200, 200, 200, 200, 429, 429, 429], "the backend's burst of 6, once for the fleet")
+        #expect(try redis.command(["KEYS", "portico:rl:*"]).array?.count == 1)
+
+        // A Redis whose certificate another CA signed: onFailure's answer, and the reason counted.
+        let foreign = "caFile: \"\(TestCertificates.path("foreign-ca.pem"))\", timeout: 5s, onFailure: { limits: deny }"
+        let untrusting = try await TestGateway.start(
+            policy: Self.policy(backend: backend.port, redis: redis.port, cluster: foreign, scheme: "rediss"))
+        let refused = try untrusting.connect().request("GET", "/open/x")
+        let metrics = untrusting.gateway.metrics.render()
+        await untrusting.shutdown()
+        try await backend.shutdown()
+        #expect(refused.status == 503)
+        #expect(refused.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
+        #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"tls\"}") ?? 0 >= 1)
+        #expect(try redis.command(["KEYS", "portico:rl:*"]).array?.count == 1, "nothing more was drawn")
+    }
+
+    @Test("a caFile OpenSSL cannot use stops the gateway's start, naming the file and key path")
+    func unusableCAFile() async throws {
+        let notPEM = FileManager.default.temporaryDirectory.appendingPathComponent("portico-ca-\(UUID().uuidString).pem").path
+        try "not a certificate\n".write(toFile: notPEM, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: notPEM) }
+        for (file, words) in [(notPEM, "not a PEM file"), ("/nonexistent/portico-ca.pem", "cannot be opened")] {
+            let policy = Self.policy(backend: 1, redis: 6380, cluster: "caFile: \"\(file)\"", scheme: "rediss")
+            do {
+                let gateway = try await TestGateway.start(policy: policy)
+                await gateway.shutdown()
+                Issue.record("a gateway started with caFile \(file)")
+            } catch let error as PolicyError {
+                #expect(error.diagnostics.map(\.keyPath) == ["cluster.caFile"], "\(error)")
+                #expect(error.diagnostics.first?.file == "test.yaml")
+                #expect(error.diagnostics.first?.message.contains(words) == true, "\(error)")
+            }
+        }
     }
 }
