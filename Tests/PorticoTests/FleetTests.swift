@@ -491,4 +491,51 @@ struct FleetTests {
             }
         }
     }
+
+    /// A code handler that answers 200 when its backend's fetch is admitted and answered.
+    struct Relay: CodeHandler {
+        func respond(to request: CodeHandlerRequest, context: CodeHandlerContext) -> EventLoopFuture<CodeHandlerResponse> {
+            context.fetch(backend: "feed", target: "/").map { fetched in .json(status: fetched.status == 200 ? 200 : 502, [:]) }
+        }
+    }
+
+    @Test("a code handler's fetches draw from their backend's limit in Redis: two gateways admit what one gateway does")
+    func sharedCodeHandlerBackendLimit() async throws {
+        let redis = try RedisServerProcess()
+        let backend = try await BackendServer.start(handler: DemoBackends.echo)
+        func start(_ redisPort: Int) async throws -> Gateway {
+            let snapshot = try TestGateway.snapshot(
+                policy: """
+                    backends:
+                      feed: { url: "http://127.0.0.1:\(backend.port)", rateLimit: { rate: 1/h, burst: 3 } }
+                    services:
+                      relay: { path: /relay, versions: { 1: { code: { name: relay, backends: [feed] } } } }
+                    \(redisPort > 0 ? "cluster: { redis: \"redis://127.0.0.1:\(redisPort)\", timeout: 5s, onFailure: { limits: deny } }" : "")
+                    """)
+            let gateway = Gateway(snapshot: snapshot, codeHandlers: ["relay": Relay()])
+            try await gateway.start()
+            return gateway
+        }
+        func statuses(_ gateways: [Gateway]) throws -> [Int] {
+            try (0..<8).map { index in
+                try RawHTTPClient(port: gateways[index % gateways.count].boundPorts["test"]!, receiveTimeout: 10).request("GET", "/relay/x")
+                    .status
+            }
+        }
+        let single = try await start(0)
+        let alone = try statuses([single])
+        await single.shutdown()
+        #expect(alone.count(where: { $0 == 200 }) == 3, "\(alone)")
+        let first = try await start(redis.port)
+        let second = try await start(redis.port)
+        let fleet = try statuses([first, second])
+        await first.shutdown()
+        await second.shutdown()
+        try await backend.shutdown()
+        #expect(fleet == alone, "the fleet admits the limit once, not once per gateway")
+        #expect(
+            try redis.command(["KEYS", "portico:rl:*"]).array?.map(\.string) == [
+                FleetKeys.bucket(RateLimitKey(scope: .backend, name: "feed"))
+            ])
+    }
 }
