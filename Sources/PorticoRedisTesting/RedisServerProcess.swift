@@ -40,15 +40,23 @@ public final class RedisServerProcess: @unchecked Sendable {
         try start()
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The server's working directory, its own.
+    private var directory: String { FileManager.default.temporaryDirectory.appendingPathComponent("portico-redis-\(port)").path }
 
     public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server") }
 
     public func start() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+        // Its own working directory: a replica writes the primary's snapshot there (dump.rdb).
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         process.arguments = [
-            String(Self.lifetimeSeconds), "/usr/bin/redis-server", "--bind", "127.0.0.1", "--save", "",
+            String(Self.lifetimeSeconds), "/usr/bin/redis-server", "--dir", directory, "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--enable-debug-command", "local",
         ]
         if let tls {
@@ -96,6 +104,19 @@ public final class RedisServerProcess: @unchecked Sendable {
         signal.arguments = ["-\(name)", "-P", String(process.processIdentifier)]
         try? signal.run()
         signal.waitUntilExit()
+    }
+
+    /// Makes this server a replica of `primary` (`REPLICAOF`), as a failover leaves a former
+    /// primary, and waits (at most ten seconds) until it has synchronised: from then on writes get
+    /// `-READONLY`, not `-LOADING`.
+    public func replicate(_ primary: RedisServerProcess) throws {
+        _ = try command(["REPLICAOF", "127.0.0.1", String(primary.port)])
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if try command(["INFO", "replication"]).string?.contains("master_link_status:up") == true { return }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        throw RedisServerError.notReady(port: port)
     }
 
     /// Connects and sends `PING` until `+PONG`, for at most ten seconds.

@@ -234,7 +234,7 @@ struct RedisClientTests {
     func readOnlyReplica() throws {
         let primary = try RedisServerProcess()
         let replica = try RedisServerProcess()
-        _ = try replica.command(["REPLICAOF", "127.0.0.1", String(primary.port)])
+        try replica.replicate(primary)
         let events = EventRecorder()
         try withClient(
             replica, observer: events,

@@ -378,7 +378,7 @@ struct FleetTests {
     func readOnlyReplica() async throws {
         let primary = try RedisServerProcess()
         let replica = try RedisServerProcess()
-        _ = try replica.command(["REPLICAOF", "127.0.0.1", String(primary.port)])
+        try replica.replicate(primary)
         let cluster = "onFailure: { limits: deny, nonces: deny }"
         try await withGateway(policy: { Self.policy(backend: $0[0], redis: replica.port, cluster: cluster) }) { gateway, _ in
             let answers = try (0..<12).map { _ in try gateway.connect().request("GET", "/open/x") }
