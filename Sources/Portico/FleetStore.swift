@@ -84,9 +84,11 @@ public final class FleetStore: Sendable {
         return client.send(.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).flatMapError { error in
             // The script is loaded on every new connection, but a `SCRIPT FLUSH`, or a failover to
             // a replica that never loaded it, leaves the connection without it: send it whole, once,
-            // which also caches it again. The NOSCRIPT reply counted as one failure.
+            // which also caches it again. The NOSCRIPT reply counted as one failure; the retry goes
+            // even if that opened the breaker (a half-open probe's NOSCRIPT would otherwise reopen
+            // it at every probe, for good), and its success closes it.
             if let error = error as? RedisError, error.errorCode == "NOSCRIPT" {
-                return client.send(.command(["EVAL", FleetScript.source] + operands), on: eventLoop)
+                return client.send(.command(["EVAL", FleetScript.source] + operands), on: eventLoop, bypassingBreaker: true)
             }
             return eventLoop.makeFailedFuture(error)
         }.flatMapThrowing { [observer] reply in

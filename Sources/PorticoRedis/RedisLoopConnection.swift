@@ -53,11 +53,11 @@ final class RedisLoopConnection: @unchecked Sendable {
     /// (frozen, blackholed) would otherwise hold it forever, and replies that may still come can no
     /// longer be trusted to match their commands. The next command reconnects once the backoff
     /// allows.
-    func send(_ value: RESPValue) -> EventLoopFuture<RESPValue> {
+    func send(_ value: RESPValue, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue> {
         eventLoop.preconditionInEventLoop()
         let start = clock()
         let before = breaker.state
-        let allowed = breaker.allow(now: start)
+        let allowed = bypassingBreaker || breaker.allow(now: start)
         if breaker.state != before { observer?.breakerChanged(from: before, to: breaker.state) }
         guard !shutDown else { return eventLoop.makeFailedFuture(RedisError.unavailable) }
         guard allowed else {

@@ -538,4 +538,38 @@ struct FleetTests {
                 FleetKeys.bucket(RateLimitKey(scope: .backend, name: "feed"))
             ])
     }
+
+    @Test("a script missing when the breaker half-opens (SCRIPT FLUSH meanwhile) is sent whole, and the probe's success closes the breaker")
+    func noScriptProbe() async throws {
+        let redis = try RedisServerProcess()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let now = NIOLockedValueBox<Int64>(1_000_000_000_000)
+        var cluster = ClusterPolicy(redis: RedisAddress(host: "127.0.0.1", port: redis.port))
+        cluster.timeout = .seconds(5)
+        let fleet = FleetStore(cluster, group: group, clock: { now.withLockedValue { $0 } })
+        let loop = group.next()
+        let limit = CompiledRateLimit(kind: .backend, name: "b", policy: RateLimitPolicy(count: 1000, period: .seconds(1), burst: 1000))
+        let draw = LimitDraw(limit: limit, key: RateLimitKey(scope: .backend, name: "probe"))
+        let decide = { try await loop.flatSubmit { fleet.decide([draw], nonce: nil, on: loop) }.get() }
+        #expect(
+            try await decide() == .admitted([RateLimitDecision(allowed: true, remaining: 999, resetNanos: 1_000_000, retryAfterNanos: 0)]))
+        // A bucket key of another type: error replies, five of which open the breaker.
+        _ = try redis.command(["SET", FleetKeys.bucket(draw.key), "not a hash"])
+        for _ in 0..<5 { await #expect(throws: RedisError.self) { try await decide() } }
+        await #expect(throws: RedisError.circuitOpen) { try await decide() }
+        #expect(try await fleet.client.breakerStates().get() == [.open])
+        _ = try redis.command(["DEL", FleetKeys.bucket(draw.key)])
+        _ = try redis.command(["SCRIPT", "FLUSH"])
+        // Past the open time, one request is the probe: NOSCRIPT, then the script sent whole.
+        now.withLockedValue { $0 += 2_000_000_000 }
+        let probe = try? await decide()
+        guard case .admitted = probe else {
+            Issue.record("the probe was not admitted: \(String(describing: probe))")
+            return
+        }
+        #expect(try await fleet.client.breakerStates().get() == [.closed])
+        #expect(try redis.command(["SCRIPT", "EXISTS", FleetScript.sha1]) == .array([.integer(1)]), "cached again")
+        try await fleet.close().get()
+        try await group.shutdownGracefully()
+    }
 }
