@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import PorticoPolicy
 import PorticoRedis
@@ -20,8 +21,9 @@ public final class FleetStore: Sendable {
     /// - Parameters:
     ///   - group: the event loops that serve requests; each gets its own Redis connection.
     ///   - clock: monotonic nanoseconds for the breaker and backoff (tests may pass their own).
+    ///   - logger: where a breaker opening (with the failure that opened it) and closing are told.
     public init(
-        _ cluster: ClusterPolicy, group: any EventLoopGroup, metrics: GatewayMetrics? = nil,
+        _ cluster: ClusterPolicy, group: any EventLoopGroup, metrics: GatewayMetrics? = nil, logger: Logger? = nil,
         clock: @escaping @Sendable () -> Int64 = { Int64(bitPattern: NIODeadline.now().uptimeNanoseconds) }
     ) {
         let (seconds, attoseconds) = cluster.timeout.components
@@ -35,9 +37,10 @@ public final class FleetStore: Sendable {
         } catch {
             unusable = .tls(error.description)
         }
-        client = RedisClient(group: group, configuration: configuration, observer: metrics?.redis, clock: clock)
+        let observer = FleetObserver(metrics: metrics?.redis, logger: logger)
+        client = RedisClient(group: group, configuration: configuration, observer: observer, clock: clock)
         onFailure = cluster.onFailure
-        observer = metrics?.redis
+        self.observer = observer
         self.unusable = unusable
     }
 

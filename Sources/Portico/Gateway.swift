@@ -70,7 +70,7 @@ public final class Gateway: Sendable {
         self.group = group
         self.upstream = upstream ?? RoutingUpstreamClient.gatewayDefault(sizedBy: snapshot.policy.upstream, group: group)
         self.logger = logger
-        fleet = snapshot.policy.cluster.map { FleetStore($0, group: group, metrics: metrics) }
+        fleet = snapshot.policy.cluster.map { FleetStore($0, group: group, metrics: metrics, logger: logger) }
     }
 
     /// Listener name → bound port, once ``start()`` has returned.

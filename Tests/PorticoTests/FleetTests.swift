@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -460,15 +461,24 @@ struct FleetTests {
 
         // A Redis whose certificate another CA signed: onFailure's answer, and the reason counted.
         let foreign = "caFile: \"\(TestCertificates.path("foreign-ca.pem"))\", timeout: 5s, onFailure: { limits: deny }"
+        let recorder = RecordingLogHandler()
         let untrusting = try await TestGateway.start(
-            policy: Self.policy(backend: backend.port, redis: redis.port, cluster: foreign, scheme: "rediss"))
+            policy: Self.policy(backend: backend.port, redis: redis.port, cluster: foreign, scheme: "rediss"),
+            logger: Logger(label: "portico.test") { _ in recorder })
         let refused = try untrusting.connect().request("GET", "/open/x")
+        // Enough on every event loop for its breaker to open, which is logged with the reason.
+        let more = try (0..<12).map { _ in try untrusting.connect().request("GET", "/open/x").status }
         let metrics = untrusting.gateway.metrics.render()
         await untrusting.shutdown()
         try await backend.shutdown()
         #expect(refused.status == 503)
         #expect(refused.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
         #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"tls\"}") ?? 0 >= 1)
+        #expect(more == Array(repeating: 503, count: 12))
+        let warnings = recorder.records.filter { $0.level == .warning && $0.message.hasPrefix("Redis is failing") }
+        #expect(!warnings.isEmpty, "the breaker's opening is logged")
+        #expect(
+            warnings.allSatisfy { "\($0.metadata["error"] ?? "")".contains("certificate verify failed") }, "\(warnings.map(\.metadata))")
         #expect(try redis.command(["KEYS", "portico:rl:*"]).array?.count == 1, "nothing more was drawn")
     }
 
