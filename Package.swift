@@ -107,6 +107,7 @@ let package = Package(
         .target(
             name: "PorticoRedis",
             dependencies: [
+                "PorticoTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -177,6 +178,7 @@ let package = Package(
             name: "PorticoRedisTesting",
             dependencies: [
                 "PorticoRedis",
+                "PorticoTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -187,6 +189,8 @@ let package = Package(
             dependencies: [
                 "PorticoRedis",
                 "PorticoRedisTesting",
+                "PorticoTLS",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

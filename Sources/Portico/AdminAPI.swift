@@ -11,7 +11,7 @@ import PorticoSigning
 /// | `GET /readyz` | 200 once the listeners are up and a policy is loaded; 503 while draining |
 /// | `GET /metrics` | the Prometheus text of ``GatewayMetrics`` |
 /// | `POST /admin/reload` | a reload (``PolicyReloader``); `?dryRun=true` only reports what would change |
-/// | `GET /admin/policy` | the active revision, services, versions, backends, limits, keys by id and status |
+/// | `GET /admin/policy` | the active revision, services, versions, backends, limits, keys by id and status, the cluster section (its password as `set`) |
 ///
 /// Every request must carry `Authorization: Bearer <token>` when the policy names an admin token,
 /// and always when the listener is bound off loopback (with no token configured, it then refuses
@@ -274,11 +274,21 @@ struct AdminPolicyView: Encodable {
         let rotating: Bool
     }
 
+    /// Fleet mode's Redis: where, and what happens when it fails; the password only as `set`.
+    struct Cluster: Encodable {
+        let redis: String
+        let database: Int
+        let password: String
+        let timeout: String
+        let onFailure: [String: String]
+    }
+
     let revision: RevisionView
     let services: [String: Service]
     let backends: [String: Backend]
     let tiers: [String: Tier]
     let keys: [String: Key]
+    let cluster: Cluster?
 
     init(_ policy: Policy, revision: PolicyRevision) {
         self.revision = RevisionView(revision)
@@ -317,6 +327,13 @@ struct AdminPolicyView: Encodable {
         }
         keys = policy.keys.mapValues {
             Key(status: $0.status.rawValue, tier: $0.tier, services: $0.services, rotating: $0.previousSecret != nil)
+        }
+        cluster = policy.cluster.map { cluster in
+            let (seconds, attoseconds) = cluster.timeout.components
+            return Cluster(
+                redis: cluster.redis.description, database: cluster.database, password: cluster.password == nil ? "none" : "set",
+                timeout: "\(seconds * 1000 + attoseconds / 1_000_000_000_000_000)ms",
+                onFailure: ["limits": cluster.onFailure.limits.rawValue, "nonces": cluster.onFailure.nonces.rawValue])
         }
     }
 }

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import PorticoPolicy
 import PorticoRedis
@@ -10,25 +11,37 @@ import PorticoRedis
 public final class FleetStore: Sendable {
     let client: RedisClient
     let onFailure: ClusterFailurePolicy
-    /// Told of replies the script should not have given (an error reply such as `OOM`), which the
-    /// client itself counts as answers.
+    /// Told of replies of a shape the script does not give, which the client itself counts as
+    /// answers (error replies, such as `-READONLY` or `-OOM`, it counts as failures).
     private let observer: (any RedisObserver)?
+    /// Why no command can be sent at all (a `caFile` OpenSSL refuses): every decision fails with it,
+    /// so `onFailure` applies. ``Gateway/start()`` refuses to start on the same grounds first.
+    private let unusable: RedisError?
 
     /// - Parameters:
     ///   - group: the event loops that serve requests; each gets its own Redis connection.
     ///   - clock: monotonic nanoseconds for the breaker and backoff (tests may pass their own).
+    ///   - logger: where a breaker opening (with the failure that opened it) and closing are told.
     public init(
-        _ cluster: ClusterPolicy, group: any EventLoopGroup, metrics: GatewayMetrics? = nil,
+        _ cluster: ClusterPolicy, group: any EventLoopGroup, metrics: GatewayMetrics? = nil, logger: Logger? = nil,
         clock: @escaping @Sendable () -> Int64 = { Int64(bitPattern: NIODeadline.now().uptimeNanoseconds) }
     ) {
         let (seconds, attoseconds) = cluster.timeout.components
-        let configuration = RedisConfiguration(
+        var configuration = RedisConfiguration(
             host: cluster.redis.host, port: cluster.redis.port,
             password: cluster.password.map { String(decoding: $0.bytes, as: UTF8.self) }, database: cluster.database,
             timeoutNanos: seconds * 1_000_000_000 + attoseconds / 1_000_000_000, scripts: [FleetScript.source])
-        client = RedisClient(group: group, configuration: configuration, observer: metrics?.redis, clock: clock)
+        var unusable: RedisError?
+        do {
+            configuration.tls = try FleetTLS.context(for: cluster).map { RedisTLS(context: $0, serverName: cluster.redis.host) }
+        } catch {
+            unusable = .tls(error.description)
+        }
+        let observer = FleetObserver(metrics: metrics?.redis, logger: logger)
+        client = RedisClient(group: group, configuration: configuration, observer: observer, clock: clock)
         onFailure = cluster.onFailure
-        observer = metrics?.redis
+        self.observer = observer
+        self.unusable = unusable
     }
 
     /// What Redis decided for one request.
@@ -65,16 +78,22 @@ public final class FleetStore: Sendable {
             arguments.append("0")
         }
         if let testTime { arguments += [String(testTime.0), String(testTime.1)] }
+        if let unusable {
+            observer?.failed(unusable)
+            return eventLoop.makeFailedFuture(unusable)
+        }
         let operands = [String(keys.count)] + keys + arguments
         let client = client
-        return client.send(.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).flatMap { reply in
+        return client.send(.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).flatMapError { error in
             // The script is loaded on every new connection, but a `SCRIPT FLUSH`, or a failover to
-            // a replica that never loaded it, leaves the connection without it: send it whole, which
-            // also caches it again, so this costs one more round trip once.
-            if case .error(let message) = reply, message.hasPrefix("NOSCRIPT") {
-                return client.send(.command(["EVAL", FleetScript.source] + operands), on: eventLoop)
+            // a replica that never loaded it, leaves the connection without it: send it whole, once,
+            // which also caches it again. The NOSCRIPT reply counted as one failure; the retry goes
+            // even if that opened the breaker (a half-open probe's NOSCRIPT would otherwise reopen
+            // it at every probe, for good), and its success closes it.
+            if let error = error as? RedisError, error.errorCode == "NOSCRIPT" {
+                return client.send(.command(["EVAL", FleetScript.source] + operands), on: eventLoop, bypassingBreaker: true)
             }
-            return eventLoop.makeSucceededFuture(reply)
+            return eventLoop.makeFailedFuture(error)
         }.flatMapThrowing { [observer] reply in
             do {
                 return try Self.verdict(reply, limits: draws.count)
@@ -85,7 +104,7 @@ public final class FleetStore: Sendable {
         }
     }
 
-    /// Reads the script's reply; anything else (an error reply, a reply of the wrong shape) is a
+    /// Reads the script's reply; anything else (a reply of the wrong shape) is a
     /// ``RedisError/protocolViolation(_:)``, which the caller treats as Redis failing.
     static func verdict(_ reply: RESPValue, limits: Int) throws -> Verdict {
         guard let values = reply.array, values.count >= 2, let status = values[0].integer, let detail = values[1].integer else {

@@ -70,7 +70,7 @@ public final class Gateway: Sendable {
         self.group = group
         self.upstream = upstream ?? RoutingUpstreamClient.gatewayDefault(sizedBy: snapshot.policy.upstream, group: group)
         self.logger = logger
-        fleet = snapshot.policy.cluster.map { FleetStore($0, group: group, metrics: metrics) }
+        fleet = snapshot.policy.cluster.map { FleetStore($0, group: group, metrics: metrics, logger: logger) }
     }
 
     /// Listener name → bound port, once ``start()`` has returned.
@@ -112,6 +112,7 @@ public final class Gateway: Sendable {
         accessLogger[metadataKey: "log"] = "access"
         let tlsStores = try ListenerTLS.contexts(for: snapshot).mapValues(TLSContextStore.init)
         _ = try LocatorSigning.key(for: snapshot)  // a locator key that cannot be read fails the start, naming its file
+        if let cluster = snapshot.policy.cluster { _ = try FleetTLS.context(for: cluster) }  // rediss://'s caFile, likewise
         let limits = snapshot.limits
         var bound: [(name: String, channel: any Channel, connections: ListenerConnections)] = []
         do {

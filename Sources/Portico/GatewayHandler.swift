@@ -80,7 +80,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         self.stages = stages
         self.proxy = ProxyHandler(upstream: services.upstream, concurrency: services.rateLimiter.concurrency, scheme: services.scheme)
         self.facade = FacadeHandler(
-            upstream: services.upstream, rateLimiter: services.rateLimiter, metrics: services.metrics, logger: services.logger)
+            upstream: services.upstream, rateLimiter: services.rateLimiter, metrics: services.metrics, logger: services.logger,
+            fleet: services.fleet)
         self.accessLog = AccessLogObserver(logger: services.accessLogger, writer: services.accessLogWriter)
         self.timeouts = timeouts
     }
@@ -350,7 +351,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     private func runCode(_ handler: any CodeHandler, policy: CodeHandlerPolicy, exchange: Exchange, context: ChannelHandlerContext) {
         let fetcher = SourceFetch(
             upstream: services.upstream, rateLimiter: services.rateLimiter, service: exchange.record.service ?? "",
-            requestID: exchange.requestID)
+            requestID: exchange.requestID, fleet: services.fleet)
         let handlerContext = CodeHandlerContext(
             eventLoop: context.eventLoop, backends: policy.backends, fetcher: fetcher, compiled: exchange.policy.backends,
             maxBodyBytes: exchange.snapshot.limits.maxBodyBytes)

@@ -3,15 +3,18 @@ import PorticoRedis
 import Prometheus
 
 /// Fleet mode's Redis metrics: reply latency (a histogram with buckets fine enough for a loopback
-/// round trip), failures by reason, and how many event loops' breakers are not closed.
+/// round trip), failures by reason, connections made and closed by the client, and how many event
+/// loops' breakers are not closed.
 final class RedisMetrics: RedisObserver {
     /// Reasons are ``RedisError/label``'s fixed list.
-    static let reasons = ["timeout", "unavailable", "connection_closed", "protocol", "circuit_open"]
+    static let reasons = ["timeout", "unavailable", "connection_closed", "protocol", "circuit_open", "error_reply", "tls"]
 
     let histograms: AtomicDurationHistograms
     private let latency: CoreMetrics.Timer
     private let failures: [String: CoreMetrics.Counter]
     private let breakersOpen: CoreMetrics.Meter
+    private let connects: CoreMetrics.Counter
+    private let resets: CoreMetrics.Counter
 
     init(registry: PrometheusCollectorRegistry) {
         histograms = AtomicDurationHistograms(bounds: [
@@ -26,7 +29,13 @@ final class RedisMetrics: RedisObserver {
             })
         breakersOpen = CoreMetrics.Meter(label: "portico_redis_breakers_open", dimensions: [], factory: factory)
         breakersOpen.set(0)
+        connects = CoreMetrics.Counter(label: "portico_redis_connections_total", dimensions: [], factory: factory)
+        resets = CoreMetrics.Counter(label: "portico_redis_resets_total", dimensions: [], factory: factory)
     }
+
+    func connected() { connects.increment() }
+
+    func disconnected(_ reason: RedisError) { resets.increment() }
 
     func replied(afterNanos nanos: Int64) { latency.recordNanoseconds(nanos) }
 

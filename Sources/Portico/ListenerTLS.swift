@@ -51,7 +51,7 @@ public enum ListenerTLS {
         case .cipherList: origin = policy.origin.child("ciphers")
         case .cipherSuites: origin = policy.origin.child("cipherSuites")
         case .groups: origin = policy.origin.child("groups")
-        case .context: origin = policy.origin
+        case .context, .trustedCA: origin = policy.origin
         }
         return origin.diagnostic(error.description)
     }

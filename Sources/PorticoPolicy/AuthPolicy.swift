@@ -44,7 +44,7 @@ public struct APIKeyPolicy: Sendable, Hashable {
 ///
 /// `description` never shows the bytes, so a secret printed by mistake (a log line, a test
 /// failure, `portico check`) reveals nothing.
-public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public let bytes: [UInt8]
 
     public init(_ text: String) { bytes = Array(text.utf8) }
@@ -52,6 +52,8 @@ public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugSt
 
     public var description: String { "<secret: \(bytes.count) bytes>" }
     public var debugDescription: String { description }
+    /// `dump` and `Mirror` see the length only, as the description does.
+    public var customMirror: Mirror { Mirror(self, children: ["bytes": bytes.count], displayStyle: .struct) }
 
     /// Why a secret file was not read.
     public enum FileProblem: Error, Sendable, Equatable, CustomStringConvertible {

@@ -11,6 +11,9 @@ public struct ClusterPolicy: Sendable, Hashable {
     /// Longest wait for Redis's reply (and for a connection) before `onFailure` applies.
     public var timeout: Duration = .milliseconds(50)
     public var onFailure = ClusterFailurePolicy()
+    /// For `rediss://`: the PEM file of CA certificates Redis's certificate must chain to; `nil`
+    /// trusts the system's CAs. Opened with OpenSSL when the gateway starts (and by `portico check`).
+    public var caFile: PolicyFile?
 
     public init(redis: RedisAddress, password: Secret? = nil, database: Int = 0, timeout: Duration = .milliseconds(50)) {
         self.redis = redis
@@ -20,17 +23,20 @@ public struct ClusterPolicy: Sendable, Hashable {
     }
 }
 
-/// `redis://host:port`.
+/// `redis://host:port`, or `rediss://host:port` for TLS.
 public struct RedisAddress: Sendable, Hashable, CustomStringConvertible {
     public var host: String
     public var port: Int
+    /// `rediss://`: TLS 1.2 or later, the server's certificate verified and required to name `host`.
+    public var tls: Bool
 
-    public init(host: String, port: Int) {
+    public init(host: String, port: Int, tls: Bool = false) {
         self.host = host
         self.port = port
+        self.tls = tls
     }
 
-    public var description: String { "redis://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+    public var description: String { "\(tls ? "rediss" : "redis")://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
 }
 
 /// What a gateway does when Redis cannot answer in time (down, slow, or its breaker open).

@@ -3,9 +3,10 @@ extension PolicyDocumentReader {
     /// arithmetic in Lua, whose numbers are doubles, exact below 2⁵³.
     static let maxSharedBurstPeriodNanos: Int64 = 1 << 53
 
-    /// `cluster: { redis: redis://host:port, passwordFile, database, timeout, onFailure: { limits, nonces } }`.
+    /// `cluster: { redis: redis://host:port | rediss://host:port, caFile, passwordFile, database, timeout,
+    /// onFailure: { limits, nonces } }`.
     func readCluster(_ value: PolicyValue) -> ClusterPolicy? {
-        guard let fields = value.fields(known: ["redis", "passwordFile", "database", "timeout", "onFailure"]) else { return nil }
+        guard let fields = value.fields(known: ["redis", "caFile", "passwordFile", "database", "timeout", "onFailure"]) else { return nil }
         let address = fields.required("redis") { value -> RedisAddress? in
             guard let text = value.nonEmptyString() else { return nil }
             return readRedisAddress(text, at: value)
@@ -34,22 +35,28 @@ extension PolicyDocumentReader {
             let nonces = fields.optional("nonces", default: .deny) { $0.oneOf(ClusterFailurePolicy.Nonces.allCases) }
             return ClusterFailurePolicy(limits: limits, nonces: nonces)
         }
+        let caFile = fields.optional("caFile") { value -> PolicyFile? in
+            guard let file = file(value) else { return nil }
+            if let address, !address.tls {
+                value.error("caFile applies to rediss:// (Redis over TLS) only; the address is \(address)")
+                return nil
+            }
+            return file
+        }
         guard let address else { return nil }
         var cluster = ClusterPolicy(redis: address, password: password, database: database, timeout: timeout)
         cluster.onFailure = onFailure
+        cluster.caFile = caFile
         return cluster
     }
 
     private func readRedisAddress(_ text: String, at value: PolicyValue) -> RedisAddress? {
-        if text.hasPrefix("rediss://") {
-            value.error("rediss:// (Redis over TLS) is not supported yet; use redis:// on a trusted network, or a TLS tunnel")
+        let tls = text.hasPrefix("rediss://")
+        guard tls || text.hasPrefix("redis://") else {
+            value.error("expected redis://host:port (or rediss://host:port for TLS), found \(value.describe())")
             return nil
         }
-        guard text.hasPrefix("redis://") else {
-            value.error("expected redis://host:port, found \(value.describe())")
-            return nil
-        }
-        var rest = Substring(text.dropFirst("redis://".count))
+        var rest = Substring(text.dropFirst(tls ? "rediss://".count : "redis://".count))
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         guard !rest.contains("/"), !rest.contains("@") else {
             value.error(
@@ -88,7 +95,7 @@ extension PolicyDocumentReader {
             value.error("expected a port in 1...65535, found \(port)")
             return nil
         }
-        return RedisAddress(host: String(host), port: port)
+        return RedisAddress(host: String(host), port: port, tls: tls)
     }
 
     /// With a cluster, every limit must be one Redis can compute exactly.

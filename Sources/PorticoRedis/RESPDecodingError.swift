@@ -10,6 +10,7 @@ public struct RESPDecodingError: Error, Hashable, CustomStringConvertible {
         case lineTooLong(Int)
         case tooLarge(Int64, limit: Int)
         case tooDeep(Int)
+        case tooMuchBuffered(Int, limit: Int)
     }
 
     private let kind: Kind
@@ -28,6 +29,8 @@ public struct RESPDecodingError: Error, Hashable, CustomStringConvertible {
     public static func tooLarge(_ length: Int64, limit: Int) -> Self { Self(kind: .tooLarge(length, limit: limit)) }
     /// Arrays nested deeper than the decoder accepts.
     public static func tooDeep(limit: Int) -> Self { Self(kind: .tooDeep(limit)) }
+    /// An incomplete reply holding more bytes than the decoder buffers.
+    public static func tooMuchBuffered(_ bytes: Int, limit: Int) -> Self { Self(kind: .tooMuchBuffered(bytes, limit: limit)) }
 
     public var description: String {
         switch kind {
@@ -38,6 +41,7 @@ public struct RESPDecodingError: Error, Hashable, CustomStringConvertible {
         case .lineTooLong(let limit): "line longer than \(limit) bytes without CR LF"
         case .tooLarge(let length, let limit): "length \(length) exceeds the limit of \(limit)"
         case .tooDeep(let limit): "arrays nested deeper than \(limit)"
+        case .tooMuchBuffered(let bytes, let limit): "an incomplete reply of \(bytes) bytes exceeds the buffer limit of \(limit)"
         }
     }
 }

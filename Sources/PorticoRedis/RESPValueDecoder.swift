@@ -5,7 +5,12 @@ import NIOCore
 /// A reply is parsed from the start of the buffer each time bytes arrive and consumed only when
 /// whole, so a split reply costs a re-parse of its head; the replies this client reads (a few
 /// integers) are short. Sizes are bounded so that a broken or hostile server cannot make the
-/// gateway buffer without end: lines, bulk strings, array lengths and nesting.
+/// gateway buffer without end: lines, bulk strings, array lengths, nesting, and the bytes of a
+/// reply still incomplete. Every violation is a ``RESPDecodingError``, which makes the
+/// ``RedisCommandHandler`` fail what waits and close the connection.
+///
+/// The defaults fit what the gateway reads (the fleet script's reply is a few dozen integers) with
+/// a wide margin, and keep a misbehaving server's cost to a few megabytes per connection.
 public struct RESPValueDecoder: ByteToMessageDecoder {
     public typealias InboundOut = RESPValue
 
@@ -13,18 +18,36 @@ public struct RESPValueDecoder: ByteToMessageDecoder {
     public let maxBulkLength: Int
     public let maxArrayLength: Int
     public let maxDepth: Int
+    /// Most bytes held while waiting for the rest of a reply.
+    public let maxBufferedBytes: Int
 
-    public init(maxLineLength: Int = 64 * 1024, maxBulkLength: Int = 16 * 1024 * 1024, maxArrayLength: Int = 1 << 20, maxDepth: Int = 16) {
+    public init(
+        maxLineLength: Int = 64 * 1024, maxBulkLength: Int = 1024 * 1024, maxArrayLength: Int = 64 * 1024, maxDepth: Int = 8,
+        maxBufferedBytes: Int = 2 * 1024 * 1024
+    ) {
         self.maxLineLength = maxLineLength
         self.maxBulkLength = maxBulkLength
         self.maxArrayLength = maxArrayLength
         self.maxDepth = maxDepth
+        self.maxBufferedBytes = maxBufferedBytes
     }
 
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let value = try decodeOne(&buffer) else { return .needMoreData }
+        guard let value = try decodeBuffered(&buffer) else { return .needMoreData }
         context.fireChannelRead(Self.wrapInboundOut(value))
         return .continue
+    }
+
+    /// ``decodeOne(_:)``, refusing an incomplete reply that already holds more than
+    /// ``maxBufferedBytes``.
+    public func decodeBuffered(_ buffer: inout ByteBuffer) throws -> RESPValue? {
+        guard let value = try decodeOne(&buffer) else {
+            guard buffer.readableBytes <= maxBufferedBytes else {
+                throw RESPDecodingError.tooMuchBuffered(buffer.readableBytes, limit: maxBufferedBytes)
+            }
+            return nil
+        }
+        return value
     }
 
     public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {

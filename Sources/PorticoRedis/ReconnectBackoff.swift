@@ -1,5 +1,7 @@
 /// When the next connection attempt may be made: at once at first, then after a delay that
-/// doubles with each failed attempt up to `maximumNanos`, and back to nothing once connected.
+/// doubles with each failed attempt (a connection refused, closed, or reset after a timeout) up to
+/// `maximumNanos`, and back to nothing once Redis answers on a connection (``connected()``: a
+/// connection made is not enough, since a frozen Redis's kernel still accepts them).
 /// Commands that arrive while waiting fail at once (``RedisError/unavailable``) rather than queue.
 public struct ReconnectBackoff: Sendable {
     public let initialNanos: Int64

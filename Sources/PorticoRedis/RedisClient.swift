@@ -25,11 +25,16 @@ public final class RedisClient: Sendable {
 
     /// Sends `command` from `eventLoop` (the caller's, which it must be on) and completes there.
     /// A loop outside the group the client was made with gets ``RedisError/unavailable``.
-    public func send(_ command: RESPValue, on eventLoop: any EventLoop) -> EventLoopFuture<RESPValue> {
+    ///
+    /// - Parameter bypassingBreaker: send even if the breaker would refuse, for a command that
+    ///   answers a reply Redis has just given (`-NOSCRIPT`'s retry with the script whole): Redis is
+    ///   answering, and refusing the retry would leave a half-open breaker reopened by every probe.
+    ///   Its outcome still counts.
+    public func send(_ command: RESPValue, on eventLoop: any EventLoop, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue> {
         guard let connection = connections[ObjectIdentifier(eventLoop)] else {
             return eventLoop.makeFailedFuture(RedisError.unavailable)
         }
-        return connection.send(command)
+        return connection.send(command, bypassingBreaker: bypassingBreaker)
     }
 
     /// Each loop's breaker state, read on its loop.

@@ -1,7 +1,8 @@
 import NIOCore
+import PorticoTLS
 
 /// A command on its way to Redis, with the promise its reply completes.
-public struct RedisCommand {
+public struct RedisCommand: Sendable {
     public let value: RESPValue
     public let promise: EventLoopPromise<RESPValue>
 
@@ -16,8 +17,9 @@ public struct RedisCommand {
 /// their promise successfully, as ``RESPValue/error(_:)``: they are answers, and the connection
 /// stays in step.
 ///
-/// When the connection closes, or its bytes stop being RESP2, every waiting promise fails
-/// (``RedisError/connectionClosed``, ``RedisError/protocolViolation(_:)``) and the channel closes.
+/// When the connection closes, its bytes stop being RESP2, or its TLS fails, every waiting promise
+/// fails (``RedisError/connectionClosed``, ``RedisError/protocolViolation(_:)``,
+/// ``RedisError/tls(_:)``) and the channel closes.
 public final class RedisCommandHandler: ChannelDuplexHandler {
     public typealias InboundIn = RESPValue
     public typealias OutboundIn = RedisCommand
@@ -45,7 +47,11 @@ public final class RedisCommandHandler: ChannelDuplexHandler {
     }
 
     public func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        failAll(error is RESPDecodingError ? .protocolViolation("\(error)") : .connectionClosed)
+        switch error {
+        case is RESPDecodingError: failAll(.protocolViolation("\(error)"))
+        case is TLSError: failAll(.tls("\(error)"))
+        default: failAll(.connectionClosed)
+        }
         context.close(promise: nil)
     }
 

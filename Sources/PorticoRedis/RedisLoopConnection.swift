@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import PorticoTLS
 
 /// One event loop's pipelined connection to Redis, with its reconnect backoff and its circuit
 /// breaker. Confined to its loop: the request path reaches it without a lock or a thread hop.
@@ -7,7 +8,12 @@ import NIOPosix
 /// With no connection, the first command starts one and waits with any that follow; the
 /// handshake (``RedisConfiguration/handshake``) is written first and the waiting commands right
 /// behind it, without waiting for its replies, so a new connection costs no extra round trip.
-/// A failed attempt starts the backoff, during which commands fail at once.
+/// A failed attempt, or a connection closed after a timeout, starts the backoff, during which
+/// commands fail at once.
+///
+/// `@unchecked Sendable`: the ``RedisClient`` (which is `Sendable`) holds one per event loop, and
+/// every mutable field is touched only on ``eventLoop`` (``send(_:)`` and ``close()`` check it;
+/// the callbacks run on it).
 final class RedisLoopConnection: @unchecked Sendable {
     let eventLoop: any EventLoop
     private let configuration: RedisConfiguration
@@ -20,6 +26,10 @@ final class RedisLoopConnection: @unchecked Sendable {
     private var breaker: CircuitBreaker
     private var shutDown = false
     private var flushScheduled = false
+    /// Counts the connections made; the current one's number while connected.
+    private var generation = 0
+    /// The last connection closed by ``reset(_:because:)``.
+    private var resetGeneration = 0
 
     init(
         eventLoop: any EventLoop, configuration: RedisConfiguration, observer: (any RedisObserver)?,
@@ -36,11 +46,18 @@ final class RedisLoopConnection: @unchecked Sendable {
 
     /// Sends `value`; the reply, or a ``RedisError``, within the configured timeout. Must be called
     /// on ``eventLoop``; the future completes there.
-    func send(_ value: RESPValue) -> EventLoopFuture<RESPValue> {
+    ///
+    /// An error reply (`-READONLY …`, `-LOADING …`) fails the future with
+    /// ``RedisError/errorReply(_:)`` and counts as a failure for the breaker: Redis answered, but
+    /// not usefully. A timeout closes the connection: a server that accepts bytes and never answers
+    /// (frozen, blackholed) would otherwise hold it forever, and replies that may still come can no
+    /// longer be trusted to match their commands. The next command reconnects once the backoff
+    /// allows.
+    func send(_ value: RESPValue, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue> {
         eventLoop.preconditionInEventLoop()
         let start = clock()
         let before = breaker.state
-        let allowed = breaker.allow(now: start)
+        let allowed = bypassingBreaker || breaker.allow(now: start)
         if breaker.state != before { observer?.breakerChanged(from: before, to: breaker.state) }
         guard !shutDown else { return eventLoop.makeFailedFuture(RedisError.unavailable) }
         guard allowed else {
@@ -48,29 +65,51 @@ final class RedisLoopConnection: @unchecked Sendable {
             return eventLoop.makeFailedFuture(RedisError.circuitOpen)
         }
         let promise = eventLoop.makePromise(of: RESPValue.self)
-        // A promise completed twice keeps its first result: a reply after the timeout is dropped,
-        // and the connection stays in step (its handler still matches that reply to this
-        // command). It is not closed: Redis answers in order, so a new connection would wait
-        // behind the same slow server, and closing would fail every other command in flight.
-        let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.timeoutNanos)) {
+        // The connection this command goes out on: the current one, or the one about to be made.
+        let generation = channel == nil ? self.generation + 1 : self.generation
+        // A promise completed twice keeps its first result, so a reply racing the timeout is
+        // harmless either way.
+        let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.timeoutNanos)) { [self] in
             promise.fail(RedisError.timeout)
+            reset(generation, because: .timeout)
         }
-        let future = promise.futureResult
+        let future = promise.futureResult.flatMapThrowing { reply in
+            if case .error(let message) = reply { throw RedisError.errorReply(message) }
+            return reply
+        }
         future.whenComplete { [self] result in
             timeout.cancel()
             let before = breaker.state
             switch result {
             case .success:
                 breaker.succeeded()
+                backoff.connected()
                 observer?.replied(afterNanos: clock() - start)
             case .failure(let error):
-                breaker.failed(now: clock())
-                observer?.failed(error as? RedisError ?? .connectionClosed)
+                let error = error as? RedisError ?? .connectionClosed
+                // The commands a reset failed are one failure, already counted (the timeout that
+                // caused it); counting each would open the breaker on one slow reply under load.
+                if error != .connectionClosed || generation > resetGeneration { breaker.failed(now: clock()) }
+                observer?.failed(error)
+                // A node that became a replica (a failover) will not take writes on this
+                // connection again; a new one may reach the new primary (a name that moved).
+                if error.errorCode == "READONLY" { reset(generation, because: error) }
             }
             if breaker.state != before { observer?.breakerChanged(from: before, to: breaker.state) }
         }
         dispatch(RedisCommand(value, promise: promise))
         return future
+    }
+
+    /// Closes connection `generation` if it is still the current one, failing every command
+    /// waiting on it, and starts the backoff before the next attempt.
+    private func reset(_ generation: Int, because reason: RedisError) {
+        guard generation == self.generation, let channel else { return }
+        self.channel = nil
+        resetGeneration = generation
+        backoff.attemptFailed(now: clock())
+        observer?.disconnected(reason)
+        channel.close(promise: nil)
     }
 
     private func dispatch(_ command: RedisCommand) {
@@ -97,11 +136,17 @@ final class RedisLoopConnection: @unchecked Sendable {
 
     private func connect() {
         let handshake = configuration.handshake
+        let tls = configuration.tls
         ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(configuration.timeoutNanos))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // TLS first, nearest the socket: the commands written at once wait in it
+                    // until the handshake is done.
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(TLSClientHandler(context: tls.context, serverName: tls.serverName))
+                    }
                     try channel.pipeline.syncOperations.addHandlers(
                         ByteToMessageHandler(RESPValueDecoder()), MessageToByteHandler(RESPValueEncoder()), RedisCommandHandler())
                 }
@@ -112,10 +157,19 @@ final class RedisLoopConnection: @unchecked Sendable {
                 waiting = nil
                 switch result {
                 case .success(let channel) where !shutDown:
-                    backoff.connected()
+                    // The backoff is reset by the first reply, not here: a frozen Redis still
+                    // accepts connections (the kernel does), and would be reconnected to at once
+                    // after every timeout.
+                    generation += 1
                     self.channel = channel
+                    observer?.connected()
                     channel.closeFuture.whenComplete { [self] _ in
-                        if self.channel === channel { self.channel = nil }
+                        // Closed by the server, or by a failed TLS handshake or a refused
+                        // handshake command: the next connection waits for the backoff too.
+                        if self.channel === channel {
+                            self.channel = nil
+                            backoff.attemptFailed(now: clock())
+                        }
                     }
                     for command in handshake {
                         let reply = eventLoop.makePromise(of: RESPValue.self)

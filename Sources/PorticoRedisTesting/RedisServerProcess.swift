@@ -2,34 +2,71 @@ import Foundation
 import NIOCore
 import NIOPosix
 import PorticoRedis
+import PorticoTLS
 
 /// A real `redis-server` (Debian's) on a free loopback port, for tests: no persistence, and run
 /// under `timeout` so that it stops by itself even if the test process dies first.
 ///
 /// `stop()` and `start()` may be called again to kill Redis and bring it back on the same port.
+///
+/// `@unchecked Sendable`: a test hands it to the tasks it starts, but its one mutable field (the
+/// process) is changed only by `start()` and `stop()`, which a test calls from its own task, never
+/// concurrently with each other or with `pause()`/`resume()`.
 public final class RedisServerProcess: @unchecked Sendable {
     public let port: Int
+    /// With TLS, the server listens only with TLS (`--port 0 --tls-port …`), on `port`.
+    public let tls: TLSFiles?
     private var process: Process?
+
+    /// The server's certificate and key, and the CA its clients trust (it asks no client certificate).
+    public struct TLSFiles: Sendable {
+        public var certificate: String
+        public var privateKey: String
+        public var ca: String
+
+        public init(certificate: String, privateKey: String, ca: String) {
+            self.certificate = certificate
+            self.privateKey = privateKey
+            self.ca = ca
+        }
+    }
     /// Longest life of one server, whatever happens to the test.
     private static let lifetimeSeconds = 300
 
     /// Starts a server and waits until it answers `PING`.
-    public init() throws {
+    public init(tls: TLSFiles? = nil) throws {
         port = try Self.freePort()
+        self.tls = tls
         try start()
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The server's working directory, its own.
+    private var directory: String { FileManager.default.temporaryDirectory.appendingPathComponent("portico-redis-\(port)").path }
 
     public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server") }
 
     public func start() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+        // Its own working directory: a replica writes the primary's snapshot there (dump.rdb).
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         process.arguments = [
-            String(Self.lifetimeSeconds), "/usr/bin/redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "",
+            String(Self.lifetimeSeconds), "/usr/bin/redis-server", "--dir", directory, "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--enable-debug-command", "local",
         ]
+        if let tls {
+            process.arguments! += [
+                "--port", "0", "--tls-port", String(port), "--tls-cert-file", tls.certificate, "--tls-key-file", tls.privateKey,
+                "--tls-ca-cert-file", tls.ca, "--tls-auth-clients", "no",
+            ]
+        } else {
+            process.arguments! += ["--port", String(port)]
+        }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -53,6 +90,35 @@ public final class RedisServerProcess: @unchecked Sendable {
         process.waitUntilExit()
     }
 
+    /// Freezes the server (SIGSTOP): the kernel still accepts connections on its port and takes
+    /// the bytes sent to them, but nothing answers until ``resume()``.
+    public func pause() { signalServer("STOP") }
+
+    /// Lets a paused server run again (SIGCONT); it then answers what it was sent meanwhile.
+    public func resume() { signalServer("CONT") }
+
+    private func signalServer(_ name: String) {
+        guard let process else { return }
+        let signal = Process()
+        signal.executableURL = URL(fileURLWithPath: "/usr/bin/pkill")
+        signal.arguments = ["-\(name)", "-P", String(process.processIdentifier)]
+        try? signal.run()
+        signal.waitUntilExit()
+    }
+
+    /// Makes this server a replica of `primary` (`REPLICAOF`), as a failover leaves a former
+    /// primary, and waits (at most ten seconds) until it has synchronised: from then on writes get
+    /// `-READONLY`, not `-LOADING`.
+    public func replicate(_ primary: RedisServerProcess) throws {
+        _ = try command(["REPLICAOF", "127.0.0.1", String(primary.port)])
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if try command(["INFO", "replication"]).string?.contains("master_link_status:up") == true { return }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        throw RedisServerError.notReady(port: port)
+    }
+
     /// Connects and sends `PING` until `+PONG`, for at most ten seconds.
     private func waitUntilReady() throws {
         let deadline = Date().addingTimeInterval(10)
@@ -67,8 +133,11 @@ public final class RedisServerProcess: @unchecked Sendable {
     public func command(_ parts: [String]) throws -> RESPValue {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
-        let client = RedisClient(
-            group: group, configuration: RedisConfiguration(host: "127.0.0.1", port: port, timeoutNanos: 2_000_000_000))
+        var configuration = RedisConfiguration(host: "127.0.0.1", port: port, timeoutNanos: 2_000_000_000)
+        if let tls {
+            configuration.tls = RedisTLS(context: try TLSClientContext(caFile: tls.ca), serverName: "127.0.0.1")
+        }
+        let client = RedisClient(group: group, configuration: configuration)
         let loop = group.next()
         defer { try? client.close().wait() }
         return try loop.flatSubmit { client.send(.command(parts), on: loop) }.wait()

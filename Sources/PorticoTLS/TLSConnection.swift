@@ -18,8 +18,9 @@ final class TLSConnection {
     private let ssl: OpaquePointer
     private let readBIO: OpaquePointer
     private let writeBIO: OpaquePointer
-    /// Kept so the `SSL_CTX`s (and the SNI callback's argument) outlive this `SSL`.
-    let context: TLSContext
+    /// The ``TLSContext`` or ``TLSClientContext``, kept so the `SSL_CTX`s (and the SNI callback's
+    /// argument) outlive this `SSL`.
+    private let owner: AnyObject
 
     init?(context: TLSContext) {
         OpenSSLErrors.clear()
@@ -33,7 +34,42 @@ final class TLSConnection {
         self.ssl = ssl
         self.readBIO = readBIO
         self.writeBIO = writeBIO
-        self.context = context
+        self.owner = context
+    }
+
+    /// The client side of a connection to `serverName`: SNI names it (unless it is an IP address),
+    /// and the handshake fails unless the server's certificate chains to the context's CAs and is
+    /// valid for it (RFC 6125 name matching, or its IP address).
+    init?(client context: TLSClientContext, serverName: String) {
+        OpenSSLErrors.clear()
+        guard let ssl = SSL_new(context.context) else { return nil }
+        guard let readBIO = portico_tls_memory_bio(), let writeBIO = portico_tls_memory_bio() else {
+            SSL_free(ssl)
+            return nil
+        }
+        SSL_set_bio(ssl, readBIO, writeBIO)
+        SSL_set_connect_state(ssl)
+        let isAddress = (try? SocketAddress(ipAddress: serverName, port: 0)) != nil
+        let named =
+            isAddress
+            ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), serverName) == 1
+            : portico_tls_set_host_name(ssl, serverName) == 1 && SSL_set1_host(ssl, serverName) == 1
+        guard named else {
+            SSL_free(ssl)
+            return nil
+        }
+        self.ssl = ssl
+        self.readBIO = readBIO
+        self.writeBIO = writeBIO
+        self.owner = context
+    }
+
+    /// Why the peer's certificate was not accepted, in OpenSSL's words (`unable to get local
+    /// issuer certificate`, `hostname mismatch`); `nil` when it was, or was not checked.
+    var verificationFailure: String? {
+        let result = SSL_get_verify_result(ssl)
+        guard result != X509_V_OK else { return nil }
+        return String(cString: X509_verify_cert_error_string(result))
     }
 
     deinit {

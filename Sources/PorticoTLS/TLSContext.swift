@@ -16,6 +16,8 @@ public struct TLSConfigurationError: Error, Sendable, CustomStringConvertible {
         case cipherSuites
         case groups
         case context
+        /// The CA certificates a client context verifies servers against (``TLSClientContext``).
+        case trustedCA
     }
 
     public let setting: Setting

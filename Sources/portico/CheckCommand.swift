@@ -16,6 +16,7 @@ struct CheckCommand: ParsableCommand {
             let snapshot = try PolicyLoader().load(directory: directory)
             _ = try ListenerTLS.contexts(for: snapshot)  // certificates and keys, opened with OpenSSL
             _ = try LocatorSigning.key(for: snapshot)  // the locator's Ed25519 key, likewise
+            if let cluster = snapshot.policy.cluster { _ = try FleetTLS.context(for: cluster) }  // rediss://'s caFile, likewise
             for warning in snapshot.warnings { print("warning: \(warning)") }
             let policy = snapshot.policy
             print(

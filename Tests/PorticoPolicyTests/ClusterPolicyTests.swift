@@ -46,8 +46,9 @@ struct ClusterPolicyTests {
     @Test("mistakes are reported with their file and key path")
     func mistakes() throws {
         for (cluster, keyPath, words) in [
-            ("cluster: { redis: \"rediss://r:6380\" }", "cluster.redis", "not supported yet"),
-            ("cluster: { redis: \"http://r:6379\" }", "cluster.redis", "redis://host:port"),
+            ("cluster: { redis: \"redis://r:6380\", caFile: ca.pem }", "cluster.caFile", "rediss://"),
+            ("cluster: { redis: \"rediss://user:pw@r:6380\" }", "cluster.redis", "passwordFile"),
+            ("cluster: { redis: \"http://r:6379\" }", "cluster.redis", "rediss://host:port for TLS"),
             ("cluster: { redis: \"redis://user:pw@r:6379\" }", "cluster.redis", "passwordFile"),
             ("cluster: { redis: \"redis://r:99999\" }", "cluster.redis", "1...65535"),
             ("cluster: { redis: \"redis://r:port\" }", "cluster.redis", "port number"),
@@ -65,6 +66,20 @@ struct ClusterPolicyTests {
             #expect(error.diagnostics.allSatisfy { $0.file == "gateway.yaml" })
             #expect(error.diagnostics.first?.message.contains(words) == true, "\(error)")
         }
+    }
+
+    @Test("rediss:// is Redis over TLS: the address says so, and caFile is resolved against the policy file")
+    func tls() throws {
+        let cluster = try #require(
+            try Self.load("cluster: { redis: \"rediss://redis.internal:6380\", caFile: certs/redis-ca.pem }").cluster)
+        #expect(cluster.redis == RedisAddress(host: "redis.internal", port: 6380, tls: true))
+        #expect(cluster.redis.description == "rediss://redis.internal:6380")
+        #expect(cluster.caFile?.path == "certs/redis-ca.pem")
+        #expect(cluster.caFile?.origin.keyPath == "cluster.caFile")
+        let system = try #require(try Self.load("cluster: { redis: \"rediss://[::1]\" }").cluster)
+        #expect(system.redis == RedisAddress(host: "::1", port: 6379, tls: true))
+        #expect(system.caFile == nil, "the system's CAs")
+        #expect(try Self.load("cluster: { redis: \"redis://r\" }").cluster?.redis.tls == false)
     }
 
     @Test("a shared limit must be one Redis computes exactly: burst × period below 2^53 ns")

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import Testing
@@ -58,7 +59,8 @@ struct RESPCodecTests {
             ("*-5\r\n", .badLength(-5)),
             ("$3\r\nfooXY", .missingCRLF),
             ("+OK\rX", .lineTooLong(limit: 64 * 1024)),
-            ("$99999999999\r\n", .tooLarge(99_999_999_999, limit: 16 * 1024 * 1024)),
+            ("$99999999999\r\n", .tooLarge(99_999_999_999, limit: 1024 * 1024)),
+            ("*99999999\r\n", .tooLarge(99_999_999, limit: 64 * 1024)),
             (":99999999999999999999\r\n", .badInteger("99999999999999999999")),
         ])
     func malformed(_ input: String, _ expected: RESPDecodingError) {
@@ -76,6 +78,64 @@ struct RESPCodecTests {
     func tooDeep() {
         var buffer = ByteBuffer(string: String(repeating: "*1\r\n", count: 5) + ":1\r\n")
         #expect(throws: RESPDecodingError.tooDeep(limit: 3)) { try RESPValueDecoder(maxDepth: 3).decodeOne(&buffer) }
+    }
+
+    @Test("a bulk string longer than the limit is refused from its header, before its bytes arrive")
+    func bulkTooLong() {
+        var buffer = ByteBuffer(string: "$17\r\n")
+        #expect(throws: RESPDecodingError.tooLarge(17, limit: 16)) { try RESPValueDecoder(maxBulkLength: 16).decodeOne(&buffer) }
+        var fits = ByteBuffer(string: "$16\r\n0123456789abcdef\r\n")
+        #expect(throws: Never.self) { try RESPValueDecoder(maxBulkLength: 16).decodeOne(&fits) }
+    }
+
+    @Test("an array with more elements than the limit is refused, at any depth")
+    func arrayTooLong() throws {
+        var top = ByteBuffer(string: "*5\r\n")
+        #expect(throws: RESPDecodingError.tooLarge(5, limit: 4)) { try RESPValueDecoder(maxArrayLength: 4).decodeOne(&top) }
+        var nested = ByteBuffer(string: "*1\r\n*5\r\n")
+        #expect(throws: RESPDecodingError.tooLarge(5, limit: 4)) { try RESPValueDecoder(maxArrayLength: 4).decodeOne(&nested) }
+        var fits = ByteBuffer(string: "*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n")
+        #expect(try RESPValueDecoder(maxArrayLength: 4).decodeOne(&fits) == .array([.integer(1), .integer(2), .integer(3), .integer(4)]))
+    }
+
+    @Test("an incomplete reply holding more bytes than the buffer limit is refused; a whole one of that size is not")
+    func bufferedTooMuch() throws {
+        let decoder = RESPValueDecoder(maxBufferedBytes: 64)
+        // Many small elements, each within every other limit, adding up past the buffer's.
+        var incomplete = ByteBuffer(string: "*100\r\n" + String(repeating: ":1\r\n", count: 20))
+        #expect(throws: RESPDecodingError.tooMuchBuffered(86, limit: 64)) { try decoder.decodeBuffered(&incomplete) }
+        var small = ByteBuffer(string: "*100\r\n:1\r\n")
+        #expect(try decoder.decodeBuffered(&small) == nil, "under the limit, it waits for more")
+        // Whole replies are consumed as they decode: a batch larger than the limit is fine.
+        var batch = ByteBuffer(string: String(repeating: "+OK\r\n", count: 40))
+        var count = 0
+        while try decoder.decodeBuffered(&batch) != nil { count += 1 }
+        #expect(count == 40)
+    }
+
+    @Test(
+        "a reply over a limit, in the pipeline, fails the waiting commands and closes the connection",
+        arguments: [
+            ("$2000000\r\n", "length 2000000 exceeds the limit of 1048576"),
+            ("*100000\r\n", "length 100000 exceeds the limit of 65536"),
+            (String(repeating: "*1\r\n", count: 9) + ":1\r\n", "arrays nested deeper than 8"),
+            ("{buffered}", "an incomplete reply of 2097178 bytes exceeds the buffer limit of 2097152"),
+        ])
+    func limitClosesConnection(_ input: String, _ detail: String) throws {
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers(
+            ByteToMessageHandler(RESPValueDecoder()), MessageToByteHandler(RESPValueEncoder()), RedisCommandHandler())
+        let promise = channel.embeddedEventLoop.makePromise(of: RESPValue.self)
+        let result = NIOLockedValueBox<Result<RESPValue, any Error>?>(nil)
+        promise.futureResult.whenComplete { outcome in result.withLockedValue { $0 = outcome } }
+        try channel.writeOutbound(RedisCommand(.command(["GET", "k"]), promise: promise))
+        // Two bulk strings each within the limit, the second not yet whole: 2 MiB and 26 bytes held.
+        let megabyte = String(repeating: "x", count: 1_048_576)
+        let bytes = input == "{buffered}" ? "*3\r\n$1048576\r\n\(megabyte)\r\n$1048576\r\n\(megabyte)" : input
+        _ = try? channel.writeInbound(ByteBuffer(string: bytes))
+        let outcome = try #require(result.withLockedValue { $0 }, "the command is still waiting")
+        #expect(throws: RedisError.protocolViolation(detail)) { try outcome.get() }
+        #expect(!channel.isActive)
     }
 
     @Test("what the encoder writes, the decoder reads back")
@@ -108,8 +168,12 @@ struct RESPCodecTests {
         for (index, promise) in promises.enumerated() {
             try channel.writeOutbound(RedisCommand(.command(["GET", "k\(index)"]), promise: promise))
         }
-        var results: [Result<RESPValue, any Error>] = Array(repeating: .failure(RedisError.timeout), count: 3)
-        for (index, promise) in promises.enumerated() { promise.futureResult.whenComplete { results[index] = $0 } }
+        // Filled in by the futures' callbacks; the embedded loop runs them on this thread, at once.
+        let box = NIOLockedValueBox<[Result<RESPValue, any Error>]>(Array(repeating: .failure(RedisError.timeout), count: 3))
+        for (index, promise) in promises.enumerated() {
+            promise.futureResult.whenComplete { result in box.withLockedValue { $0[index] = result } }
+        }
+        var results: [Result<RESPValue, any Error>] { box.withLockedValue { $0 } }
         // The first reply arrives split in two reads.
         try channel.writeInbound(ByteBuffer(string: "$1\r"))
         #expect(throws: RedisError.timeout) { try results[0].get() }

@@ -10,14 +10,14 @@ import Testing
 @Suite("Redis client", .enabled(if: RedisServerProcess.isInstalled), .serialized)
 struct RedisClientTests {
     private func withClient(
-        _ server: RedisServerProcess, configure: (inout RedisConfiguration) -> Void = { _ in },
+        _ server: RedisServerProcess, observer: (any RedisObserver)? = nil, configure: (inout RedisConfiguration) -> Void = { _ in },
         _ body: (RedisClient, any EventLoop) throws -> Void
     ) throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
         var configuration = RedisConfiguration(host: "127.0.0.1", port: server.port, timeoutNanos: 2_000_000_000)
         configure(&configuration)
-        let client = RedisClient(group: group, configuration: configuration)
+        let client = RedisClient(group: group, configuration: configuration, observer: observer)
         defer { try? client.close().wait() }
         try body(client, group.next())
     }
@@ -41,9 +41,15 @@ struct RedisClientTests {
             #expect(incremented == .integer(-7))
             let missing = try loop.flatSubmit { client.send(.command(["GET", "missing"]), on: loop) }.wait()
             #expect(missing == .bulkString(nil))
-            let error = try loop.flatSubmit { client.send(.command(["NOSUCHCOMMAND"]), on: loop) }.wait()
-            guard case .error(let message) = error else { Issue.record("expected an error reply, got \(error)"); return }
-            #expect(message.hasPrefix("ERR"))
+            do {
+                let reply = try loop.flatSubmit { client.send(.command(["NOSUCHCOMMAND"]), on: loop) }.wait()
+                Issue.record("expected an error reply, got \(reply)")
+            } catch let error as RedisError {
+                #expect(error.errorCode == "ERR", "\(error)")
+            }
+            // The error reply kept the connection in step.
+            let after = try loop.flatSubmit { client.send(.command(["ECHO", "after"]), on: loop) }.wait()
+            #expect(after.string == "after")
         }
     }
 
@@ -107,10 +113,11 @@ struct RedisClientTests {
         }
     }
 
-    @Test("a slow reply times out; the commands behind it still get their own replies")
+    @Test("a slow reply times out and closes its connection; the commands behind it fail, and a new connection answers in step")
     func timeout() throws {
         let server = try RedisServerProcess()
-        try withClient(server, configure: { $0.timeoutNanos = 100_000_000 }) { client, loop in
+        let events = EventRecorder()
+        try withClient(server, observer: events, configure: { $0.timeoutNanos = 100_000_000 }) { client, loop in
             let (slow, next) = try loop.submit {
                 (
                     client.send(.command(["DEBUG", "SLEEP", "0.3"]), on: loop),
@@ -118,9 +125,8 @@ struct RedisClientTests {
                 )
             }.wait()
             #expect(throws: RedisError.timeout) { try slow.wait() }
-            #expect(throws: RedisError.timeout) { try next.wait() }
-            // Once Redis is responsive again, the same connection answers in step: the late
-            // replies went to the commands that had timed out, not to these.
+            // Failed by the close that the first timeout caused, or by its own timeout.
+            #expect(throws: RedisError.self) { try next.wait() }
             var answered: RESPValue?
             for attempt in 0..<200 where answered == nil {
                 let reply = try? loop.flatSubmit { client.send(.command(["ECHO", "fresh \(attempt)"]), on: loop) }.wait()
@@ -132,7 +138,183 @@ struct RedisClientTests {
                 }
             }
             #expect(answered != nil)
+            let seen = events.events
+            // connected, the timeout, the reset it caused, and a later connection that answered.
+            let timedOut = seen.firstIndex(of: "failed timeout")
+            let reset = seen.firstIndex(of: "disconnected timeout")
+            let reconnected = seen.lastIndex(of: "connected")
+            #expect(seen.first == "connected", "\(seen)")
+            #expect(timedOut != nil && reset != nil && reconnected != nil, "\(seen)")
+            if let timedOut, let reset, let reconnected {
+                #expect(timedOut < reset && reset < reconnected, "\(seen)")
+                #expect(seen[reconnected...].contains("replied"), "\(seen)")
+            }
         }
+    }
+
+    @Test("a server that accepts and never answers is left: the timeout closes the connection and the next command reconnects")
+    func blackhole() async throws {
+        let hole = try await Blackhole.start()
+        let events = EventRecorder()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let client = RedisClient(
+            group: group, configuration: RedisConfiguration(host: "127.0.0.1", port: hole.port, timeoutNanos: 100_000_000),
+            observer: events)
+        let loop = group.next()
+        var failures: [RedisError] = []
+        // Commands until the hole has seen a second connection: without the reset every one would
+        // wait on the first connection forever. Bounded: 500 commands.
+        for _ in 0..<500 where hole.accepted < 2 {
+            do {
+                _ = try await loop.flatSubmit { client.send(.command(["PING"]), on: loop) }.get()
+                Issue.record("a blackhole answered")
+            } catch let error as RedisError {
+                failures.append(error)
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(hole.accepted >= 2, "reconnected after the timeout")
+        #expect(failures.first == .timeout)
+        var closed = 0
+        for _ in 0..<500 where closed == 0 {
+            closed = hole.closed
+            if closed == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(closed >= 1, "the timed-out connection was closed by the client")
+        let seen = events.events
+        #expect(Array(seen.prefix(3)) == ["connected", "failed timeout", "disconnected timeout"], "\(seen)")
+        try await client.close().get()
+        try await group.shutdownGracefully()
+        try await hole.stop()
+    }
+
+    @Test("a frozen Redis (SIGSTOP) fails commands by timeout, then fast; resumed (SIGCONT), it is used again without a restart")
+    func frozenAndResumed() throws {
+        let server = try RedisServerProcess()
+        let events = EventRecorder()
+        try withClient(
+            server, observer: events,
+            configure: {
+                $0.timeoutNanos = 200_000_000; $0.breakerOpenNanos = 100_000_000
+            }
+        ) { client, loop in
+            let pong = try loop.flatSubmit { client.send(.command(["PING"]), on: loop) }.wait()
+            #expect(pong == .simpleString("PONG"))
+            server.pause()
+            var failures: [RedisError] = []
+            for _ in 0..<8 {
+                do {
+                    _ = try loop.flatSubmit { client.send(.command(["PING"]), on: loop) }.wait()
+                    Issue.record("a frozen Redis answered")
+                } catch let error as RedisError {
+                    failures.append(error)
+                }
+            }
+            let frozen = events.events
+            server.resume()
+            #expect(failures.first == .timeout, "\(failures)")
+            #expect(failures.contains(.circuitOpen) || failures.contains(.unavailable), "failed fast afterwards: \(failures)")
+            #expect(frozen.contains("disconnected timeout"), "the frozen connection was closed: \(frozen)")
+            var recovered = false
+            for _ in 0..<500 where !recovered {
+                recovered = (try? loop.flatSubmit { client.send(.command(["PING"]), on: loop) }.wait()) == .simpleString("PONG")
+                if !recovered { try loop.scheduleTask(in: .milliseconds(20)) {}.futureResult.wait() }
+            }
+            #expect(recovered)
+            let states = try client.breakerStates().wait()
+            #expect(states == [.closed])
+            let seen = events.events
+            let reset = seen.firstIndex(of: "disconnected timeout") ?? seen.endIndex
+            let reconnected = seen[reset...].firstIndex(of: "connected") ?? seen.endIndex
+            #expect(seen[reconnected...].contains("replied"), "reconnected after the reset, and answered there: \(seen)")
+        }
+    }
+
+    @Test("error replies (READONLY from a replica) are failures: the breaker opens, and a promoted node is used again")
+    func readOnlyReplica() throws {
+        let primary = try RedisServerProcess()
+        let replica = try RedisServerProcess()
+        try replica.replicate(primary)
+        let events = EventRecorder()
+        try withClient(
+            replica, observer: events,
+            configure: {
+                $0.breakerFailures = 3; $0.breakerOpenNanos = 100_000_000
+            }
+        ) { client, loop in
+            var failures: [RedisError] = []
+            for _ in 0..<6 {
+                do {
+                    _ = try loop.flatSubmit { client.send(.command(["SET", "k", "v"]), on: loop) }.wait()
+                    Issue.record("a replica took a write")
+                } catch let error as RedisError {
+                    failures.append(error)
+                }
+            }
+            #expect(failures.first?.errorCode == "READONLY", "\(failures)")
+            #expect(failures.contains(.circuitOpen), "the breaker counted the error replies: \(failures)")
+            #expect(events.events.contains("failed error_reply"))
+            // A failover promotes the node: the client finds it writable without a restart.
+            _ = try replica.command(["REPLICAOF", "NO", "ONE"])
+            var written = false
+            for _ in 0..<500 where !written {
+                written = (try? loop.flatSubmit { client.send(.command(["SET", "k", "v"]), on: loop) }.wait()) == .simpleString("OK")
+                if !written { try loop.scheduleTask(in: .milliseconds(20)) {}.futureResult.wait() }
+            }
+            #expect(written)
+            #expect(try client.breakerStates().wait() == [.closed])
+        }
+    }
+}
+
+/// Records what a client reports, in order: `connected`, `replied`, `failed <label>`,
+/// `disconnected <label>`, `breaker <old>-><new>`.
+final class EventRecorder: RedisObserver {
+    private let box = NIOLockedValueBox<[String]>([])
+    var events: [String] { box.withLockedValue { $0 } }
+    func replied(afterNanos nanos: Int64) { box.withLockedValue { $0.append("replied") } }
+    func failed(_ error: RedisError) { box.withLockedValue { $0.append("failed \(error.label)") } }
+    func breakerChanged(from old: CircuitBreaker.State, to new: CircuitBreaker.State) {
+        box.withLockedValue { $0.append("breaker \(old)->\(new)") }
+    }
+    func connected() { box.withLockedValue { $0.append("connected") } }
+    func disconnected(_ reason: RedisError) { box.withLockedValue { $0.append("disconnected \(reason.label)") } }
+}
+
+/// A TCP server that accepts connections, reads what they send and never answers: a Redis behind a
+/// blackholing network. Counts the connections it accepted and the ones that were closed.
+final class Blackhole: Sendable {
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: any Channel
+    private let counts: NIOLockedValueBox<(accepted: Int, closed: Int)>
+    let port: Int
+
+    var accepted: Int { counts.withLockedValue { $0.accepted } }
+    var closed: Int { counts.withLockedValue { $0.closed } }
+
+    private init(group: MultiThreadedEventLoopGroup, channel: any Channel, counts: NIOLockedValueBox<(accepted: Int, closed: Int)>) {
+        self.group = group
+        self.channel = channel
+        self.counts = counts
+        port = channel.localAddress?.port ?? 0
+    }
+
+    static func start() async throws -> Blackhole {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let counts = NIOLockedValueBox((accepted: 0, closed: 0))
+        let channel = try await ServerBootstrap(group: group)
+            .childChannelInitializer { child in
+                counts.withLockedValue { $0.accepted += 1 }
+                child.closeFuture.whenComplete { _ in counts.withLockedValue { $0.closed += 1 } }
+                return child.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return Blackhole(group: group, channel: channel, counts: counts)
+    }
+
+    func stop() async throws {
+        try await channel.close()
+        try await group.shutdownGracefully()
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import PorticoDemoBackends
 import PorticoPolicy
+import PorticoRedis
 import Testing
 
 @testable import Portico
@@ -94,6 +95,41 @@ struct AdminAPITests {
         let error = try #require(throws: PolicyError.self) { try PolicyLoader().load(sources: [(file: "gateway.yaml", text: text)]) }
         #expect(error.diagnostics.map(\.keyPath) == ["admin"])
         #expect(error.diagnostics[0].message.contains("tokenFile"))
+    }
+
+    @Test("/admin/policy shows the cluster section with its password only as set")
+    func clusterPasswordHidden() async throws {
+        let password = "redis-password-0123456789abcdefghijklmnop"
+        try await withReloadableGateway(
+            backends: [namedBackend("alpha"), namedBackend("beta")],
+            files: { ports in
+                var files = Self.files(ports, admin: "{ address: 127.0.0.1, port: 0, tokenFile: admin.token }")
+                files["cluster.yaml"] = """
+                    cluster: { redis: "redis://127.0.0.1:1", passwordFile: redis.password, database: 3, timeout: 20ms }
+                    """
+                files["redis.password"] = password + "\n"
+                return files
+            }
+        ) { gateway, _ in
+            let response = try await offThePool { try gateway.adminRequest("GET", "/admin/policy", token: Self.token) }
+            #expect(response.status == 200)
+            #expect(!response.bodyText.contains(password))
+            #expect(!response.bodyText.contains(String(password.prefix(16))))
+            let cluster = try #require(response.json?["cluster"] as? [String: Any])
+            #expect(cluster["redis"] as? String == "redis://127.0.0.1:1")
+            #expect(cluster["password"] as? String == "set")
+            #expect(cluster["database"] as? Int == 3)
+            #expect(cluster["timeout"] as? String == "20ms")
+            #expect(cluster["onFailure"] as? [String: String] == ["limits": "local", "nonces": "deny"])
+            // Nor in anything that dumps the policy or the Redis client's configuration.
+            let policy = gateway.gateway.store.current.snapshot.policy
+            var dumped = ""
+            dump(policy.cluster, to: &dumped)
+            dump(gateway.gateway.fleet?.client.configuration, to: &dumped)
+            dumped += "\(String(describing: policy.cluster)) \(String(reflecting: gateway.gateway.fleet?.client.configuration))"
+            #expect(dumped.contains("127.0.0.1"))
+            #expect(!dumped.contains(password), "\(dumped)")
+        }
     }
 
     @Test("/admin/policy lists services, backends, limits and keys by id and status, and no secret of the policy")

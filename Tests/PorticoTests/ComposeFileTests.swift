@@ -22,8 +22,8 @@ struct ComposeFileTests {
 
     /// The policy the gateway container reads: its mounts laid out as in the container (links
     /// under a temporary root), loaded as the gateway loads its directory.
-    static func containerPolicy() throws -> PolicySnapshot {
-        let volumes = try #require(try service("gateway")["volumes"] as? [String])
+    static func containerPolicy(_ gateway: String = "gateway") throws -> PolicySnapshot {
+        let volumes = try #require(try service(gateway)["volumes"] as? [String])
         let container = FileManager.default.temporaryDirectory.appendingPathComponent("portico-compose-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: container) }
         for volume in volumes {
@@ -35,10 +35,19 @@ struct ComposeFileTests {
         return try PolicyLoader().load(directory: container.appendingPathComponent("etc/portico/policies").path)
     }
 
-    @Test("the gateway and the demo backends are its services, each with a health check, every mount read-only")
+    static let fleetGateways = ["gateway-a", "gateway-b"]
+
+    @Test(
+        "the gateway and the demo backends are its services, Redis and two more gateways its fleet profile's; each with a health check, every mount read-only"
+    )
     func services() throws {
         let services = try #require(try Self.compose()["services"] as? [String: Any])
-        #expect(Set(services.keys) == ["gateway", "demo-backends"])
+        #expect(Set(services.keys) == Set(["gateway", "demo-backends", "redis"] + Self.fleetGateways))
+        for name in services.keys {
+            let profiles = try Self.service(name)["profiles"] as? [String]
+            let inFleet = name == "redis" || Self.fleetGateways.contains(name)
+            #expect(profiles == (inFleet ? ["fleet"] : nil), "\(name)")
+        }
         for name in services.keys {
             let service = try Self.service(name)
             let check = try #require(service["healthcheck"] as? [String: Any], "\(name) has no health check")
@@ -54,7 +63,10 @@ struct ComposeFileTests {
 
     @Test("every mounted path exists in the repository (certs/dev is made by certs/make-dev-certs.sh)")
     func mountedPaths() throws {
-        let volumes = try #require(try Self.service("gateway")["volumes"] as? [String])
+        var volumes: [String] = []
+        for gateway in ["gateway"] + Self.fleetGateways {
+            volumes += try #require(try Self.service(gateway)["volumes"] as? [String])
+        }
         for volume in volumes {
             let host = String(volume.split(separator: ":")[0])
             if host == "./certs/dev" {
@@ -93,7 +105,7 @@ struct ComposeFileTests {
     @Test("the commands and options compose runs are ones the binary has")
     func commands() throws {
         let executable = try porticoExecutable()
-        for name in ["gateway", "demo-backends"] {
+        for name in ["gateway", "demo-backends"] + Self.fleetGateways {
             let command = try #require(try Self.service(name)["command"] as? [String])
             let help = Process()
             help.executableURL = executable
@@ -131,5 +143,55 @@ struct ComposeFileTests {
         let volumes = try #require(try Self.service("gateway")["volumes"] as? [String])
         #expect(volumes.allSatisfy { $0.split(separator: ":")[1].hasPrefix("/etc/portico/") })
         #expect(text.contains("/etc/portico/policies"))
+    }
+
+    @Test(
+        "the fleet profile: two gateways with the shipped policy plus a cluster section naming the profile's Redis, on ports of their own")
+    func fleetProfile() throws {
+        let single = try Self.containerPolicy()
+        #expect(single.policy.cluster == nil, "the default gateway keeps its state in memory")
+        let redis = try Self.service("redis")
+        let redisCommand = try #require(redis["command"] as? [String])
+        let redisPort = try #require(redisCommand.firstIndex(of: "--port").flatMap { Int(redisCommand[$0 + 1]) })
+        #expect(redisCommand.first == "redis-server")
+        #expect(redisCommand.contains("noeviction"), "a full Redis refuses rather than forgets a nonce")
+        let redisCheck = try #require((redis["healthcheck"] as? [String: Any])?["test"] as? [String])
+        #expect(redisCheck.contains("redis-cli") && redisCheck.contains(String(redisPort)))
+        let singleVolumes = try #require(try Self.service("gateway")["volumes"] as? [String])
+        var snapshots: [PolicySnapshot] = []
+        for name in Self.fleetGateways {
+            let gateway = try Self.service(name)
+            // The real loader, on the files as the container sees them.
+            let snapshot = try Self.containerPolicy(name)
+            let cluster = try #require(snapshot.policy.cluster, "\(name) has no cluster section")
+            #expect(cluster.redis == RedisAddress(host: "redis", port: redisPort), "\(name)")
+            #expect(cluster.onFailure == ClusterFailurePolicy(limits: .local, nonces: .deny))
+            // Otherwise the default gateway's policy: the same mounts plus the cluster file.
+            let volumes = try #require(gateway["volumes"] as? [String])
+            #expect(Set(volumes).subtracting(singleVolumes) == ["./policies/fleet/cluster.yaml:/etc/portico/policies/cluster.yaml:ro"])
+            #expect(Set(singleVolumes).isSubset(of: Set(volumes)))
+            #expect(snapshot.policy.services == single.policy.services)
+            #expect(snapshot.policy.backends == single.policy.backends)
+            let dependsOn = try #require(gateway["depends_on"] as? [String: Any])
+            #expect(Set(dependsOn.keys) == ["redis", "demo-backends"])
+            // Published on ports of their own; inside, the policy's listeners.
+            let published = try #require(gateway["ports"] as? [String])
+            let containerPorts = Set(published.compactMap { $0.split(separator: ":").last.flatMap { Int($0) } })
+            #expect(containerPorts == Set(snapshot.policy.listeners.map(\.port)))
+            let admin = try #require(snapshot.policy.admin)
+            let check = try #require((gateway["healthcheck"] as? [String: Any])?["test"] as? [String])
+            #expect(check.contains("http://127.0.0.1:\(admin.port)/readyz"))
+            snapshots.append(snapshot)
+        }
+        #expect(snapshots.count == 2 && snapshots[0].policy.cluster == snapshots[1].policy.cluster, "one fleet, one Redis")
+        // No host port is published twice across the whole file (every profile may run at once).
+        let services = try #require(try Self.compose()["services"] as? [String: Any])
+        let hostPorts = try services.keys.flatMap { name in
+            (try Self.service(name)["ports"] as? [String] ?? []).compactMap { $0.split(separator: ":").first.map(String.init) }
+        }
+        #expect(Set(hostPorts).count == hostPorts.count, "\(hostPorts.sorted())")
+        // The shipped policy directory itself does not read the fleet file.
+        let shipped = try PolicyLoader().load(directory: Self.root.appendingPathComponent("policies").path)
+        #expect(shipped.policy.cluster == nil)
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 import PorticoDemoBackends
 import PorticoPolicy
@@ -85,7 +87,9 @@ struct FleetTests {
         try await fleet.close().get()
     }
 
-    static func policy(backend: Int, redis: Int, cluster: String = "timeout: 5s, onFailure: { limits: deny }") -> String {
+    static func policy(
+        backend: Int, redis: Int, cluster: String = "timeout: 5s, onFailure: { limits: deny }", scheme: String = "redis"
+    ) -> String {
         """
         signatures: { maxClockSkew: 300s, requireNonce: true }
         backends:
@@ -102,7 +106,7 @@ struct FleetTests {
           metered-app: { secret: "\(secret)", demo: true, services: [signed], tier: metered }
           roomy-app: { secret: "\(secret)", demo: true, services: [signed], tier: roomy }
           budget-app: { secret: "\(secret)", demo: true, services: [signed], tier: budget }
-        \(redis > 0 ? "cluster: { redis: \"redis://127.0.0.1:\(redis)\", \(cluster) }" : "")
+        \(redis > 0 ? "cluster: { redis: \"\(scheme)://127.0.0.1:\(redis)\", \(cluster) }" : "")
         """
     }
 
@@ -187,7 +191,7 @@ struct FleetTests {
         }
     }
 
-    @Test("an error from the script (a bucket key of another type) is Redis failing: onFailure applies, and it is counted")
+    @Test("an error reply to the script (a bucket key of another type) is Redis failing: onFailure applies, and it is counted")
     func scriptError() async throws {
         let redis = try RedisServerProcess()
         _ = try redis.command(["SET", FleetKeys.bucket(RateLimitKey(scope: .backend, name: "limited")), "not a hash"])
@@ -196,7 +200,7 @@ struct FleetTests {
             #expect(response.status == 503)
             #expect(response.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
             let metrics = gateway.gateway.metrics.render()
-            #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"protocol\"}") == 1)
+            #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"error_reply\"}") == 1)
         }
     }
 
@@ -326,5 +330,255 @@ struct FleetTests {
             }
             #expect(open == 0, "every breaker closed again after recovery")
         }
+    }
+
+    /// Sends requests to `target` until one answers `status`; its response, or nil after `tries`.
+    static func poll(
+        _ gateway: TestGateway, _ target: String, signer: TestSigner? = nil, until status: Int, tries: Int = 750
+    ) async throws -> RawHTTPClient.Response? {
+        for _ in 0..<tries {
+            let response = try gateway.connect().request("GET", target, headers: try signer?.headers("GET", target) ?? [])
+            if response.status == status { return response }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
+
+    @Test("a frozen Redis (SIGSTOP): requests get onFailure's answer, the connection is reset; resumed (SIGCONT), it is used again")
+    func frozenRedis() async throws {
+        let redis = try RedisServerProcess()
+        let cluster = "timeout: 100ms, onFailure: { limits: deny, nonces: deny }"
+        try await withGateway(policy: { Self.policy(backend: $0[0], redis: redis.port, cluster: cluster) }) { gateway, _ in
+            // A key whose tier is far above what the test sends: a frozen Redis still runs, once
+            // resumed, the commands it was sent meanwhile, so a small limit could be spent by then.
+            let signer = TestSigner(keyID: "roomy-app", secret: Self.secret)
+            let warm = try gateway.connect().request("GET", "/signed/x", headers: try signer.headers("GET", "/signed/x"))
+            #expect(warm.status == 200)
+            redis.pause()
+            let refused = try await Self.poll(gateway, "/signed/x", signer: signer, until: 503)
+            // Every request while frozen gets the same answer: none waits forever, none is let through.
+            let more = try (0..<5).map { _ in
+                try gateway.connect().request("GET", "/signed/x", headers: try signer.headers("GET", "/signed/x"))
+            }
+            let frozenMetrics = gateway.gateway.metrics.render()
+            redis.resume()
+            #expect(refused?.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
+            #expect(more.map(\.status) == Array(repeating: 503, count: 5))
+            #expect(Self.metric(frozenMetrics, "portico_redis_errors_total{reason=\"timeout\"}") ?? 0 >= 1)
+            #expect(Self.metric(frozenMetrics, "portico_redis_resets_total") ?? 0 >= 1, "the timed-out connection was closed")
+            // Recovery without a restart: the breaker's probe finds Redis answering again.
+            let recovered = try await Self.poll(gateway, "/signed/x", signer: signer, until: 200)
+            #expect(recovered != nil, "Redis is used again after SIGCONT")
+            let metrics = gateway.gateway.metrics.render()
+            #expect(Self.metric(metrics, "portico_redis_connections_total") ?? 0 >= 2, "the first connection, and one made after the reset")
+        }
+    }
+
+    @Test("a Redis that became a replica answers READONLY: onFailure applies, the error is counted; promoted, it is used again")
+    func readOnlyReplica() async throws {
+        let primary = try RedisServerProcess()
+        let replica = try RedisServerProcess()
+        try replica.replicate(primary)
+        let cluster = "onFailure: { limits: deny, nonces: deny }"
+        try await withGateway(policy: { Self.policy(backend: $0[0], redis: replica.port, cluster: cluster) }) { gateway, _ in
+            let answers = try (0..<12).map { _ in try gateway.connect().request("GET", "/open/x") }
+            #expect(answers.allSatisfy { $0.status == 503 }, "\(answers.map(\.status))")
+            #expect(answers.first?.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
+            let metrics = gateway.gateway.metrics.render()
+            #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"error_reply\"}") ?? 0 >= 1)
+            #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"protocol\"}") ?? 0 == 0)
+            #expect(try primary.command(["KEYS", "portico:*"]).array == [], "nothing was written anywhere")
+            _ = try replica.command(["REPLICAOF", "NO", "ONE"])
+            let recovered = try await Self.poll(gateway, "/open/x", until: 200)
+            #expect(recovered != nil, "the promoted node is used without a restart")
+            #expect(try replica.command(["KEYS", "portico:rl:*"]).array?.count == 1)
+        }
+    }
+
+    static func facadePolicy(backend: Int, redis: Int) -> String {
+        """
+        backends:
+          feed: { url: "http://127.0.0.1:\(backend)", rateLimit: { rate: 1/h, burst: 3 } }
+        services:
+          quote:
+            path: /quote
+            versions:
+              1:
+                facade:
+                  parameters: /{symbol}
+                  contract: { symbol: string, price: number }
+                  sources:
+                    only: { backend: feed, request: "/q/{symbol}", format: json, fields: { symbol: /symbol, price: /price } }
+                  active: only
+        \(redis > 0 ? "cluster: { redis: \"redis://127.0.0.1:\(redis)\", timeout: 5s, onFailure: { limits: deny } }" : "")
+        """
+    }
+
+    @Test("a facade's fetches draw from their backend's limit in Redis: two gateways admit what one gateway does")
+    func sharedFacadeBackendLimit() async throws {
+        let redis = try RedisServerProcess()
+        let backend = try await BackendServer.start { _ in
+            var headers = HTTPHeaders()
+            headers.add(name: "content-type", value: "application/json")
+            return .full(status: .ok, headers: headers, body: ByteBuffer(string: #"{"symbol":"AAPL","price":189.5}"#))
+        }
+        let quote: (Int) throws -> (String, [(String, String)]) = { _ in ("/quote/AAPL", []) }
+        let single = try await TestGateway.start(policy: Self.facadePolicy(backend: backend.port, redis: 0))
+        let alone = try Self.alternate([single], count: 8, request: quote)
+        await single.shutdown()
+        #expect(alone.count(where: { $0.0 == 200 }) == 3, "\(alone.map(\.0))")
+
+        let first = try await TestGateway.start(policy: Self.facadePolicy(backend: backend.port, redis: redis.port))
+        let second = try await TestGateway.start(policy: Self.facadePolicy(backend: backend.port, redis: redis.port))
+        let fleet = try Self.alternate([first, second], count: 8, request: quote)
+        await first.shutdown()
+        await second.shutdown()
+        try await backend.shutdown()
+        #expect(fleet.map(\.0) == alone.map(\.0), "the fleet admits the limit once, not once per gateway")
+        #expect(fleet.map(\.3) == alone.map(\.3))
+        let buckets = try redis.command(["KEYS", "portico:rl:*"])
+        #expect(buckets.array?.map(\.string) == [FleetKeys.bucket(RateLimitKey(scope: .backend, name: "feed"))])
+    }
+
+    @Test("over rediss:// two gateways share a backend's limit; a certificate that does not verify is Redis failing, counted as tls")
+    func tlsRedis() async throws {
+        let redis = try RedisServerProcess(
+            tls: .init(
+                certificate: TestCertificates.path("localhost.pem"), privateKey: TestCertificates.path("localhost-key.pem"),
+                ca: TestCertificates.path("ca.pem")))
+        let backend = try await BackendServer.start(handler: DemoBackends.echo)
+        let trusted = "caFile: \"\(TestCertificates.path("ca.pem"))\", timeout: 5s, onFailure: { limits: deny }"
+        let first = try await TestGateway.start(
+            policy: Self.policy(backend: backend.port, redis: redis.port, cluster: trusted, scheme: "rediss"))
+        let second = try await TestGateway.start(
+            policy: Self.policy(backend: backend.port, redis: redis.port, cluster: trusted, scheme: "rediss"))
+        let open: (Int) throws -> (String, [(String, String)]) = { _ in ("/open/x", []) }
+        let statuses = try Self.alternate([first, second], count: 9, request: open).map(\.0)
+        await first.shutdown()
+        await second.shutdown()
+        #expect(statuses == [200, 200, 200, 200, 200, 200, 429, 429, 429], "the backend's burst of 6, once for the fleet")
+        #expect(try redis.command(["KEYS", "portico:rl:*"]).array?.count == 1)
+
+        // A Redis whose certificate another CA signed: onFailure's answer, and the reason counted.
+        let foreign = "caFile: \"\(TestCertificates.path("foreign-ca.pem"))\", timeout: 5s, onFailure: { limits: deny }"
+        let recorder = RecordingLogHandler()
+        let untrusting = try await TestGateway.start(
+            policy: Self.policy(backend: backend.port, redis: redis.port, cluster: foreign, scheme: "rediss"),
+            logger: Logger(label: "portico.test") { _ in recorder })
+        let refused = try untrusting.connect().request("GET", "/open/x")
+        // Enough on every event loop for its breaker to open, which is logged with the reason.
+        let more = try (0..<12).map { _ in try untrusting.connect().request("GET", "/open/x").status }
+        let metrics = untrusting.gateway.metrics.render()
+        await untrusting.shutdown()
+        try await backend.shutdown()
+        #expect(refused.status == 503)
+        #expect(refused.json?["type"] as? String == "urn:portico:problem:shared-state-unavailable")
+        #expect(Self.metric(metrics, "portico_redis_errors_total{reason=\"tls\"}") ?? 0 >= 1)
+        #expect(more == Array(repeating: 503, count: 12))
+        let warnings = recorder.records.filter { $0.level == .warning && $0.message.hasPrefix("Redis is failing") }
+        #expect(!warnings.isEmpty, "the breaker's opening is logged")
+        #expect(
+            warnings.allSatisfy { "\($0.metadata["error"] ?? "")".contains("certificate verify failed") }, "\(warnings.map(\.metadata))")
+        #expect(try redis.command(["KEYS", "portico:rl:*"]).array?.count == 1, "nothing more was drawn")
+    }
+
+    @Test("a caFile OpenSSL cannot use stops the gateway's start, naming the file and key path")
+    func unusableCAFile() async throws {
+        let notPEM = FileManager.default.temporaryDirectory.appendingPathComponent("portico-ca-\(UUID().uuidString).pem").path
+        try "not a certificate\n".write(toFile: notPEM, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: notPEM) }
+        for (file, words) in [(notPEM, "not a PEM file"), ("/nonexistent/portico-ca.pem", "cannot be opened")] {
+            let policy = Self.policy(backend: 1, redis: 6380, cluster: "caFile: \"\(file)\"", scheme: "rediss")
+            do {
+                let gateway = try await TestGateway.start(policy: policy)
+                await gateway.shutdown()
+                Issue.record("a gateway started with caFile \(file)")
+            } catch let error as PolicyError {
+                #expect(error.diagnostics.map(\.keyPath) == ["cluster.caFile"], "\(error)")
+                #expect(error.diagnostics.first?.file == "test.yaml")
+                #expect(error.diagnostics.first?.message.contains(words) == true, "\(error)")
+            }
+        }
+    }
+
+    /// A code handler that answers 200 when its backend's fetch is admitted and answered.
+    struct Relay: CodeHandler {
+        func respond(to request: CodeHandlerRequest, context: CodeHandlerContext) -> EventLoopFuture<CodeHandlerResponse> {
+            context.fetch(backend: "feed", target: "/").map { fetched in .json(status: fetched.status == 200 ? 200 : 502, [:]) }
+        }
+    }
+
+    @Test("a code handler's fetches draw from their backend's limit in Redis: two gateways admit what one gateway does")
+    func sharedCodeHandlerBackendLimit() async throws {
+        let redis = try RedisServerProcess()
+        let backend = try await BackendServer.start(handler: DemoBackends.echo)
+        func start(_ redisPort: Int) async throws -> Gateway {
+            let snapshot = try TestGateway.snapshot(
+                policy: """
+                    backends:
+                      feed: { url: "http://127.0.0.1:\(backend.port)", rateLimit: { rate: 1/h, burst: 3 } }
+                    services:
+                      relay: { path: /relay, versions: { 1: { code: { name: relay, backends: [feed] } } } }
+                    \(redisPort > 0 ? "cluster: { redis: \"redis://127.0.0.1:\(redisPort)\", timeout: 5s, onFailure: { limits: deny } }" : "")
+                    """)
+            let gateway = Gateway(snapshot: snapshot, codeHandlers: ["relay": Relay()])
+            try await gateway.start()
+            return gateway
+        }
+        func statuses(_ gateways: [Gateway]) throws -> [Int] {
+            try (0..<8).map { index in
+                try RawHTTPClient(port: gateways[index % gateways.count].boundPorts["test"]!, receiveTimeout: 10).request("GET", "/relay/x")
+                    .status
+            }
+        }
+        let single = try await start(0)
+        let alone = try statuses([single])
+        await single.shutdown()
+        #expect(alone.count(where: { $0 == 200 }) == 3, "\(alone)")
+        let first = try await start(redis.port)
+        let second = try await start(redis.port)
+        let fleet = try statuses([first, second])
+        await first.shutdown()
+        await second.shutdown()
+        try await backend.shutdown()
+        #expect(fleet == alone, "the fleet admits the limit once, not once per gateway")
+        #expect(
+            try redis.command(["KEYS", "portico:rl:*"]).array?.map(\.string) == [
+                FleetKeys.bucket(RateLimitKey(scope: .backend, name: "feed"))
+            ])
+    }
+
+    @Test("a script missing when the breaker half-opens (SCRIPT FLUSH meanwhile) is sent whole, and the probe's success closes the breaker")
+    func noScriptProbe() async throws {
+        let redis = try RedisServerProcess()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let now = NIOLockedValueBox<Int64>(1_000_000_000_000)
+        var cluster = ClusterPolicy(redis: RedisAddress(host: "127.0.0.1", port: redis.port))
+        cluster.timeout = .seconds(5)
+        let fleet = FleetStore(cluster, group: group, clock: { now.withLockedValue { $0 } })
+        let loop = group.next()
+        let limit = CompiledRateLimit(kind: .backend, name: "b", policy: RateLimitPolicy(count: 1000, period: .seconds(1), burst: 1000))
+        let draw = LimitDraw(limit: limit, key: RateLimitKey(scope: .backend, name: "probe"))
+        let decide = { try await loop.flatSubmit { fleet.decide([draw], nonce: nil, on: loop) }.get() }
+        #expect(
+            try await decide() == .admitted([RateLimitDecision(allowed: true, remaining: 999, resetNanos: 1_000_000, retryAfterNanos: 0)]))
+        // A bucket key of another type: error replies, five of which open the breaker.
+        _ = try redis.command(["SET", FleetKeys.bucket(draw.key), "not a hash"])
+        for _ in 0..<5 { await #expect(throws: RedisError.self) { try await decide() } }
+        await #expect(throws: RedisError.circuitOpen) { try await decide() }
+        #expect(try await fleet.client.breakerStates().get() == [.open])
+        _ = try redis.command(["DEL", FleetKeys.bucket(draw.key)])
+        _ = try redis.command(["SCRIPT", "FLUSH"])
+        // Past the open time, one request is the probe: NOSCRIPT, then the script sent whole.
+        now.withLockedValue { $0 += 2_000_000_000 }
+        let probe = try? await decide()
+        guard case .admitted = probe else {
+            Issue.record("the probe was not admitted: \(String(describing: probe))")
+            return
+        }
+        #expect(try await fleet.client.breakerStates().get() == [.closed])
+        #expect(try redis.command(["SCRIPT", "EXISTS", FleetScript.sha1]) == .array([.integer(1)]), "cached again")
+        try await fleet.close().get()
+        try await group.shutdownGracefully()
     }
 }

@@ -24,6 +24,8 @@ struct FacadeHandler: Sendable {
     let rateLimiter: RateLimiter
     let metrics: GatewayMetrics?
     let logger: Logger
+    /// Fleet mode's shared limits, which the sources' backends draw from; `nil` keeps them local.
+    var fleet: FleetStore? = nil
 
     func serve(_ exchange: Exchange, facade: CompiledFacade, on eventLoop: any EventLoop) -> EventLoopFuture<FacadeAnswer> {
         let remainder = exchange.routed?.remainder ?? ""
@@ -34,7 +36,8 @@ struct FacadeHandler: Sendable {
         let tasks = FacadeTasks()
         exchange.task = tasks
         let fetcher = SourceFetch(
-            upstream: upstream, rateLimiter: rateLimiter, service: facade.service, requestID: exchange.requestID, tasks: tasks)
+            upstream: upstream, rateLimiter: rateLimiter, service: facade.service, requestID: exchange.requestID, tasks: tasks,
+            fleet: fleet)
         if !facade.aggregate.isEmpty {
             return aggregate(facade, parameters: parameters, fetcher: fetcher, on: eventLoop)
         }

@@ -48,7 +48,9 @@ struct SourceFailure: Error {
 /// Fetches one facade source through the gateway's ``UpstreamClient`` and reforms its body.
 ///
 /// The fetch draws from its backend's rate limit and takes one of its concurrency slots, like a
-/// proxied request; the slot is given back when the exchange ends, however it ends.
+/// proxied request; the slot is given back when the exchange ends, however it ends. In fleet mode
+/// the backend's limit is the fleet's, decided by Redis (``FleetStore``) with the same `onFailure`
+/// behaviour as a proxied request's.
 struct SourceFetch: Sendable {
     let upstream: any UpstreamClient
     let rateLimiter: RateLimiter
@@ -56,6 +58,8 @@ struct SourceFetch: Sendable {
     let requestID: String
     /// Where the request's fetches are registered, so that its client leaving cancels them.
     var tasks: FacadeTasks? = nil
+    /// Fleet mode's shared limits; `nil` keeps them in this process.
+    var fleet: FleetStore? = nil
 
     func fetch(
         _ source: CompiledFacade.Source, contract: Contract, parameters: [String: String], partial: Bool = false,
@@ -100,7 +104,41 @@ struct SourceFetch: Sendable {
     func get(
         backend: CompiledBackend, target: String, accept: String, limit: Int, on eventLoop: any EventLoop
     ) -> EventLoopFuture<FetchedResponse> {
+        if let fleet, let rateLimit = backend.rateLimit {
+            return admitShared(fleet, backend: backend, limit: rateLimit, on: eventLoop).flatMap { refusal in
+                if let refusal { return eventLoop.makeFailedFuture(refusal) }
+                return send(backend: backend, target: target, accept: accept, limit: limit, on: eventLoop)
+            }
+        }
         if let refusal = rateLimiter.admit(backend: backend, service: service) { return eventLoop.makeFailedFuture(refusal) }
+        return send(backend: backend, target: target, accept: accept, limit: limit, on: eventLoop)
+    }
+
+    /// Draws one request from `backend`'s limit in Redis: the refusal (429), or `nil` when admitted.
+    /// When Redis cannot answer, `cluster.onFailure.limits` decides, as for a proxied request:
+    /// the local bucket, no limit, or 503.
+    private func admitShared(
+        _ fleet: FleetStore, backend: CompiledBackend, limit: CompiledRateLimit, on eventLoop: any EventLoop
+    ) -> EventLoopFuture<Problem?> {
+        let draw = LimitDraw(limit: limit, key: RateLimitKey(scope: .backend, name: backend.name))
+        let service = service
+        let rateLimiter = rateLimiter
+        return fleet.decide([draw], nonce: nil, on: eventLoop).map { verdict -> Problem? in
+            guard case .limited(let index, let decisions) = verdict, decisions.indices.contains(index) else { return nil }
+            return .rateLimited(AppliedLimit(limit: limit, service: service, decision: decisions[index]))
+        }.flatMapErrorThrowing { _ in
+            switch fleet.onFailure.limits {
+            case .local: rateLimiter.admit(backend: backend, service: service)
+            case .allow: nil
+            case .deny: .sharedStateUnavailable("rate limits")
+            }
+        }
+    }
+
+    /// The fetch itself, once the backend's limit admitted it: its concurrency slot, then the exchange.
+    private func send(
+        backend: CompiledBackend, target: String, accept: String, limit: Int, on eventLoop: any EventLoop
+    ) -> EventLoopFuture<FetchedResponse> {
         var slot: BackendConcurrency.Counter?
         if let cap = backend.maxConcurrent {
             guard let acquired = rateLimiter.concurrency.acquire(backend.name, max: cap) else {
