@@ -76,13 +76,57 @@ public struct CodeHandlerContext: Sendable {
     let maxBodyBytes: Int
 
     /// `GET target` (path and query, already encoded) from one of ``backends``, its body collected
-    /// whole. Fails with ``CodeHandlerError`` when the backend is not allowed, and with the
-    /// upstream error, a 429/503 refusal or ``BodyTooLarge`` as a facade source's fetch would.
+    /// whole. Fails with ``CodeHandlerError`` when the backend is not allowed or `target` is not an
+    /// origin-form path and query (RFC 9112 §3.2.1: a single `/`, then path characters or
+    /// percent-escapes, then an optional `?` and query), and with the upstream error, a 429/503
+    /// refusal, ``BodyTooLarge`` or ``FetchCancelled`` (the client went away) as a facade source's
+    /// fetch would.
+    ///
+    /// The target is appended to the backend's URL, so anything else could name another host
+    /// (`@host/x`, `//host/x`, `http://host/x`): such a target is the handler's programming error,
+    /// refused before any request is made, and the client gets a 500 problem.
     public func fetch(backend: String, target: String) -> EventLoopFuture<FetchedResponse> {
         guard backends.contains(backend), let compiled = compiled[backend] else {
             return eventLoop.makeFailedFuture(CodeHandlerError(message: "backend \(backend) is not among this version's backends"))
         }
+        guard Self.isOriginForm(target) else {
+            return eventLoop.makeFailedFuture(
+                CodeHandlerError(message: "target \"\(target)\" is not a path and query starting with a single '/'"))
+        }
         return fetcher.get(backend: compiled, target: target, accept: "*/*", limit: maxBodyBytes, on: eventLoop)
+    }
+
+    /// Whether `target` is RFC 9112's origin-form: `/`, not `//`, then only RFC 3986 path
+    /// characters (unreserved, sub-delims, `:`, `@`, `/`) and well-formed percent-escapes, and
+    /// after a `?` the query's (the same, and `?`). No space, control, `#`, `\\` or non-ASCII byte.
+    static func isOriginForm(_ target: String) -> Bool {
+        let bytes = Array(target.utf8)
+        guard bytes.first == UInt8(ascii: "/"), bytes.dropFirst().first != UInt8(ascii: "/") else { return false }
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "%"):
+                guard index + 2 < bytes.count, isHexDigit(bytes[index + 1]), isHexDigit(bytes[index + 2]) else { return false }
+                index += 2
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                break
+            default:
+                guard pathPunctuation.contains(byte) else { return false }
+            }
+            index += 1
+        }
+        return true
+    }
+
+    /// unreserved's `-._~`, sub-delims, `:`, `@`, `/` and the query's `?`.
+    private static let pathPunctuation = Set("-._~!$&'()*+,;=:@/?".utf8)
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
+        default: false
+        }
     }
 }
 

@@ -99,7 +99,7 @@ final class CompiledFacade: Sendable {
             if open < queryStart, value.isEmpty || value == "." || value == ".." {
                 return .failure(ParameterProblem(name: name, isMissing: false))
             }
-            target += value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
+            percentEncode(value, into: &target)
             rest = rest[rest.index(after: close)...]
         }
         target += rest
@@ -112,10 +112,36 @@ final class CompiledFacade: Sendable {
         let isMissing: Bool
     }
 
-    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    /// `value` with every UTF-8 byte outside RFC 3986's unreserved set as `%XX` (upper-case hex).
+    /// A value that needs no escape, the usual one, is appended as it is.
+    private static func percentEncode(_ value: String, into target: inout String) {
+        guard !value.utf8.allSatisfy(isUnreserved) else { return target += value }
+        let hex = Array("0123456789ABCDEF".utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(value.utf8.count * 3)
+        for byte in value.utf8 {
+            if isUnreserved(byte) {
+                bytes.append(byte)
+            } else {
+                bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            }
+        }
+        target += String(decoding: bytes, as: UTF8.self)
+    }
 
-    /// Percent-decoded; in a query (HTML form encoding) `+` is a space too.
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            true
+        default: false
+        }
+    }
+
+    /// Percent-decoded; in a query (HTML form encoding) `+` is a space too. Text with neither
+    /// (the usual) is taken as it is, without a trip through Foundation.
     private static func decode(_ text: Substring, query: Bool) -> String? {
-        (query ? String(text).replacingOccurrences(of: "+", with: " ") : String(text)).removingPercentEncoding
+        guard text.utf8.contains(UInt8(ascii: "%")) || (query && text.utf8.contains(UInt8(ascii: "+"))) else { return String(text) }
+        return (query ? String(text).replacingOccurrences(of: "+", with: " ") : String(text)).removingPercentEncoding
     }
 }

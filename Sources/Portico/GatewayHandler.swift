@@ -348,10 +348,14 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         }
     }
 
+    /// Runs a code handler. Its fetches are the exchange's task, as a facade's are: a client that
+    /// goes away cancels those in flight and refuses any it asks for later.
     private func runCode(_ handler: any CodeHandler, policy: CodeHandlerPolicy, exchange: Exchange, context: ChannelHandlerContext) {
+        let tasks = FacadeTasks()
+        exchange.task = tasks
         let fetcher = SourceFetch(
             upstream: services.upstream, rateLimiter: services.rateLimiter, service: exchange.record.service ?? "",
-            requestID: exchange.requestID, fleet: services.fleet)
+            requestID: exchange.requestID, tasks: tasks, fleet: services.fleet)
         let handlerContext = CodeHandlerContext(
             eventLoop: context.eventLoop, backends: policy.backends, fetcher: fetcher, compiled: exchange.policy.backends,
             maxBodyBytes: exchange.snapshot.limits.maxBodyBytes)
@@ -365,10 +369,22 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             case .success(let response):
                 self.handlerFinished(
                     exchange, body: (response.body, response.contentType), problem: nil, status: response.status)
-            case .failure:
+            case .failure(let error):
+                if !(error is FetchCancelled) {
+                    self.services.logger.error(
+                        "code handler failed",
+                        metadata: [
+                            "handler": .string(policy.name), "error": .string(Self.describe(error)),
+                            "request_id": .string(exchange.requestID),
+                        ])
+                }
                 self.handlerFinished(exchange, body: nil, problem: .stageFailed())
             }
         }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        (error as? CodeHandlerError)?.message ?? String(describing: error)
     }
 
     /// A facade's or code handler's whole answer: written as an upstream response would be (so it

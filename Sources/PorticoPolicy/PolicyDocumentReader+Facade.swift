@@ -129,11 +129,12 @@ extension PolicyDocumentReader {
         }
         let request = fields.required("request") { value -> String? in
             guard let text = value.nonEmptyString() else { return nil }
-            guard text.hasPrefix("/"), !text.contains("#"), !text.contains(" "),
+            // `//host/x` after the backend's URL would name another host.
+            guard text.hasPrefix("/"), !text.hasPrefix("//"), !text.contains("#"), !text.contains(" "),
                 FacadeSourcePolicy.placeholders(in: text).allSatisfy({ !$0.isEmpty && !$0.contains("{") })
             else {
                 value.error(
-                    "expected a path and query starting with '/', with {name} placeholders, such as /quotes.csv?s={symbol}; found \"\(text)\""
+                    "expected a path and query starting with one '/', with {name} placeholders, such as /quotes.csv?s={symbol}; found \"\(text)\""
                 )
                 return nil
             }

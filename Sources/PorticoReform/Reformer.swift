@@ -59,10 +59,9 @@ public struct Reformer: Sendable, Hashable {
     private func parse(_ body: Data) throws(ReformError) -> ParsedBody {
         switch format {
         case .json:
-            do {
-                return .json(try JSONDecoder().decode(DecodedJSON.self, from: body).value)
-            } catch {
-                throw ReformError(.malformed(format: .json, detail: Self.describe(error)))
+            switch JSONReader.read(body) {
+            case .success(let value): return .json(value)
+            case .failure(let failure): throw ReformError(.malformed(format: .json, detail: failure.description))
             }
         case .xml:
             return .xml(try XMLNode.parse(body))
@@ -90,12 +89,6 @@ public struct Reformer: Sendable, Hashable {
         }
     }
 
-    private static func describe(_ error: any Error) -> String {
-        if let decoding = error as? DecodingError, case .dataCorrupted(let context) = decoding {
-            return context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription
-        }
-        return "\(error)"
-    }
 }
 
 /// A body parsed in its format, ready for locators.
@@ -130,7 +123,7 @@ enum ParsedBody {
         guard pointer.hasPrefix("/") else { return nil }
         var value = root
         for raw in pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
-            let token = raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            let token = raw.contains("~") ? unescape(raw) : String(raw)
             switch value {
             case .object:
                 guard let member = value[token] else { return nil }
@@ -143,5 +136,27 @@ enum ParsedBody {
             }
         }
         return value
+    }
+
+    /// A pointer token's `~1` as `/` and `~0` as `~`, in that order (RFC 6901 §4: `~01` is `~1`).
+    private static func unescape(_ token: Substring) -> String {
+        var out = ""
+        var escaped = false
+        for character in token {
+            if escaped {
+                switch character {
+                case "1": out.append("/")
+                case "0": out.append("~")
+                default: out += "~\(character)"  // not an escape: left as written
+                }
+                escaped = false
+            } else if character == "~" {
+                escaped = true
+            } else {
+                out.append(character)
+            }
+        }
+        if escaped { out.append("~") }
+        return out
     }
 }

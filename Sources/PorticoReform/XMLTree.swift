@@ -8,7 +8,13 @@ import FoundationXML
 ///
 /// Built by Foundation's `XMLParser` with namespace processing on, so `<q:Last>` and `<Last>` in
 /// a default namespace both have the local name `Last`; the predefined entities and character
-/// references are resolved by the parser; external entities are never fetched.
+/// references are resolved by the parser.
+///
+/// A document type declaration is refused outright, and with it every entity declaration (which
+/// can only stand in one): a feed has no use for them, and they are what external-entity reads
+/// (XXE) and entity expansion bombs ("billion laughs") are made of. The parser is also told never
+/// to resolve an external entity, and its entity-declaration callbacks fail the parse, so a
+/// declaration the byte scan did not see still goes nowhere.
 public final class XMLNode: Sendable {
     public let name: String
     public let attributes: [String: String]
@@ -24,9 +30,13 @@ public final class XMLNode: Sendable {
 
     /// Parses `data` into its root element.
     static func parse(_ data: Data) throws(ReformError) -> XMLNode {
+        if declaresDocumentType(data) {
+            throw ReformError(.malformed(format: .xml, detail: "a DOCTYPE or ENTITY declaration is not accepted"))
+        }
         let parser = XMLParser(data: data)
         parser.shouldProcessNamespaces = true
         parser.shouldResolveExternalEntities = false
+        parser.externalEntityResolvingPolicy = .never
         let builder = Builder()
         parser.delegate = builder
         let parsed = parser.parse()
@@ -35,6 +45,35 @@ public final class XMLNode: Sendable {
             throw ReformError(.malformed(format: .xml, detail: detail))
         }
         return root
+    }
+
+    /// Whether `data` holds `<!DOCTYPE` or `<!ENTITY` (ASCII letters in any case), anywhere.
+    ///
+    /// NUL bytes are skipped, so the same markers are found in UTF-16 and UTF-32 text. Scanning
+    /// the whole body is deliberately blunt: such text inside a comment or CDATA section refuses the
+    /// document too, which a data feed never needs, and no prolog has to be parsed to decide.
+    static func declaresDocumentType(_ data: Data) -> Bool {
+        data.withUnsafeBytes { raw in
+            var doctype = 0
+            var entity = 0
+            for byte in raw where byte != 0 {
+                let upper = byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z") ? byte - 0x20 : byte
+                doctype = advance(doctype, upper, in: doctypeMarker)
+                entity = advance(entity, upper, in: entityMarker)
+                if doctype == doctypeMarker.count || entity == entityMarker.count { return true }
+            }
+            return false
+        }
+    }
+
+    private static let doctypeMarker = Array("<!DOCTYPE".utf8)
+    private static let entityMarker = Array("<!ENTITY".utf8)
+
+    /// How much of `marker` is matched after `byte`, given `matched` before it. The markers' first
+    /// byte `<` occurs in them only there, so a mismatch restarts at 0, or at 1 on a `<`.
+    private static func advance(_ matched: Int, _ byte: UInt8, in marker: [UInt8]) -> Int {
+        if byte == marker[matched] { return matched + 1 }
+        return byte == marker[0] ? 1 : 0
     }
 
     /// The value at `path` (see ``Locator/xmlPath(_:)``): an element's text, or an attribute.
@@ -118,6 +157,31 @@ public final class XMLNode: Sendable {
             } else {
                 stack[stack.count - 1].children.append(node)
             }
+        }
+
+        func parser(_ parser: XMLParser, foundInternalEntityDeclarationWithName name: String, value: String?) {
+            refuse(parser, "the entity declaration \(name)")
+        }
+
+        func parser(_ parser: XMLParser, foundExternalEntityDeclarationWithName name: String, publicID: String?, systemID: String?) {
+            refuse(parser, "the entity declaration \(name)")
+        }
+
+        func parser(
+            _ parser: XMLParser, foundUnparsedEntityDeclarationWithName name: String, publicID: String?, systemID: String?,
+            notationName: String?
+        ) {
+            refuse(parser, "the entity declaration \(name)")
+        }
+
+        func parser(_ parser: XMLParser, resolveExternalEntityName name: String, systemID: String?) -> Data? {
+            refuse(parser, "the external entity \(name)")
+            return nil
+        }
+
+        private func refuse(_ parser: XMLParser, _ what: String) {
+            if failure == nil { failure = "\(what) is not accepted" }
+            parser.abortParsing()
         }
 
         func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) {

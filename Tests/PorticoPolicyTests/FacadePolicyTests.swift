@@ -102,7 +102,11 @@ struct FacadePolicyTests {
             ),
             (
                 "request: /q.xml?symbol={symbol}", "request: q.xml",
-                "services.quote.versions.1.facade.sources.b.request: expected a path and query starting with '/'"
+                "services.quote.versions.1.facade.sources.b.request: expected a path and query starting with one '/'"
+            ),
+            (
+                "request: /q.xml?symbol={symbol}", "request: //other.example/q.xml",
+                "services.quote.versions.1.facade.sources.b.request: expected a path and query starting with one '/'"
             ),
             ("active: a\n", "", "services.quote.versions.1.facade: expected the active source (active) or the sources merged (aggregate)"),
             (

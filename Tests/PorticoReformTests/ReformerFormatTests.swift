@@ -209,4 +209,70 @@ struct ReformerFormatTests {
             try reformer.reform(Data(deep.utf8), contract: Contract(fields: [.init(name: "v", type: .string)]))
         }
     }
+
+    /// A document that declares a type or an entity, each of them malformed for a reformer.
+    static let declaring: [(name: String, body: String)] = [
+        (
+            "external entity (XXE)",
+            """
+            <?xml version="1.0"?>
+            <!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd">]>
+            <r><v>&x;</v></r>
+            """
+        ),
+        (
+            "billion laughs",
+            """
+            <?xml version="1.0"?>
+            <!DOCTYPE r [
+              <!ENTITY a "lol">
+              <!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">
+              <!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">
+              <!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;">
+            ]>
+            <r><v>&d;</v></r>
+            """
+        ),
+        ("internal entity", #"<!DOCTYPE r [<!ENTITY name "Apple">]><r><v>&name;</v></r>"#),
+        ("DOCTYPE without entities", #"<?xml version="1.0"?><!DOCTYPE r SYSTEM "http://127.0.0.1:1/r.dtd"><r><v>x</v></r>"#),
+        ("lower-case, after a comment", "<!-- feed --><!doctype r><r><v>x</v></r>"),
+    ]
+
+    @Test(
+        "an XML document declaring a DOCTYPE or an entity is malformed, whatever the entities would expand to",
+        arguments: declaring.map(\.name))
+    func xmlDeclarationsRefused(name: String) {
+        let body = Self.declaring.first { $0.name == name }!.body
+        let reformer = Reformer(format: .xml, mappings: [.init(field: "v", locator: .xmlPath("r/v"))])
+        let contract = Contract(fields: [.init(name: "v", type: .string)])
+        do {
+            let value = try reformer.reform(Data(body.utf8), contract: contract)
+            Issue.record("accepted: \(value.json)")
+        } catch {
+            guard case .malformed(.xml, let detail) = error.kind else {
+                Issue.record("\(error)")
+                return
+            }
+            #expect(detail.contains("DOCTYPE"), "\(detail)")
+        }
+    }
+
+    @Test("a DOCTYPE in UTF-16 text is found too")
+    func xmlDeclarationInUTF16() {
+        var body = Data([0xFF, 0xFE])
+        body.append(
+            #"<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE r [<!ENTITY x "y">]><r><v>&x;</v></r>"#.data(using: .utf16LittleEndian)!)
+        let reformer = Reformer(format: .xml, mappings: [.init(field: "v", locator: .xmlPath("r/v"))])
+        #expect(throws: ReformError(.malformed(format: .xml, detail: "a DOCTYPE or ENTITY declaration is not accepted"))) {
+            try reformer.reform(body, contract: Contract(fields: [.init(name: "v", type: .string)]))
+        }
+    }
+
+    @Test("without a DOCTYPE, predefined entities and character references still resolve")
+    func xmlPredefinedEntities() throws {
+        let body = Data(#"<?xml version="1.0"?><r><v>&amp;&lt;&gt;&quot;&apos;&#x41;&#66;&#x00E9;</v></r>"#.utf8)
+        let reformer = Reformer(format: .xml, mappings: [.init(field: "v", locator: .xmlPath("r/v"))])
+        let value = try reformer.reform(body, contract: Contract(fields: [.init(name: "v", type: .string)]))
+        #expect(value["v"] == .string("&<>\"'AB\u{E9}"))
+    }
 }

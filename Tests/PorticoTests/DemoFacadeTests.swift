@@ -83,12 +83,20 @@ struct DemoFacadeTests {
                 #expect(response.bodyText == body, "\(path)")
                 #expect(response.header("Content-Type") == "application/json")
             }
-            try gateway.reload(policy: Self.policy(servers.map(\.port), swapSources: true))
+            try gateway.reload(policy: Self.policy(servers.map(\.port), swapSources: true), accessLog: true)
             for (path, body) in Self.expected {
                 let response = try client.request("GET", path)
                 #expect(response.status == 200, "\(path) after the switch: \(response.bodyText)")
                 #expect(response.bodyText == body, "\(path) after the switch")
             }
+            // Each body came from the source meant to serve it, not from a fallback that happened
+            // to agree: the access log names the active source of each phase, and no source failed.
+            #expect(await eventually { recorder.records.filter { $0.message == "access" }.count == 2 * Self.expected.count })
+            let sources = recorder.records.filter { $0.message == "access" }.map { $0.metadata["source"]?.description ?? "-" }
+            let before = ["csv", "csv", "csv", "csv", "csv", "yql", "yql", "rest", "rest"]
+            let after = ["xml", "xml", "xml", "xml", "xml", "rest", "rest", "yql", "yql"]
+            #expect(sources == before + after)
+            #expect(recorder.records.filter { $0.message == "facade source failed" }.isEmpty)
         }
     }
 

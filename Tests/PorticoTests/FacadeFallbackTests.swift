@@ -209,4 +209,38 @@ struct FacadeFallbackTests {
         await gateway.shutdown()
         try await primary.shutdown()
     }
+
+    @Test(
+        "an XML source whose body declares a DOCTYPE or an entity fails, and the fallback serves",
+        arguments: [
+            #"<!DOCTYPE q [<!ENTITY x SYSTEM "file:///etc/passwd">]><q><symbol>AAPL</symbol><price>&x;</price></q>"#,
+            #"<!DOCTYPE q [<!ENTITY a "1"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]><q><symbol>AAPL</symbol><price>&b;</price></q>"#,
+        ])
+    func xmlDeclarationsFallBack(body: String) async throws {
+        let recorder = RecordingLogHandler()
+        let logger = Logger(label: "portico.test") { _ in recorder }
+        let primary = try await BackendServer.start { _ in
+            var headers = HTTPHeaders()
+            headers.add(name: "content-type", value: "application/xml")
+            return .full(status: .ok, headers: headers, body: ByteBuffer(string: body))
+        }
+        let secondary = try await BackendServer.start(handler: DemoBackends.quotesCSV)
+        let policy = Self.policy(primary: primary.port, secondary: secondary.port)
+            .replacingOccurrences(of: "format: json", with: "format: xml")
+            .replacingOccurrences(
+                of: "fields: { symbol: /symbol, price: /price }",
+                with: "fields: { symbol: q/symbol, price: { path: q/price, convert: [number] } }")
+        let gateway = try await TestGateway.start(policy: policy, logger: logger)
+        let response = try gateway.connect().request("GET", "/quote/AAPL")
+        #expect(response.status == 200, "\(response.bodyText)")
+        #expect(response.bodyText == Self.answer)
+        #expect(primary.requestsReceived == 1)
+        #expect(secondary.requestsReceived == 1)
+        await gateway.shutdown()
+        try await primary.shutdown()
+        try await secondary.shutdown()
+        let failed = recorder.records.filter { $0.message == "facade source failed" }
+        #expect(failed.map { $0.metadata["source"]?.description } == ["first"])
+        #expect(failed.first?.metadata["reason"]?.description.contains("DOCTYPE") == true)
+    }
 }

@@ -86,18 +86,24 @@ struct FacadeShadowTests {
     @Test("a shadow that never answers, or is down, does not hold up or fail the client's answer")
     func slowOrDeadShadow() async throws {
         let primary = try await BackendServer.start(handler: Self.primary(price: "189.84"))
-        let hanging = try await BackendServer.start { _ in .hang }
-        // The shadow's timeout is far beyond the client's receive timeout: waiting for it would fail the request.
+        // Holds every request, its connection open, until the gateway gives up on it (120 s) or
+        // the test ends.
+        let hanging = try await ScriptedBackend.start { _ in [] }
         let gateway = try await TestGateway.start(
             policy: Self.policy(primary: primary.port, candidate: hanging.port, candidateTimeout: "120s", limited: false))
-        let client = try gateway.connect(receiveTimeout: 20)
+        let client = try gateway.connect(receiveTimeout: 60)
         for _ in 0..<3 {
             let response = try client.request("GET", "/quote/AAPL")
             #expect(response.status == 200)
             #expect(response.bodyText == #"{"symbol":"AAPL","price":189.84}"#)
         }
-        #expect(await eventually { hanging.requestsReceived == 3 })
+        // Each shadow fetch was sent before its request's active answer was written (both start
+        // together), and all three are still held: the client had every answer while the shadow
+        // backend still held every request. Nothing was counted yet: no shadow has finished.
+        #expect(try await hanging.waitUntil { $0.requestsReceived == 3 })
+        #expect(hanging.connectionsClosed == 0)
         #expect(Self.count("shadow_failed", in: gateway) == 0)
+        #expect(Self.count("agree", in: gateway) == 0)
         let dead = try await BackendServer.start(handler: DemoBackends.echo)
         let deadPort = dead.port
         try await dead.shutdown()

@@ -55,7 +55,9 @@ struct FacadeHandler: Sendable {
 
     /// Tries `facade.chain[index]`, then the next on failure; the last failure becomes the
     /// problem when none is left. A 404 from a source ends the chain: the resource does not
-    /// exist, and another source saying so too would not help.
+    /// exist, and another source saying so too would not help. So does the client going away:
+    /// its cancelled fetch is no source's failure, and no later source is asked (the answer
+    /// returned then is never written).
     private func tryChain(
         _ facade: CompiledFacade, from index: Int, last: SourceFailure?, parameters: [String: String], fetcher: SourceFetch,
         on eventLoop: any EventLoop
@@ -70,6 +72,9 @@ struct FacadeHandler: Sendable {
             Served(answer: FacadeAnswer(body: value.jsonData, source: source.name, backend: source.policy.backend), value: value)
         }.flatMapError { error in
             let failure = error as? SourceFailure ?? SourceFailure(source: source.name, kind: .status(0))
+            if case .cancelled = failure.kind {
+                return eventLoop.makeSucceededFuture(Served(answer: Self.cancelled(source.name), value: nil))
+            }
             if case .notFound = failure.kind {
                 return eventLoop.makeSucceededFuture(
                     Served(answer: FacadeAnswer(problem: .facadeNotFound(source: source.name), source: source.name), value: nil))
@@ -92,6 +97,11 @@ struct FacadeHandler: Sendable {
         }
     }
 
+    /// What a request whose client went away ends with; nobody reads it (the exchange is gone).
+    private static func cancelled(_ source: String) -> FacadeAnswer {
+        FacadeAnswer(problem: .facadeSourceFailed(source: source, field: nil, reason: "the client went away"), source: source)
+    }
+
     /// The problem for the source tried last: its rate-limit or concurrency refusal as is (429,
     /// 503), a timeout as 504, anything else 502 naming the source (and the field, if that was it).
     static func problem(for failure: SourceFailure) -> Problem {
@@ -107,7 +117,9 @@ struct FacadeHandler: Sendable {
 
     /// Fetches the shadow source beside the chain and compares the two results once both are in.
     /// Nothing waits for it: the client's answer is the chain's future alone. Its fetch draws from
-    /// its backend's limits like any other.
+    /// its backend's limits like any other. A client that goes away before its answer is written
+    /// cancels the shadow's fetch with the rest; such a shadow is not counted (it did not fail).
+    /// Once the answer is written the shadow is on its own, and finishes (or times out) as usual.
     private func compare(
         _ shadow: CompiledFacade.Source, with answer: EventLoopFuture<Served>, facade: CompiledFacade, parameters: [String: String],
         fetcher: SourceFetch, on eventLoop: any EventLoop
@@ -131,8 +143,9 @@ struct FacadeHandler: Sendable {
                 } else {
                     metrics?.shadowCompared(.agreement)
                 }
-            case .failure:
+            case .failure(let error):
                 // The chain's future always succeeds (its failures are answers), so the shadow failed.
+                if let failure = error as? SourceFailure, case .cancelled = failure.kind { return }
                 metrics?.shadowCompared(.shadowFailed)
             }
         }
@@ -157,6 +170,7 @@ struct FacadeHandler: Sendable {
                 case .success(let value): values.append(value)
                 case .failure(let error):
                     let failure = error as? SourceFailure ?? SourceFailure(source: source.name, kind: .status(0))
+                    if case .cancelled = failure.kind { return Self.cancelled(source.name) }
                     if case .notFound = failure.kind {
                         return FacadeAnswer(problem: .facadeNotFound(source: source.name), source: source.name)
                     }

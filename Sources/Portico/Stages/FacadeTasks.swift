@@ -1,9 +1,13 @@
 import NIOConcurrencyHelpers
 import PorticoUpstream
 
-/// The fetches one facade request has in flight, as one task: the exchange holds it, so a client
-/// that goes away cancels them all (the shadow's too), freeing the backends' connections and
-/// concurrency slots at once instead of at their timeouts.
+/// The fetches one facade (or code handler) request has in flight, as one task: the exchange holds
+/// it, so a client that goes away cancels them all (the active source's, an aggregation's parts, a
+/// code handler's, and the shadow's while the answer is pending), freeing the backends'
+/// connections and concurrency slots at once instead of at their timeouts.
+///
+/// Once cancelled it stays so: a fetch asked for afterwards is refused before it draws from its
+/// backend's limits (``SourceFetch``), and the facade tries no further source.
 final class FacadeTasks: UpstreamTask {
     private struct State {
         var running: [Int: @Sendable () -> Void] = [:]
@@ -12,6 +16,9 @@ final class FacadeTasks: UpstreamTask {
     }
 
     private let state = NIOLockedValueBox(State())
+
+    /// Whether the request's client went away: nothing more is to be fetched for it.
+    var isCancelled: Bool { state.withLockedValue { $0.cancelled } }
 
     /// Registers a fetch by what cancels it; the id to call ``finished(_:)`` with. A fetch
     /// started after the cancellation is cancelled at once.

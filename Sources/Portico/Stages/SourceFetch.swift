@@ -5,7 +5,8 @@ import PorticoPolicy
 import PorticoReform
 import PorticoUpstream
 
-/// Why one facade source failed one request; each kind makes the facade try its next source.
+/// Why one facade source failed one request; each kind but ``Kind/cancelled`` makes the facade try
+/// its next source.
 struct SourceFailure: Error {
     enum Kind {
         case unreachable(UpstreamError)
@@ -21,6 +22,9 @@ struct SourceFailure: Error {
         case missingParameter(String)
         /// A parameter's value cannot stand as a path segment of the source's request (empty, `.`, `..`).
         case unusableParameter(String)
+        /// The request's client went away: not the source's failure, and the end of the request's
+        /// fetching (no fallback is tried, nothing is logged or counted against the source).
+        case cancelled
     }
 
     let source: String
@@ -41,6 +45,7 @@ struct SourceFailure: Error {
         case .refused(let problem): problem.title.lowercased()
         case .missingParameter(let name): "parameter \(name) missing"
         case .unusableParameter(let name): "parameter \(name) cannot be a path segment"
+        case .cancelled: "the client went away"
         }
     }
 }
@@ -83,6 +88,7 @@ struct SourceFetch: Sendable {
                 switch error {
                 case let upstreamError as UpstreamError: throw SourceFailure(source: name, kind: .unreachable(upstreamError))
                 case let problem as Problem: throw SourceFailure(source: name, kind: .refused(problem))
+                case is FetchCancelled: throw SourceFailure(source: name, kind: .cancelled)
                 default: throw SourceFailure(source: name, kind: .reform(ReformError(.tooLarge(limit: limit))))
                 }
             }.flatMapThrowing { response in
@@ -100,13 +106,18 @@ struct SourceFetch: Sendable {
     }
 
     /// One `GET` of `target` from `backend`, its body collected whole up to `limit`. Fails with
-    /// the ``UpstreamError``, the limit's ``Problem`` (429 or 503), or ``BodyTooLarge``.
+    /// the ``UpstreamError``, the limit's ``Problem`` (429 or 503), ``BodyTooLarge``, or
+    /// ``FetchCancelled`` once the request's client has gone away (then before drawing from the
+    /// backend's limits or sending anything).
     func get(
         backend: CompiledBackend, target: String, accept: String, limit: Int, on eventLoop: any EventLoop
     ) -> EventLoopFuture<FetchedResponse> {
+        if let tasks, tasks.isCancelled { return eventLoop.makeFailedFuture(FetchCancelled()) }
         if let fleet, let rateLimit = backend.rateLimit {
             return admitShared(fleet, backend: backend, limit: rateLimit, on: eventLoop).flatMap { refusal in
                 if let refusal { return eventLoop.makeFailedFuture(refusal) }
+                // The client may have gone while Redis answered.
+                if let tasks, tasks.isCancelled { return eventLoop.makeFailedFuture(FetchCancelled()) }
                 return send(backend: backend, target: target, accept: accept, limit: limit, on: eventLoop)
             }
         }
@@ -186,6 +197,9 @@ public struct FetchedResponse: Sendable {
 /// A backend's body was longer than the fetch allowed; the exchange was cancelled there.
 public struct BodyTooLarge: Error {}
 
+/// The request's client went away: its fetch was cancelled, or never started.
+public struct FetchCancelled: Error {}
+
 /// Gathers one source's response whole, up to a limit: a body over it cancels the exchange at
 /// once, so an oversized answer costs at most the limit in memory.
 private final class BodyCollector: UpstreamResponseHandler {
@@ -217,7 +231,7 @@ private final class BodyCollector: UpstreamResponseHandler {
     func cancel() {
         guard !done else { return }
         task?.cancel()
-        finish(.failure(UpstreamError(.shutdown, detail: "the client went away")))
+        finish(.failure(FetchCancelled()))
     }
 
     func upstreamReceived(_ events: UpstreamEvents) {

@@ -1,0 +1,95 @@
+import Foundation
+import Testing
+
+@testable import PorticoReform
+
+/// The reformer's own JSON reader: what it gives for each kind of value, and what it refuses.
+@Suite("JSON reader")
+struct JSONReaderTests {
+    static func read(_ text: String) -> ReformValue? {
+        try? JSONReader.read(Data(text.utf8)).get()
+    }
+
+    @Test("scalars keep their kinds: booleans apart from numbers, integers apart from fractions")
+    func scalars() {
+        #expect(Self.read("true") == .boolean(true))
+        #expect(Self.read(" false ") == .boolean(false))
+        #expect(Self.read("null") == .null)
+        #expect(Self.read("1").map { if case .integer(1) = $0 { true } else { false } } == true)
+        #expect(Self.read("-0").map { if case .integer(0) = $0 { true } else { false } } == true)
+        #expect(Self.read("1.0").map { if case .number(1) = $0 { true } else { false } } == true)
+        #expect(Self.read("2.5e3").map { if case .number(2500) = $0 { true } else { false } } == true)
+        #expect(Self.read("-9223372036854775808").map { if case .integer(.min) = $0 { true } else { false } } == true)
+        #expect(Self.read("9223372036854775807").map { if case .integer(.max) = $0 { true } else { false } } == true)
+        // Past Int64, an integer is still a number.
+        #expect(Self.read("9223372036854775808").map { if case .number(9.223_372_036_854_775_808e18) = $0 { true } else { false } } == true)
+        #expect(Self.read("-530.12") == .number(-530.12))
+        #expect(Self.read("1E-2") == .number(0.01))
+    }
+
+    @Test("strings: every escape, surrogate pairs, and UTF-8 as it is")
+    func strings() {
+        #expect(Self.read(#""a\"b\\c\/d\b\f\n\r\t""#) == .string("a\"b\\c/d\u{8}\u{C}\n\r\t"))
+        #expect(Self.read(#""\u0041\u00e9\u2013\ud83d\ude00\u0000""#) == .string("Aé\u{2013}😀\u{0}"))
+        #expect(Self.read(#""Zürich – 東京 😀""#) == .string("Zürich – 東京 😀"))
+        #expect(Self.read(#""mixed é\n€""#) == .string("mixed é\n€"))
+        #expect(Self.read(#""""#) == .string(""))
+    }
+
+    @Test("objects list their members by name, a repeated name keeping its last value; arrays keep their order")
+    func structures() {
+        #expect(Self.read(#"{"b":1,"a":[3,2,{"z":null,"y":true}],"c":{}}"#)?.json == #"{"a":[3,2,{"y":true,"z":null}],"b":1,"c":{}}"#)
+        #expect(Self.read(#"{"k":1,"j":0,"k":2}"#)?.json == #"{"j":0,"k":2}"#)
+        #expect(Self.read(" [ ] ") == .array([]))
+        #expect(Self.read("\t{\r\n\"a\" : [ 1 , 2 ] }\n") == .object([("a", .array([.integer(1), .integer(2)]))]))
+    }
+
+    @Test("what RFC 8259 does not allow is refused, with where")
+    func refused() {
+        let cases = [
+            "", " ", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "['a']", "01", "-", "1.", ".5", "1e", "+1", "NaN",
+            "Infinity", "1e400", "tru", "nul", "\"abc", "\"a\\x\"", "\"\\u12\"", "\"\\ud83d\"", "\"\\ude00\"", "\"\\ud83d\\u0041\"",
+            "\"tab\there\"", "\"line\nbreak\"", "// c\n1", "1 2", "[1] x", "{\"a\":1}}",
+        ]
+        for text in cases {
+            #expect(Self.read(text) == nil, "\(text.debugDescription)")
+        }
+        // Invalid UTF-8 inside a string, with and without an escape beside it.
+        for bytes: [UInt8] in [[0x22, 0xC3, 0x28, 0x22], [0x22, 0x5C, 0x6E, 0xFF, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22]] {
+            #expect((try? JSONReader.read(Data(bytes)).get()) == nil, "\(bytes)")
+        }
+        guard case .failure(let failure) = JSONReader.read(Data(#"{"a":[1,2,}"#.utf8)) else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(failure.description == "a value expected at byte 10")
+    }
+
+    @Test("nesting is bounded: at the limit it is read, past it refused")
+    func depth() {
+        let limit = JSONReader.maxDepth
+        #expect(Self.read(String(repeating: "[", count: limit) + String(repeating: "]", count: limit)) != nil)
+        #expect(Self.read(String(repeating: "[", count: limit + 1) + String(repeating: "]", count: limit + 1)) == nil)
+        #expect(Self.read(String(repeating: "{\"a\":", count: limit + 1) + "1" + String(repeating: "}", count: limit + 1)) == nil)
+        // A body of nothing but openings ends with a refusal, not a stack overflow.
+        #expect(Self.read(String(repeating: "[", count: 100_000)) == nil)
+    }
+
+    @Test("it reads what Foundation's JSONSerialization reads, to the same values")
+    func agreesWithFoundation() throws {
+        let documents = [
+            #"{"query":{"results":{"channel":{"item":{"condition":{"temp":"18","text":"Partly Cloudy"}}}}}}"#,
+            #"{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84,"openingPrice":187.15,"volume":52164500}"#,
+            #"[1,-2,3.25,-4e-2,"x\u00e9",true,false,null,{"k":[{}]}]"#,
+        ]
+        for document in documents {
+            let ours = try #require(Self.read(document))
+            let theirs = try JSONSerialization.jsonObject(with: Data(document.utf8), options: [.fragmentsAllowed])
+            let canonical = try JSONSerialization.data(withJSONObject: theirs, options: [.sortedKeys, .fragmentsAllowed])
+            let ourCanonical = try JSONSerialization.data(
+                withJSONObject: try JSONSerialization.jsonObject(with: Data(ours.json.utf8), options: [.fragmentsAllowed]),
+                options: [.sortedKeys, .fragmentsAllowed])
+            #expect(ourCanonical == canonical, "\(document)")
+        }
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import Logging
+import NIOCore
+import Portico
+import PorticoDemoBackends
+import Synchronization
+import Testing
+
+/// A code handler's fetches: only origin-form targets on the version's backends, and cancelled
+/// with the request.
+@Suite("Code handler fetches")
+struct CodeHandlerFetchTests {
+    /// Fetches `target` from `quotes` and answers 200 with what came back.
+    struct Fetching: CodeHandler {
+        let target: String
+        func respond(to request: CodeHandlerRequest, context: CodeHandlerContext) -> EventLoopFuture<CodeHandlerResponse> {
+            context.fetch(backend: "quotes", target: target).map { fetched in
+                CodeHandlerResponse(status: 200, contentType: "text/plain", body: fetched.body)
+            }
+        }
+    }
+
+    /// Fetches `/a`; when that fails, fetches `/b` (a handler's own fallback).
+    struct FallingBack: CodeHandler {
+        func respond(to request: CodeHandlerRequest, context: CodeHandlerContext) -> EventLoopFuture<CodeHandlerResponse> {
+            context.fetch(backend: "quotes", target: "/a").flatMapError { _ in
+                context.fetch(backend: "spare", target: "/b")
+            }.map { CodeHandlerResponse(status: 200, body: $0.body) }
+        }
+    }
+
+    static func start(
+        handlers: [String: any CodeHandler], quotes: Int, spare: Int, logger: Logger? = nil
+    ) async throws -> (Gateway, Int) {
+        let versions = handlers.keys.sorted().enumerated().map {
+            "      \($0.offset + 1): { code: { name: \($0.element), backends: [quotes, spare] } }"
+        }
+        let snapshot = try TestGateway.snapshot(
+            policy: """
+                backends:
+                  quotes: { url: "http://127.0.0.1:\(quotes)", timeout: 120s }
+                  spare: { url: "http://127.0.0.1:\(spare)", timeout: 120s, rateLimit: { rate: 1/h, burst: 1 } }
+                services:
+                  probe:
+                    path: /probe
+                    versions:
+                \(versions.joined(separator: "\n"))
+                """)
+        var quiet = Logger(label: "portico.test")
+        quiet.logLevel = .critical
+        let gateway = Gateway(snapshot: snapshot, logger: logger ?? quiet, codeHandlers: handlers)
+        try await gateway.start()
+        return (gateway, gateway.boundPorts["test"]!)
+    }
+
+    static let targets = [
+        "@127.0.0.1:{other}/x", "//127.0.0.1:{other}/x", "http://127.0.0.1:{other}/x", "https://127.0.0.1:{other}/x",
+        "x", "", "/x y", "/x\r\nHost: 127.0.0.1:{other}", "/x#f", "/x\\..\\y", "/%zz", "/%4", "/caf\u{E9}", "?q=1",
+    ]
+
+    @Test("a target that is not an origin-form path is refused as the handler's error; no backend sees a request")
+    func targetsRefused() async throws {
+        let quotes = try await BackendServer.start(handler: DemoBackends.echo)
+        let other = try await BackendServer.start(handler: DemoBackends.echo)
+        let recorder = RecordingLogHandler()
+        let logger = Logger(label: "portico.test") { _ in recorder }
+        var handlers: [String: any CodeHandler] = [:]
+        let targets = Self.targets.map { $0.replacingOccurrences(of: "{other}", with: "\(other.port)") }
+        for (index, target) in targets.enumerated() { handlers["t\(String(format: "%02d", index))"] = Fetching(target: target) }
+        handlers["valid"] = Fetching(target: "/v2/quotes/AAPL?x=%41&y=a:b@c/d")
+        let (gateway, port) = try await Self.start(handlers: handlers, quotes: quotes.port, spare: other.port, logger: logger)
+        let client = try RawHTTPClient(port: port, receiveTimeout: 10)
+        for (index, target) in targets.enumerated() {
+            let response = try client.request("GET", "/probe?apiVersion=\(index + 1)")
+            #expect(response.status == 500, "\(target.debugDescription): \(response.bodyText)")
+            #expect(response.header("Content-Type") == "application/problem+json", "\(target.debugDescription)")
+        }
+        #expect(quotes.requestsReceived == 0)
+        #expect(other.requestsReceived == 0)
+        // A proper target is fetched, from the version's backend.
+        let valid = try client.request("GET", "/probe?apiVersion=\(targets.count + 1)")
+        #expect(valid.status == 200, "\(valid.bodyText)")
+        #expect(quotes.requestsReceived == 1)
+        #expect(other.requestsReceived == 0)
+        await gateway.shutdown()
+        try await quotes.shutdown()
+        try await other.shutdown()
+        let logged = recorder.records.filter { $0.message == "code handler failed" }
+        #expect(logged.count == targets.count)
+        #expect(logged.allSatisfy { $0.metadata["error"]?.description.contains("single '/'") == true })
+    }
+
+    @Test("a client that leaves cancels its code handler's fetch, and any it asks for afterwards")
+    func fetchCancelled() async throws {
+        // The first request is held; later ones are answered by a close, which fails the fetch.
+        let seen = Atomic<Int>(0)
+        let quotes = try await ScriptedBackend.start { _ in seen.add(1, ordering: .relaxed).newValue == 1 ? [] : [.close] }
+        let spare = try await BackendServer.start(handler: DemoBackends.echo)
+        let (gateway, port) = try await Self.start(handlers: ["falling": FallingBack()], quotes: quotes.port, spare: spare.port)
+        let client = try RawHTTPClient(port: port, receiveTimeout: 10)
+        try client.send("GET /probe?apiVersion=1 HTTP/1.1\r\nHost: test\r\n\r\n")
+        #expect(try await quotes.waitUntil { $0.requestsReceived == 1 })
+        client.hangUp()
+        #expect(try await quotes.waitUntil { $0.connectionsClosed == 1 })
+        #expect(spare.requestsReceived == 0)
+        // The handler's second fetch, asked for once its first was cancelled, drew nothing from
+        // `spare`'s limit (one an hour): the next request's fetch from it is admitted.
+        let response = try RawHTTPClient(port: port, receiveTimeout: 10).request("GET", "/probe?apiVersion=1")
+        #expect(response.status == 200, "\(response.bodyText)")
+        #expect(spare.requestsReceived == 1)
+        await gateway.shutdown()
+        try await quotes.shutdown()
+        try await spare.shutdown()
+    }
+}
