@@ -59,10 +59,7 @@ public struct Reformer: Sendable, Hashable {
     private func parse(_ body: Data) throws(ReformError) -> ParsedBody {
         switch format {
         case .json:
-            switch JSONReader.read(body) {
-            case .success(let value): return .json(value)
-            case .failure(let failure): throw ReformError(.malformed(format: .json, detail: failure.description))
-            }
+            return .json(try ReformValue.readJSON(body))
         case .xml:
             return .xml(try XMLNode.parse(body))
         case .csv:
