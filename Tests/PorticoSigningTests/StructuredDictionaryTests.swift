@@ -176,7 +176,8 @@ import Testing
 
     @Test("a member written canonically is kept as received; one that serialising would change is not")
     func canonicalTexts() throws {
-        let canonical = #"("@method" "@query-param";name="a%20b" "content-digest";key="sha-256");created=1618884473;keyid="k";nonce="n\"q";x;y=?0;z=-5"#
+        let canonical =
+            #"("@method" "@query-param";name="a%20b" "content-digest";key="sha-256");created=1618884473;keyid="k";nonce="n\"q";x;y=?0;z=-5"#
         #expect(try StructuredDictionary.parse("sig1=" + canonical + " , sig2=()").canonicalText(of: "sig1") == canonical)
         #expect(try StructuredDictionary.parse("sig2=()").canonicalText(of: "sig2") == "()")
         let rewritten = [
