@@ -20,7 +20,7 @@ public enum ContentDigest {
     public static func parse(_ value: String) throws(SigningError) -> [(algorithm: DigestAlgorithm, digest: [UInt8])] {
         let dictionary = try SignatureFields.dictionary(value, field: "Content-Digest")
         var result: [(algorithm: DigestAlgorithm, digest: [UInt8])] = []
-        for (key, member) in dictionary.members {
+        for (key, member, _) in dictionary.members {
             guard let algorithm = DigestAlgorithm(rawValue: key) else { continue }
             guard case .item(let item) = member, case .undecodedByteSequence(let base64) = item.bareItem,
                 let bytes = Base64.decode(base64)

@@ -10,7 +10,7 @@ public struct SignatureInput: Sendable, Equatable {
     public var parameters: [(key: String, value: RFC9651BareItem)] { didSet { canonicalText = nil } }
 
     /// The member's text as received, when it is already its canonical serialisation (see
-    /// ``StructuredDictionary/canonicalTexts``): ``write(to:)`` copies it instead of serialising.
+    /// ``StructuredDictionary/members``): ``write(to:)`` copies it instead of serialising.
     /// Any change to the components or parameters drops it.
     private var canonicalText: String?
 

@@ -29,10 +29,8 @@ struct StructuredDictionary {
         case innerList([Item], parameters: [(key: String, value: RFC9651BareItem)])
     }
 
-    var members: [(key: String, value: Value)] = []
-
-    /// For each member, in the order of ``members``: its text as received when that text is already
-    /// the member's canonical serialisation (RFC 9651 §4.1), else nil. Kept for inner lists only.
+    /// The members in order, each with its text as received when that text is already the member's
+    /// canonical serialisation (RFC 9651 §4.1), else nil; the text is kept for inner lists only.
     ///
     /// A verifier rebuilds `@signature-params` from the `Signature-Input` member it parsed. When
     /// the signer wrote the member canonically, as signers do, the received text is that line, and
@@ -40,12 +38,11 @@ struct StructuredDictionary {
     /// (extra spaces, `=?1`, leading zeros, decimals, display strings, repeated parameters) and
     /// keeps no text when it sees any of it; the property test checks every kept text against the
     /// serialiser.
-    var canonicalTexts: [String?] = []
+    var members: [(key: String, value: Value, canonicalText: String?)] = []
 
-    /// The canonical text of the member under `key`; see ``canonicalTexts``.
+    /// The canonical text of the member under `key`; see ``members``.
     func canonicalText(of key: String) -> String? {
-        guard let position = members.firstIndex(where: { $0.key == key }) else { return nil }
-        return canonicalTexts[position]
+        members.first { $0.key == key }?.canonicalText
     }
 
     /// Why a value is not a dictionary, and at which byte.
@@ -85,7 +82,7 @@ private struct Parser {
     let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
     /// False once the value being read holds anything its serialisation would write differently;
-    /// see ``StructuredDictionary/canonicalTexts``.
+    /// see ``StructuredDictionary/members``.
     var canonical = true
 
     init(bytes: UnsafeBufferPointer<UInt8>) {
@@ -115,7 +112,6 @@ private struct Parser {
     private mutating func dictionary() throws(StructuredDictionary.ParseError) -> StructuredDictionary {
         var dictionary = StructuredDictionary()
         dictionary.members.reserveCapacity(2)
-        dictionary.canonicalTexts.reserveCapacity(2)
         while index < bytes.count {
             let keyStart = index
             let key = try self.key()
@@ -136,8 +132,7 @@ private struct Parser {
             } else {
                 member = .item(StructuredDictionary.Item(bareItem: .bool(true), parameters: try parameters()))
             }
-            dictionary.members.append((key, member))
-            dictionary.canonicalTexts.append(text)
+            dictionary.members.append((key, member, text))
             while current == 0x20 || current == 0x09 { index += 1 }
             guard let separator = current else { return dictionary }
             guard separator == UInt8(ascii: ",") else { throw fail("expected \",\" between members") }
