@@ -158,7 +158,7 @@ PY
 
 if [ "${PERF:-0}" = 1 ]; then
   echo "== perf record -g on the signed route, ${DURATION}s" >&2
-  wrk -t1 -c"$CONNECTIONS" -d"$((DURATION + 2))s" "${SIGNED[@]}" "$BASE/signed/1$TARGET" >/dev/null &
+  wrk -t1 -c"$CONNECTIONS" -d"$((DURATION + 2))s" "${ALL[@]}" "$BASE/signed/1$TARGET" >/dev/null &
   WRK=$!
   sleep 1
   perf record -g -o "$WORK/perf.data" -p "$PORTICO_PID" -- sleep "$DURATION" 2>/dev/null >/dev/null

@@ -53,8 +53,8 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
     /// parameters.
     func write(to bytes: inout [UInt8]) throws(SigningError) {
         do {
-            try StructuredFieldWriter.appendBareItem(.string(name), to: &bytes)
-            try StructuredFieldWriter.appendParameters(parameters, to: &bytes)
+            try StructuredFieldWriter.appendString(name, to: &bytes)
+            if !parameters.isEmpty { try StructuredFieldWriter.appendParameters(parameters, to: &bytes) }
         } catch {
             throw .invalidComponent("\"\(name)\" cannot be serialised as a component identifier")
         }

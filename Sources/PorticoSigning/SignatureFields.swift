@@ -35,7 +35,8 @@ public enum SignatureFields {
         else {
             throw .malformedField(field: "Signature", reason: "the member \"\(chosen)\" must be a byte sequence (:base64:)")
         }
-        return Signature(label: chosen, input: try SignatureInput(components: components, parameters: parameters), value: bytes)
+        let input = try SignatureInput(components: components, parameters: parameters, canonicalText: inputs.canonicalText(of: chosen))
+        return Signature(label: chosen, input: input, value: bytes)
     }
 
     /// The two field values carrying one signature. `Signature-Input`'s member is the

@@ -6,8 +6,13 @@ import RawStructuredFieldValues
 /// The parameters keep the order they were written in, because that order is part of the
 /// `@signature-params` line the signature was computed over.
 public struct SignatureInput: Sendable, Equatable {
-    public var components: [ComponentIdentifier]
-    public var parameters: [(key: String, value: RFC9651BareItem)]
+    public var components: [ComponentIdentifier] { didSet { canonicalText = nil } }
+    public var parameters: [(key: String, value: RFC9651BareItem)] { didSet { canonicalText = nil } }
+
+    /// The member's text as received, when it is already its canonical serialisation (see
+    /// ``StructuredDictionary/members``): ``write(to:)`` copies it instead of serialising.
+    /// Any change to the components or parameters drops it.
+    private var canonicalText: String?
 
     public init(components: [ComponentIdentifier], parameters: [(key: String, value: RFC9651BareItem)]) {
         self.components = components
@@ -62,7 +67,9 @@ public struct SignatureInput: Sendable, Equatable {
     }
 
     /// A parsed `Signature-Input` member: its inner list's items and parameters.
-    init(components items: [StructuredDictionary.Item], parameters: [(key: String, value: RFC9651BareItem)]) throws(SigningError) {
+    init(
+        components items: [StructuredDictionary.Item], parameters: [(key: String, value: RFC9651BareItem)], canonicalText: String? = nil
+    ) throws(SigningError) {
         var components: [ComponentIdentifier] = []
         components.reserveCapacity(items.count)
         for item in items {
@@ -74,6 +81,7 @@ public struct SignatureInput: Sendable, Equatable {
         }
         self.components = components
         self.parameters = parameters
+        self.canonicalText = canonicalText
         try validateParameterTypes()
     }
 
@@ -87,6 +95,10 @@ public struct SignatureInput: Sendable, Equatable {
 
     /// Appends ``serialized()``'s bytes.
     func write(to bytes: inout [UInt8]) throws(SigningError) {
+        if let canonicalText {
+            bytes.appendUTF8(canonicalText)
+            return
+        }
         bytes.append(UInt8(ascii: "("))
         for (offset, component) in components.enumerated() {
             if offset > 0 { bytes.append(UInt8(ascii: " ")) }

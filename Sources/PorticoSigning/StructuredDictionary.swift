@@ -29,7 +29,21 @@ struct StructuredDictionary {
         case innerList([Item], parameters: [(key: String, value: RFC9651BareItem)])
     }
 
-    var members: [(key: String, value: Value)] = []
+    /// The members in order, each with its text as received when that text is already the member's
+    /// canonical serialisation (RFC 9651 §4.1), else nil; the text is kept for inner lists only.
+    ///
+    /// A verifier rebuilds `@signature-params` from the `Signature-Input` member it parsed. When
+    /// the signer wrote the member canonically, as signers do, the received text is that line, and
+    /// copying it saves serialising the list again. The parser tracks what serialising would change
+    /// (extra spaces, `=?1`, leading zeros, decimals, display strings, repeated parameters) and
+    /// keeps no text when it sees any of it; the property test checks every kept text against the
+    /// serialiser.
+    var members: [(key: String, value: Value, canonicalText: String?)] = []
+
+    /// The canonical text of the member under `key`; see ``members``.
+    func canonicalText(of key: String) -> String? {
+        members.first { $0.key == key }?.canonicalText
+    }
 
     /// Why a value is not a dictionary, and at which byte.
     struct ParseError: Error, CustomStringConvertible {
@@ -67,6 +81,9 @@ struct StructuredDictionary {
 private struct Parser {
     let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
+    /// False once the value being read holds anything its serialisation would write differently;
+    /// see ``StructuredDictionary/members``.
+    var canonical = true
 
     init(bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -105,13 +122,17 @@ private struct Parser {
                 throw error
             }
             let member: StructuredDictionary.Value
+            var text: String?
             if current == UInt8(ascii: "=") {
                 index += 1
+                let valueStart = index
+                canonical = true
                 member = try itemOrInnerList()
+                if case .innerList = member, canonical { text = string(valueStart..<index) }
             } else {
                 member = .item(StructuredDictionary.Item(bareItem: .bool(true), parameters: try parameters()))
             }
-            dictionary.members.append((key, member))
+            dictionary.members.append((key, member, text))
             while current == 0x20 || current == 0x09 { index += 1 }
             guard let separator = current else { return dictionary }
             guard separator == UInt8(ascii: ",") else { throw fail("expected \",\" between members") }
@@ -128,11 +149,16 @@ private struct Parser {
         var items: [StructuredDictionary.Item] = []
         items.reserveCapacity(8)
         while index < bytes.count {
+            let spacesStart = index
             skipSpaces()
+            let spaces = index - spacesStart
             if current == UInt8(ascii: ")") {
+                if spaces > 0 { canonical = false }
                 index += 1
                 return .innerList(items, parameters: try parameters())
             }
+            // Canonically: no space after "(", exactly one between items.
+            if spaces != (items.isEmpty ? 0 : 1) { canonical = false }
             items.append(try item())
             guard let next = current, next == 0x20 || next == UInt8(ascii: ")") else {
                 throw fail("expected a space or \")\" after an inner list's item")
@@ -152,14 +178,17 @@ private struct Parser {
         var parameters: [(key: String, value: RFC9651BareItem)] = []
         while current == UInt8(ascii: ";") {
             index += 1
+            if current == 0x20 { canonical = false }
             skipSpaces()
             let key = try self.key()
             var value = RFC9651BareItem.bool(true)
             if current == UInt8(ascii: "=") {
                 index += 1
                 value = try bareItem()
+                if case .bool(true) = value { canonical = false }  // serialised as the bare key
             }
             if let existing = parameters.firstIndex(where: { $0.key == key }) {
+                canonical = false
                 parameters[existing].value = value
             } else {
                 if parameters.isEmpty { parameters.reserveCapacity(6) }
@@ -192,7 +221,9 @@ private struct Parser {
         case UInt8(ascii: "@"):
             index += 1
             return try integerOrDecimal(isDate: true)
-        case UInt8(ascii: "%"): return .displayString(try displayString())
+        case UInt8(ascii: "%"):
+            canonical = false  // escapes are written one way only
+            return .displayString(try displayString())
         default: throw fail("not the start of any value")
         }
     }
@@ -205,6 +236,7 @@ private struct Parser {
             index += 1
         }
         guard let first = current, StructuredFieldBytes.isDigit(first) else { throw fail("a number must start with a digit") }
+        let digitsStart = index
         var mantissa: Int64 = 0
         var digits = 0
         var isDecimal = false
@@ -225,6 +257,8 @@ private struct Parser {
             if isDecimal, digits + 1 > 16 { throw fail("a decimal has more than 16 characters") }
         }
         if negative { mantissa = -mantissa }
+        // "007" and "-0" serialise as "7" and "0"; a decimal's trailing zeros are dropped.
+        if isDecimal || (first == UInt8(ascii: "0") && (index - digitsStart > 1 || negative)) { canonical = false }
         guard isDecimal else { return isDate ? .date(mantissa) : .integer(mantissa) }
         guard fractionDigits > 0 else { throw fail("a decimal ends with its point") }
         guard fractionDigits <= 3 else { throw fail("a decimal has more than 3 digits after its point") }

@@ -39,26 +39,7 @@ enum StructuredFieldWriter {
             }
             appendDecimalDigits(of: value, to: &out)
         case .string(let value):
-            var value = value
-            let valid = value.withUTF8 { bytes in
-                var escapes = 0
-                for byte in bytes {
-                    guard byte >= 0x20 && byte <= 0x7E else { return false }
-                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes += 1 }
-                }
-                out.append(UInt8(ascii: "\""))
-                if escapes == 0 {
-                    out.append(contentsOf: bytes)
-                } else {
-                    for byte in bytes {
-                        if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
-                        out.append(byte)
-                    }
-                }
-                out.append(UInt8(ascii: "\""))
-                return true
-            }
-            guard valid else { throw .invalidParameter("a structured-field string can hold only visible ASCII and spaces") }
+            try appendString(value, to: &out)
         case .token(let value):
             try appendToken(value, to: &out)
         case .undecodedByteSequence(let value):
@@ -84,6 +65,30 @@ enum StructuredFieldWriter {
                 throw .invalidParameter("the value cannot be serialised as a structured field (\(error))")
             }
         }
+    }
+
+    /// §4.1.6: quoted, with `"` and `\` escaped; visible ASCII and spaces only.
+    static func appendString(_ value: String, to out: inout [UInt8]) throws(SigningError) {
+        var value = value
+        let valid = value.withUTF8 { bytes in
+            var escapes = 0
+            for byte in bytes {
+                guard byte >= 0x20 && byte <= 0x7E else { return false }
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes += 1 }
+            }
+            out.append(UInt8(ascii: "\""))
+            if escapes == 0 {
+                out.append(contentsOf: bytes)
+            } else {
+                for byte in bytes {
+                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+                    out.append(byte)
+                }
+            }
+            out.append(UInt8(ascii: "\""))
+            return true
+        }
+        guard valid else { throw .invalidParameter("a structured-field string can hold only visible ASCII and spaces") }
     }
 
     /// §4.1.7: a letter or `*`, then tchar, `:` and `/`.

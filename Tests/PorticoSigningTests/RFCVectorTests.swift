@@ -80,4 +80,17 @@ import Testing
         #expect(try !altered.withUnsafeBytes { try ContentDigest.verify(both, body: $0, using: digest) })
         #expect(throws: SigningError.self) { try body.withUnsafeBytes { try ContentDigest.verify("md5=:AAAA:", body: $0, using: digest) } }
     }
+
+    /// The empty body's digest is answered without hashing: the constant must be the real digest,
+    /// and only the empty body matches it.
+    @Test func emptyContentDigestIsKnown() throws {
+        let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+        let digest = OpenSSLDigest()
+        #expect(ContentDigest.value(for: empty, using: digest) == ContentDigest.emptyContentSHA256)
+        #expect(try ContentDigest.verify(ContentDigest.emptyContentSHA256, body: empty, using: digest))
+        #expect(
+            try !Array("x".utf8).withUnsafeBytes { try ContentDigest.verify(ContentDigest.emptyContentSHA256, body: $0, using: digest) })
+        let other = Array("x".utf8).withUnsafeBytes { ContentDigest.value(for: $0, using: digest) }
+        #expect(try !ContentDigest.verify(other, body: empty, using: digest))
+    }
 }

@@ -101,6 +101,8 @@ import Testing
         var random = SplitMix(state: 0x5EED_0000 &+ seed)
         var accepted = 0
         var repeats = 0
+        var kept = 0
+        var notKept = 0
         for round in 0..<10_000 {
             var value = Self.dictionary(&random)
             if round % 2 == 1 { value = Self.mutated(value, &random) }
@@ -115,6 +117,18 @@ import Testing
                 #expect(ours.members.map(\.key) == library.keys, "\(value)")
                 for (mine, theirs) in zip(ours.members, library.members) {
                     #expect(Self.same(mine.value, theirs.1), "\(value): member \(mine.key)")
+                }
+                // A member's text kept as canonical must be exactly what serialising it writes.
+                for member in ours.members {
+                    let text = member.canonicalText
+                    guard case .innerList = member.value else { continue }
+                    let serialized = Self.serialized(member.value)
+                    if let text {
+                        kept += 1
+                        #expect(text == serialized, "\(value): member \(member.key) kept as canonical")
+                    } else if serialized != nil {
+                        notKept += 1
+                    }
                 }
             case .failure(let error):
                 if let key = error.duplicateKey {
@@ -133,6 +147,49 @@ import Testing
         // The generator must exercise both sides, or the agreement means nothing.
         #expect(accepted > 2_000)
         #expect(repeats > 100)
+        #expect(kept > 200 && notKept > 200, "kept \(kept), not kept \(notKept)")
+    }
+
+    /// What the field writer makes of a parsed member; nil when it cannot write it.
+    static func serialized(_ value: StructuredDictionary.Value) -> String? {
+        var bytes: [UInt8] = []
+        do throws(SigningError) {
+            switch value {
+            case .item(let item):
+                try StructuredFieldWriter.appendBareItem(item.bareItem, to: &bytes)
+                try StructuredFieldWriter.appendParameters(item.parameters, to: &bytes)
+            case .innerList(let items, let parameters):
+                bytes.append(UInt8(ascii: "("))
+                for (offset, item) in items.enumerated() {
+                    if offset > 0 { bytes.append(UInt8(ascii: " ")) }
+                    try StructuredFieldWriter.appendBareItem(item.bareItem, to: &bytes)
+                    try StructuredFieldWriter.appendParameters(item.parameters, to: &bytes)
+                }
+                bytes.append(UInt8(ascii: ")"))
+                try StructuredFieldWriter.appendParameters(parameters, to: &bytes)
+            }
+        } catch {
+            return nil
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    @Test("a member written canonically is kept as received; one that serialising would change is not")
+    func canonicalTexts() throws {
+        let canonical =
+            #"("@method" "@query-param";name="a%20b" "content-digest";key="sha-256");created=1618884473;keyid="k";nonce="n\"q";x;y=?0;z=-5"#
+        #expect(try StructuredDictionary.parse("sig1=" + canonical + " , sig2=()").canonicalText(of: "sig1") == canonical)
+        #expect(try StructuredDictionary.parse("sig2=()").canonicalText(of: "sig2") == "()")
+        let rewritten = [
+            #"( "@method")"#, #"("@method" )"#, #"("@method"  "@path")"#, #"("@method");created=01"#, #"();created=-0"#,
+            #"();x=?1"#, #"();x=1.50"#, #"();x=1.5"#, #"();x=%"a""#, #"(); created=1"#, #"();a=1;a=2"#, #"("@method";x=?1)"#,
+        ]
+        for member in rewritten {
+            let parsed = try StructuredDictionary.parse("sig1=" + member)
+            #expect(parsed.canonicalText(of: "sig1") == nil, "\(member)")
+        }
+        // Items are not kept at all: only Signature-Input's inner lists are ever rebuilt.
+        #expect(try StructuredDictionary.parse("a=1").canonicalText(of: "a") == nil)
     }
 
     @Test("RFC 9421's and RFC 9651's examples read as the library reads them")
