@@ -4,6 +4,7 @@
 # section), under the same plain-HTTP load; the gateway CPU per request and wrk's latency.
 #
 #   bench/fleet.sh [seconds] [connections] [rounds]    (defaults 5 s, 16, 3)
+#   PERF=1 bench/fleet.sh ...                            also `perf record -g` the Redis-backed gateway
 #
 # The route is API-key authenticated and draws from two buckets, the key's tier and the backend's
 # limit, both far above what wrk sends (nothing is refused: the script checks it), so each request
@@ -30,6 +31,7 @@ cleanup() {
 trap cleanup EXIT
 
 bench_install wrk:wrk nginx:nginx-light curl:curl redis-server:redis-server
+[ "${PERF:-0}" = 1 ] && bench_install perf:linux-perf
 
 echo "== building Portico (release)" >&2
 swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null
@@ -125,3 +127,16 @@ PY
 # Refusals in the Redis run are Redis failing within the 50 ms timeout (onFailure: deny answers 503):
 # what the client counted.
 curl -fsS "http://127.0.0.1:$ADMIN_PORT/metrics" | grep -E '^portico_redis_(errors_total|breakers_open|duration_seconds_count)' | grep -v ' 0$' || true
+
+if [ "${PERF:-0}" = 1 ]; then
+  echo "== perf record -g on the Redis-backed gateway, ${DURATION}s" >&2
+  wrk -t1 -c"$CONNECTIONS" -d"$((DURATION + 2))s" "${HEADER[@]}" "http://127.0.0.1:$FLEET_PORT$TARGET" >/dev/null &
+  WRK=$!
+  sleep 1
+  perf record -g -o "$WORK/perf.data" -p "$FLEET_PID" -- sleep "$DURATION" 2>/dev/null >/dev/null
+  wait "$WRK"
+  demangle() { if command -v swift-demangle >/dev/null; then swift-demangle --simplified; else cat; fi; }
+  perf report -i "$WORK/perf.data" --no-children --stdio -g none --sort dso,sym --percent-limit "${PERCENT:-0.5}" 2>/dev/null |
+    grep -v '^#' | grep -v '^$' | demangle | cut -c1-170 | sort -rn
+  echo "(perf.data kept in $WORK)" >&2
+fi
