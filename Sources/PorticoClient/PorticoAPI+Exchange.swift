@@ -42,8 +42,11 @@ extension PorticoAPI {
         let etag = cache.withLock { $0.validator(key) }
         let answer = try await exchange(request, url: url, credentials: credentials, ifNoneMatch: etag)
         if answer.status == 304, etag != nil {
-            if let stored = cache.withLock({ $0.revalidated(key, notModified: answer, now: clock()) }) { return stored }
-            // Evicted while the request was out: ask again, unconditionally.
+            if let stored = cache.withLock({ $0.revalidated(key, notModified: answer, now: clock(), generation: generation) }) {
+                return stored
+            }
+            // Evicted, or the cache cleared or the URL written, while the request was out: ask
+            // again, unconditionally.
             let full = try await exchange(request, url: url, credentials: credentials, ifNoneMatch: nil)
             cache.withLock { $0.store(key, full, now: clock(), generation: generation) }
             return full

@@ -78,9 +78,11 @@ struct ResponseCache {
     }
 
     /// A 304 for a stored answer: its fields update the stored ones (RFC 9111 §4.3.4) and the
-    /// stored body answers. `nil` when nothing is stored (it was evicted meanwhile).
-    mutating func revalidated(_ key: Key, notModified: APIResponseData, now: Date) -> APIResponseData? {
-        guard var entry = entries[key] else { return nil }
+    /// stored body answers. `nil` when nothing is stored (it was evicted meanwhile), or when the
+    /// cache was cleared or the URL written since `generation` (the entry there now, if any, is
+    /// another answer than the one the request revalidated).
+    mutating func revalidated(_ key: Key, notModified: APIResponseData, now: Date, generation: UInt64) -> APIResponseData? {
+        guard generation == self.generation, var entry = entries[key] else { return nil }
         entry.response.headers.merge(notModified.headers.filter { $0.key != "content-length" }) { _, new in new }
         guard let freshUntil = Self.freshUntil(entry.response, now: now) else {
             remove(key)

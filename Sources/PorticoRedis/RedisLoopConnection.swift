@@ -30,6 +30,8 @@ final class RedisLoopConnection: @unchecked Sendable {
     private var generation = 0
     /// The last connection closed by ``reset(_:because:)``.
     private var resetGeneration = 0
+    /// Whether the backoff running was started by a timeout's reset; see ``send(_:bypassingBreaker:)``.
+    private var backoffAfterTimeout = false
 
     init(
         eventLoop: any EventLoop, configuration: RedisConfiguration, observer: (any RedisObserver)?,
@@ -63,6 +65,14 @@ final class RedisLoopConnection: @unchecked Sendable {
         guard allowed else {
             observer?.failed(.circuitOpen)
             return eventLoop.makeFailedFuture(RedisError.circuitOpen)
+        }
+        // The backoff after a timeout, not over: fail at once, without counting it against the
+        // breaker. The timeout was counted; counting each command that meets its backoff would open
+        // the breaker on one slow reply under load. (After a refused or closed connection, or
+        // `-READONLY`, the commands that fail at once do count: those conditions last.)
+        if channel == nil, waiting == nil, backoffAfterTimeout, !backoff.mayAttempt(now: start) {
+            observer?.failed(.unavailable)
+            return eventLoop.makeFailedFuture(RedisError.unavailable)
         }
         let promise = eventLoop.makePromise(of: RESPValue.self)
         // The connection this command goes out on: the current one, or the one about to be made.
@@ -108,6 +118,7 @@ final class RedisLoopConnection: @unchecked Sendable {
         self.channel = nil
         resetGeneration = generation
         backoff.attemptFailed(now: clock())
+        backoffAfterTimeout = reason == .timeout
         observer?.disconnected(reason)
         channel.close(promise: nil)
     }
@@ -169,6 +180,7 @@ final class RedisLoopConnection: @unchecked Sendable {
                         if self.channel === channel {
                             self.channel = nil
                             backoff.attemptFailed(now: clock())
+                            backoffAfterTimeout = false
                         }
                     }
                     for command in handshake {
@@ -185,6 +197,7 @@ final class RedisLoopConnection: @unchecked Sendable {
                     for command in commands { command.promise.fail(RedisError.connectionClosed) }
                 case .failure:
                     backoff.attemptFailed(now: clock())
+                    backoffAfterTimeout = false
                     for command in commands { command.promise.fail(RedisError.unavailable) }
                 }
             }

@@ -1,8 +1,8 @@
 import Foundation
 
 extension ReformValue {
-    /// A source's JSON body, read by Foundation's `JSONSerialization` (strict RFC 8259, its own
-    /// bound on nesting) and turned into a ``ReformValue``.
+    /// A source's JSON body, read by Foundation's `JSONSerialization` (RFC 8259, except that it
+    /// tolerates one trailing comma; its own bound on nesting) and turned into a ``ReformValue``.
     ///
     /// `JSONSerialization` rather than `JSONDecoder`: decoding an unknown document through
     /// `Decodable` means trying each kind in turn, a thrown error per miss, which made the decoding

@@ -188,6 +188,42 @@ struct RedisClientTests {
         try await hole.stop()
     }
 
+    @Test("one timeout under load is one failure: the commands its backoff fails at once do not open the breaker")
+    func backoffFailuresAreNotCounted() async throws {
+        let hole = try await Blackhole.start()
+        let events = EventRecorder()
+        // The breaker's and the backoff's clock stands still, so the backoff the timeout starts
+        // lasts for the whole test.
+        let now = NIOLockedValueBox<Int64>(1_000_000_000)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let client = RedisClient(
+            group: group, configuration: RedisConfiguration(host: "127.0.0.1", port: hole.port, timeoutNanos: 100_000_000),
+            observer: events, clock: { now.withLockedValue { $0 } })
+        let loop = group.next()
+        do {
+            _ = try await loop.flatSubmit { client.send(.command(["PING"]), on: loop) }.get()
+            Issue.record("a blackhole answered")
+        } catch let error as RedisError {
+            #expect(error == .timeout)
+        }
+        let results = try await loop.flatSubmit {
+            EventLoopFuture.whenAllComplete((0..<10).map { _ in client.send(.command(["PING"]), on: loop) }, on: loop)
+        }.get()
+        for result in results {
+            guard case .failure(let error as RedisError) = result, error == .unavailable else {
+                Issue.record("not failed at once by the backoff: \(result)")
+                continue
+            }
+        }
+        #expect(results.count == 10)
+        // Five failures open it (the default); eleven commands failed, one failure counted.
+        #expect(try await client.breakerStates().get() == [.closed])
+        #expect(events.events.filter { $0 == "failed unavailable" }.count == 10, "\(events.events)")
+        try await client.close().get()
+        try await group.shutdownGracefully()
+        try await hole.stop()
+    }
+
     @Test("a frozen Redis (SIGSTOP) fails commands by timeout, then fast; resumed (SIGCONT), it is used again without a restart")
     func frozenAndResumed() throws {
         let server = try RedisServerProcess()
