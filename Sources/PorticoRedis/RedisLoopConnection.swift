@@ -33,6 +33,18 @@ final class RedisLoopConnection: @unchecked Sendable {
     /// Whether the backoff running was started by a timeout's reset; see ``send(_:bypassingBreaker:)``.
     private var backoffAfterTimeout = false
 
+    /// A command sent and not yet answered, with its deadline, in the order sent.
+    private struct Outstanding {
+        let id: UInt64
+        let promise: EventLoopPromise<RESPValue>
+        let deadline: NIODeadline
+        let generation: Int
+    }
+    private var outstanding = CircularBuffer<Outstanding>(initialCapacity: 16)
+    private var nextCommandID: UInt64 = 0
+    /// The timer for the oldest outstanding command's deadline; `nil` when none is armed.
+    private var watchdog: Scheduled<Void>?
+
     init(
         eventLoop: any EventLoop, configuration: RedisConfiguration, observer: (any RedisObserver)?,
         clock: @escaping @Sendable () -> Int64
@@ -77,18 +89,17 @@ final class RedisLoopConnection: @unchecked Sendable {
         let promise = eventLoop.makePromise(of: RESPValue.self)
         // The connection this command goes out on: the current one, or the one about to be made.
         let generation = channel == nil ? self.generation + 1 : self.generation
-        // A promise completed twice keeps its first result, so a reply racing the timeout is
-        // harmless either way.
-        let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.timeoutNanos)) { [self] in
-            promise.fail(RedisError.timeout)
-            reset(generation, because: .timeout)
-        }
+        nextCommandID &+= 1
+        let id = nextCommandID
+        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeoutNanos)
+        outstanding.append(Outstanding(id: id, promise: promise, deadline: deadline, generation: generation))
+        if watchdog == nil { armWatchdog(at: deadline) }
         let future = promise.futureResult.flatMapThrowing { reply in
             if case .error(let message) = reply { throw RedisError.errorReply(message) }
             return reply
         }
         future.whenComplete { [self] result in
-            timeout.cancel()
+            forget(id)
             let before = breaker.state
             switch result {
             case .success:
@@ -109,6 +120,44 @@ final class RedisLoopConnection: @unchecked Sendable {
         }
         dispatch(RedisCommand(value, promise: promise))
         return future
+    }
+
+    /// Stops watching command `id`'s deadline. Replies come in order, so it is nearly always the
+    /// oldest.
+    private func forget(_ id: UInt64) {
+        if outstanding.first?.id == id {
+            outstanding.removeFirst()
+        } else if let index = outstanding.firstIndex(where: { $0.id == id }) {
+            outstanding.remove(at: index)
+        }
+    }
+
+    /// One timer for the oldest outstanding command's deadline, rather than a scheduled task per
+    /// command (their scheduling and cancelling was a measurable part of a fleet request's cost).
+    private func armWatchdog(at deadline: NIODeadline) {
+        watchdog = eventLoop.scheduleTask(deadline: deadline) { [self] in
+            watchdog = nil
+            expireOverdue()
+        }
+    }
+
+    /// Fails the commands whose deadline has passed, oldest first: a timeout, which closes their
+    /// connection (``reset(_:because:)``); a command on a connection already reset was failed by
+    /// its closing, or is failed here as closed (not counted again). Then watches the next one.
+    private func expireOverdue() {
+        let now = NIODeadline.now()
+        while let oldest = outstanding.first, oldest.deadline <= now {
+            outstanding.removeFirst()
+            // A promise completed twice keeps its first result, so a reply racing the timeout is
+            // harmless either way.
+            if oldest.generation <= resetGeneration {
+                oldest.promise.fail(RedisError.connectionClosed)
+            } else {
+                oldest.promise.fail(RedisError.timeout)
+                reset(oldest.generation, because: .timeout)
+            }
+        }
+        if let next = outstanding.first { armWatchdog(at: next.deadline) }
     }
 
     /// Closes connection `generation` if it is still the current one, failing every command
@@ -209,5 +258,8 @@ final class RedisLoopConnection: @unchecked Sendable {
         shutDown = true
         channel?.close(promise: nil)
         channel = nil
+        watchdog?.cancel()
+        watchdog = nil
+        while let command = outstanding.popFirst() { command.promise.fail(RedisError.unavailable) }
     }
 }
