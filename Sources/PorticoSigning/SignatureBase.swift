@@ -182,20 +182,7 @@ public enum SignatureBase {
         guard let member = dictionary[key] else { throw .componentNotInMessage(component.serialized) }
         var bytes: [UInt8] = []
         do {
-            switch member {
-            case .item(let item):
-                try StructuredFieldWriter.appendBareItem(item.bareItem, to: &bytes)
-                try StructuredFieldWriter.appendParameters(item.parameters, to: &bytes)
-            case .innerList(let items, let parameters):
-                bytes.append(UInt8(ascii: "("))
-                for (offset, item) in items.enumerated() {
-                    if offset > 0 { bytes.append(UInt8(ascii: " ")) }
-                    try StructuredFieldWriter.appendBareItem(item.bareItem, to: &bytes)
-                    try StructuredFieldWriter.appendParameters(item.parameters, to: &bytes)
-                }
-                bytes.append(UInt8(ascii: ")"))
-                try StructuredFieldWriter.appendParameters(parameters, to: &bytes)
-            }
+            try StructuredFieldWriter.appendMemberValue(member, to: &bytes)
         } catch {
             throw .malformedField(field: component.name, reason: "the member \(key) cannot be serialised")
         }

@@ -30,6 +30,24 @@ enum StructuredFieldWriter {
         out.appendUTF8(key)
     }
 
+    /// A dictionary member's value (§4.1.2): an item or an inner list, each with its parameters.
+    static func appendMemberValue(_ value: StructuredDictionary.Value, to out: inout [UInt8]) throws(SigningError) {
+        switch value {
+        case .item(let item):
+            try appendBareItem(item.bareItem, to: &out)
+            try appendParameters(item.parameters, to: &out)
+        case .innerList(let items, let parameters):
+            out.append(UInt8(ascii: "("))
+            for (offset, item) in items.enumerated() {
+                if offset > 0 { out.append(UInt8(ascii: " ")) }
+                try appendBareItem(item.bareItem, to: &out)
+                try appendParameters(item.parameters, to: &out)
+            }
+            out.append(UInt8(ascii: ")"))
+            try appendParameters(parameters, to: &out)
+        }
+    }
+
     /// §4.1.3.1
     static func appendBareItem(_ item: RFC9651BareItem, to out: inout [UInt8]) throws(SigningError) {
         switch item {

@@ -153,24 +153,7 @@ import Testing
     /// What the field writer makes of a parsed member; nil when it cannot write it.
     static func serialized(_ value: StructuredDictionary.Value) -> String? {
         var bytes: [UInt8] = []
-        do throws(SigningError) {
-            switch value {
-            case .item(let item):
-                try StructuredFieldWriter.appendBareItem(item.bareItem, to: &bytes)
-                try StructuredFieldWriter.appendParameters(item.parameters, to: &bytes)
-            case .innerList(let items, let parameters):
-                bytes.append(UInt8(ascii: "("))
-                for (offset, item) in items.enumerated() {
-                    if offset > 0 { bytes.append(UInt8(ascii: " ")) }
-                    try StructuredFieldWriter.appendBareItem(item.bareItem, to: &bytes)
-                    try StructuredFieldWriter.appendParameters(item.parameters, to: &bytes)
-                }
-                bytes.append(UInt8(ascii: ")"))
-                try StructuredFieldWriter.appendParameters(parameters, to: &bytes)
-            }
-        } catch {
-            return nil
-        }
+        guard (try? StructuredFieldWriter.appendMemberValue(value, to: &bytes)) != nil else { return nil }
         return String(decoding: bytes, as: UTF8.self)
     }
 
