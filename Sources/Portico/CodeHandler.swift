@@ -117,8 +117,9 @@ public struct CodeHandlerContext: Sendable {
     /// The path must also hold no `.` or `..` segment in any encoding (`/../x`, `/%2e%2E/x`,
     /// `/.%2e/x`), and no `%00`: the target is sent as it is, so a backend that resolves dot
     /// segments would climb out of its URL's base path. ``PathNormalizer`` decides, as it does for
-    /// a client's path; a segment is also split at `%2F` and `%5C` for this, since a backend may
-    /// decode those before resolving (`/x/..%2F..%2Fadmin`). The query is data and is not checked.
+    /// a client's path; a segment is also split at `%2F`, `%5C` and `;` for this, since a backend
+    /// may decode the first two before resolving (`/x/..%2F..%2Fadmin`) and end a segment at a
+    /// path parameter (`/x/..;/admin`). The query is data and is not checked.
     static func isOriginForm(_ target: String) -> Bool {
         let bytes = Array(target.utf8)
         guard bytes.first == UInt8(ascii: "/"), bytes.dropFirst().first != UInt8(ascii: "/") else { return false }
@@ -142,13 +143,13 @@ public struct CodeHandlerContext: Sendable {
         return staysUnderBasePath(String(decoding: bytes[..<queryStart], as: UTF8.self))
     }
 
-    /// Whether `path` (well-formed, ASCII) has no dot segment, counting `%2F` and `%5C` as
+    /// Whether `path` (well-formed, ASCII) has no dot segment, counting `%2F`, `%5C` and `;` as
     /// separators too, and no `%00`.
     private static func staysUnderBasePath(_ path: String) -> Bool {
-        guard case .success(let normalized) = PathNormalizer.normalize(path[...]) else { return false }
-        guard normalized.hasEncodedSlash else { return true }
+        guard case .success = PathNormalizer.normalize(path[...]) else { return false }
         var split = path
-        for escape in ["%2F", "%2f", "%5C", "%5c"] { split = split.replacingOccurrences(of: escape, with: "/") }
+        for separator in ["%2F", "%2f", "%5C", "%5c", ";"] { split = split.replacingOccurrences(of: separator, with: "/") }
+        guard split != path else { return true }
         if case .success = PathNormalizer.normalize(split[...]) { return true }
         return false
     }

@@ -59,7 +59,7 @@ struct CodeHandlerFetchTests {
         "x", "", "/x y", "/x\r\nHost: 127.0.0.1:{other}", "/x#f", "/x\\..\\y", "/%zz", "/%4", "/caf\u{E9}", "?q=1",
         // Dot segments, which a backend resolving them would climb out of its base path by.
         "/..", "/../x", "/./x", "/x/..", "/x/.", "/x/../../y", "/x/..?q=1", "/%2e%2e/x", "/%2E%2E/x", "/.%2e/x",
-        "/%2e./x", "/x/%2E", "/x/..%2F..%2Fadmin", "/x/%2e%2e%5cadmin", "/x%00",
+        "/%2e./x", "/x/%2E", "/x/..%2F..%2Fadmin", "/x/%2e%2e%5cadmin", "/x/..;/admin", "/x/.%2E;v=1/admin", "/x%00",
     ]
 
     @Test("a target that is not an origin-form path is refused as the handler's error; no backend sees a request")
@@ -72,7 +72,7 @@ struct CodeHandlerFetchTests {
         let targets = Self.targets.map { $0.replacingOccurrences(of: "{other}", with: "\(other.port)") }
         for (index, target) in targets.enumerated() { handlers["t\(String(format: "%02d", index))"] = Fetching(target: target) }
         // Dots that make no dot segment, and any in the query, are fine.
-        handlers["valid"] = Fetching(target: "/v2/quotes/.AAPL./...?x=%41&y=a:b@c/d&z=/../%2e%2e")
+        handlers["valid"] = Fetching(target: "/v2/quotes/.AAPL./...;v=1/a%2Fb?x=%41&y=a:b@c/d&z=/../%2e%2e")
         let (gateway, port) = try await Self.start(handlers: handlers, quotes: quotes.port, spare: other.port, logger: logger)
         let client = try RawHTTPClient(port: port, receiveTimeout: 10)
         for (index, target) in targets.enumerated() {
