@@ -20,7 +20,9 @@ extension XMLNode {
         let names = declaredEncodings(data)
         guard let refused = names.first(where: { !acceptedEncodings.contains($0.uppercased()) }) else { return nil }
         if refused.isEmpty { return "the XML declaration's encoding cannot be read" }
-        return "the encoding \"\(refused)\" is not accepted (UTF-8, UTF-16, UTF-32, US-ASCII or ISO-8859-1 only)"
+        // The name is the backend's text: only its start goes into a log line or a problem.
+        let shown = refused.count > 40 ? refused.prefix(40) + "…" : refused[...]
+        return "the encoding \"\(shown)\" is not accepted (UTF-8, UTF-16, UTF-32, US-ASCII or ISO-8859-1 only)"
     }
 
     /// `<?xm` in EBCDIC, from which libxml2 takes a body to be EBCDIC.

@@ -51,6 +51,10 @@ struct XMLEncodingTests {
             #"the encoding "UTF-7" is not accepted (UTF-8, UTF-16, UTF-32, US-ASCII or ISO-8859-1 only)"#
         ),
         (
+            "a long name, shown cut short", Data(#"<?xml version="1.0" encoding="\#(String(repeating: "X", count: 5000))"?><r/>"#.utf8),
+            #"the encoding "\#(String(repeating: "X", count: 40))…" is not accepted (UTF-8, UTF-16, UTF-32, US-ASCII or ISO-8859-1 only)"#
+        ),
+        (
             "an encoding that cannot be read", Data(#"<?xml version="1.0" encoding=UTF-7?><r><v>x</v></r>"#.utf8),
             "the XML declaration's encoding cannot be read"
         ),
