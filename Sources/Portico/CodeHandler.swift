@@ -1,5 +1,7 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
+import PorticoUpstream
 
 /// A version's handler written in Swift, for logic a reformer cannot express (a computed field,
 /// a choice between backends by the request, a call that depends on another's answer).
@@ -74,35 +76,55 @@ public struct CodeHandlerContext: Sendable {
     let compiled: [String: CompiledBackend]
     /// Largest body a fetch collects.
     let maxBodyBytes: Int
+    /// Which backend each failed fetch was for, so the gateway can name it when the handler
+    /// passes the upstream error on.
+    let unreachable = UnreachableBackends()
 
     /// `GET target` (path and query, already encoded) from one of ``backends``, its body collected
     /// whole. Fails with ``CodeHandlerError`` when the backend is not allowed or `target` is not an
     /// origin-form path and query (RFC 9112 §3.2.1: a single `/`, then path characters or
-    /// percent-escapes, then an optional `?` and query), and with the upstream error, a 429/503
-    /// refusal, ``BodyTooLarge`` or ``FetchCancelled`` (the client went away) as a facade source's
-    /// fetch would.
+    /// percent-escapes, then an optional `?` and query; no `.` or `..` path segment in any
+    /// encoding), and with the upstream error, a 429/503 refusal, ``BodyTooLarge`` or
+    /// ``FetchCancelled`` (the client went away) as a facade source's fetch would.
     ///
     /// The target is appended to the backend's URL, so anything else could name another host
-    /// (`@host/x`, `//host/x`, `http://host/x`): such a target is the handler's programming error,
-    /// refused before any request is made, and the client gets a 500 problem.
+    /// (`@host/x`, `//host/x`, `http://host/x`) or climb out of the URL's base path (`/../x`):
+    /// such a target is the handler's programming error, refused before any request is made, and
+    /// the client gets a 500 problem. A handler that passes on the upstream error or the refusal
+    /// has the client answered as a proxied request or a facade would be: 502 or 504 naming the
+    /// backend, or the limit's 429 or 503 with its `Retry-After`.
     public func fetch(backend: String, target: String) -> EventLoopFuture<FetchedResponse> {
         guard backends.contains(backend), let compiled = compiled[backend] else {
             return eventLoop.makeFailedFuture(CodeHandlerError(message: "backend \(backend) is not among this version's backends"))
         }
         guard Self.isOriginForm(target) else {
             return eventLoop.makeFailedFuture(
-                CodeHandlerError(message: "target \"\(target)\" is not a path and query starting with a single '/'"))
+                CodeHandlerError(
+                    message: "target \"\(target)\" is not a path and query starting with a single '/', without '.' or '..' segments"))
         }
+        let unreachable = unreachable
         return fetcher.get(backend: compiled, target: target, accept: "*/*", limit: maxBodyBytes, on: eventLoop)
+            .flatMapErrorThrowing { error in
+                if let upstreamError = error as? UpstreamError { unreachable.record(upstreamError, backend: backend) }
+                throw error
+            }
     }
 
     /// Whether `target` is RFC 9112's origin-form: `/`, not `//`, then only RFC 3986 path
     /// characters (unreserved, sub-delims, `:`, `@`, `/`) and well-formed percent-escapes, and
     /// after a `?` the query's (the same, and `?`). No space, control, `#`, `\\` or non-ASCII byte.
+    ///
+    /// The path must also hold no `.` or `..` segment in any encoding (`/../x`, `/%2e%2E/x`,
+    /// `/.%2e/x`), and no `%00`: the target is sent as it is, so a backend that resolves dot
+    /// segments would climb out of its URL's base path. ``PathNormalizer`` decides, as it does for
+    /// a client's path; a segment is also split at `%2F`, `%5C` and `;` for this, since a backend
+    /// may decode the first two before resolving (`/x/..%2F..%2Fadmin`) and end a segment at a
+    /// path parameter (`/x/..;/admin`). The query is data and is not checked.
     static func isOriginForm(_ target: String) -> Bool {
         let bytes = Array(target.utf8)
         guard bytes.first == UInt8(ascii: "/"), bytes.dropFirst().first != UInt8(ascii: "/") else { return false }
         var index = 0
+        var queryStart = bytes.count
         while index < bytes.count {
             let byte = bytes[index]
             switch byte {
@@ -111,12 +133,25 @@ public struct CodeHandlerContext: Sendable {
                 index += 2
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
                 break
+            case UInt8(ascii: "?"):
+                queryStart = min(queryStart, index)
             default:
                 guard pathPunctuation.contains(byte) else { return false }
             }
             index += 1
         }
-        return true
+        return staysUnderBasePath(String(decoding: bytes[..<queryStart], as: UTF8.self))
+    }
+
+    /// Whether `path` (well-formed, ASCII) has no dot segment, counting `%2F`, `%5C` and `;` as
+    /// separators too, and no `%00`.
+    private static func staysUnderBasePath(_ path: String) -> Bool {
+        guard case .success = PathNormalizer.normalize(path[...]) else { return false }
+        var split = path
+        for separator in ["%2F", "%2f", "%5C", "%5c", ";"] { split = split.replacingOccurrences(of: separator, with: "/") }
+        guard split != path else { return true }
+        if case .success = PathNormalizer.normalize(split[...]) { return true }
+        return false
     }
 
     /// unreserved's `-._~`, sub-delims, `:`, `@`, `/` and the query's `?`.
@@ -133,4 +168,23 @@ public struct CodeHandlerContext: Sendable {
 /// A ``CodeHandlerContext`` call the policy does not allow.
 public struct CodeHandlerError: Error, Sendable {
     public let message: String
+}
+
+/// The backends a request's code handler could not reach, with the errors they failed with: an
+/// ``UpstreamError`` does not name its backend, and the problem answering it should.
+final class UnreachableBackends: Sendable {
+    private let failures = NIOLockedValueBox<[(backend: String, error: UpstreamError)]>([])
+
+    func record(_ error: UpstreamError, backend: String) {
+        failures.withLockedValue { $0.append((backend, error)) }
+    }
+
+    /// The backend that failed with `error` (the last such fetch), else the last that failed at
+    /// all; `nil` when no fetch failed so (the handler made the error up itself).
+    func backend(for error: UpstreamError) -> String? {
+        failures.withLockedValue { failures in
+            let same = failures.last { $0.error.kind == error.kind && $0.error.detail == error.detail }
+            return (same ?? failures.last)?.backend
+        }
+    }
 }

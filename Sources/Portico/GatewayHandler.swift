@@ -370,16 +370,44 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
                 self.handlerFinished(
                     exchange, body: (response.body, response.contentType), problem: nil, status: response.status)
             case .failure(let error):
-                if !(error is FetchCancelled) {
-                    self.services.logger.error(
-                        "code handler failed",
-                        metadata: [
-                            "handler": .string(policy.name), "error": .string(Self.describe(error)),
-                            "request_id": .string(exchange.requestID),
-                        ])
-                }
-                self.handlerFinished(exchange, body: nil, problem: .stageFailed())
+                let problem = self.codeHandlerProblem(for: error, policy: policy, exchange: exchange, context: handlerContext)
+                self.handlerFinished(exchange, body: nil, problem: problem)
             }
+        }
+    }
+
+    /// How a code handler's failure is answered. A backend's limit refusing a fetch is answered
+    /// as is (429 or 503, with its `Retry-After`), as a facade answers it; a backend that could
+    /// not be reached or timed out as a proxied request's would be (502 or 504 naming it), logged
+    /// as a facade's failed source is. Anything else (the handler's own error, a refused target or
+    /// backend, an oversized body) is the gateway's 500, logged as an error.
+    private func codeHandlerProblem(
+        for error: any Error, policy: CodeHandlerPolicy, exchange: Exchange, context: CodeHandlerContext
+    ) -> Problem {
+        switch error {
+        case let refusal as Problem:
+            return refusal
+        case is FetchCancelled:
+            return .stageFailed()  // the client went away; nobody reads this
+        case let upstreamError as UpstreamError:
+            // An upstream error no fetch failed with is the handler's own, answered below.
+            guard let backend = context.unreachable.backend(for: upstreamError) else { fallthrough }
+            exchange.record.backend = backend
+            exchange.record.failure = upstreamError.description
+            services.logger.notice(
+                "code handler fetch failed",
+                metadata: [
+                    "handler": .string(policy.name), "backend": .string(backend), "error": .string(upstreamError.description),
+                    "request_id": .string(exchange.requestID),
+                ])
+            return ProxyHandler.problem(for: upstreamError, backend: backend)
+        default:
+            services.logger.error(
+                "code handler failed",
+                metadata: [
+                    "handler": .string(policy.name), "error": .string(Self.describe(error)), "request_id": .string(exchange.requestID),
+                ])
+            return .stageFailed()
         }
     }
 

@@ -14,7 +14,9 @@ import FoundationXML
 /// can only stand in one): a feed has no use for them, and they are what external-entity reads
 /// (XXE) and entity expansion bombs ("billion laughs") are made of. The parser is also told never
 /// to resolve an external entity, and its entity-declaration callbacks fail the parse, so a
-/// declaration the byte scan did not see still goes nowhere.
+/// declaration the byte scan did not see still goes nowhere. A body in an encoding the scan cannot
+/// read (EBCDIC, or one its XML declaration names, such as UTF-7) is refused before the scan:
+/// see `XMLNode+Encoding.swift`.
 public final class XMLNode: Sendable {
     public let name: String
     public let attributes: [String: String]
@@ -30,6 +32,9 @@ public final class XMLNode: Sendable {
 
     /// Parses `data` into its root element.
     static func parse(_ data: Data) throws(ReformError) -> XMLNode {
+        if let refusal = encodingRefusal(data) {
+            throw ReformError(.malformed(format: .xml, detail: refusal))
+        }
         if declaresDocumentType(data) {
             throw ReformError(.malformed(format: .xml, detail: "a DOCTYPE or ENTITY declaration is not accepted"))
         }

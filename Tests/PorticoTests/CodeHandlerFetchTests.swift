@@ -10,11 +10,12 @@ import Testing
 /// with the request.
 @Suite("Code handler fetches")
 struct CodeHandlerFetchTests {
-    /// Fetches `target` from `quotes` and answers 200 with what came back.
+    /// Fetches `target` from `backend` and answers 200 with what came back; passes a failure on.
     struct Fetching: CodeHandler {
+        var backend = "quotes"
         let target: String
         func respond(to request: CodeHandlerRequest, context: CodeHandlerContext) -> EventLoopFuture<CodeHandlerResponse> {
-            context.fetch(backend: "quotes", target: target).map { fetched in
+            context.fetch(backend: backend, target: target).map { fetched in
                 CodeHandlerResponse(status: 200, contentType: "text/plain", body: fetched.body)
             }
         }
@@ -30,7 +31,7 @@ struct CodeHandlerFetchTests {
     }
 
     static func start(
-        handlers: [String: any CodeHandler], quotes: Int, spare: Int, logger: Logger? = nil
+        handlers: [String: any CodeHandler], quotes: Int, spare: Int, spareTimeout: String = "120s", logger: Logger? = nil
     ) async throws -> (Gateway, Int) {
         let versions = handlers.keys.sorted().enumerated().map {
             "      \($0.offset + 1): { code: { name: \($0.element), backends: [quotes, spare] } }"
@@ -38,8 +39,8 @@ struct CodeHandlerFetchTests {
         let snapshot = try TestGateway.snapshot(
             policy: """
                 backends:
-                  quotes: { url: "http://127.0.0.1:\(quotes)", timeout: 120s }
-                  spare: { url: "http://127.0.0.1:\(spare)", timeout: 120s, rateLimit: { rate: 1/h, burst: 1 } }
+                  quotes: { url: "http://127.0.0.1:\(quotes)", connectTimeout: 5s, timeout: 120s }
+                  spare: { url: "http://127.0.0.1:\(spare)", timeout: \(spareTimeout), rateLimit: { rate: 1/h, burst: 1 } }
                 services:
                   probe:
                     path: /probe
@@ -56,6 +57,9 @@ struct CodeHandlerFetchTests {
     static let targets = [
         "@127.0.0.1:{other}/x", "//127.0.0.1:{other}/x", "http://127.0.0.1:{other}/x", "https://127.0.0.1:{other}/x",
         "x", "", "/x y", "/x\r\nHost: 127.0.0.1:{other}", "/x#f", "/x\\..\\y", "/%zz", "/%4", "/caf\u{E9}", "?q=1",
+        // Dot segments, which a backend resolving them would climb out of its base path by.
+        "/..", "/../x", "/./x", "/x/..", "/x/.", "/x/../../y", "/x/..?q=1", "/%2e%2e/x", "/%2E%2E/x", "/.%2e/x",
+        "/%2e./x", "/x/%2E", "/x/..%2F..%2Fadmin", "/x/%2e%2e%5cadmin", "/x/..;/admin", "/x/.%2E;v=1/admin", "/x%00",
     ]
 
     @Test("a target that is not an origin-form path is refused as the handler's error; no backend sees a request")
@@ -67,7 +71,8 @@ struct CodeHandlerFetchTests {
         var handlers: [String: any CodeHandler] = [:]
         let targets = Self.targets.map { $0.replacingOccurrences(of: "{other}", with: "\(other.port)") }
         for (index, target) in targets.enumerated() { handlers["t\(String(format: "%02d", index))"] = Fetching(target: target) }
-        handlers["valid"] = Fetching(target: "/v2/quotes/AAPL?x=%41&y=a:b@c/d")
+        // Dots that make no dot segment, and any in the query, are fine.
+        handlers["valid"] = Fetching(target: "/v2/quotes/.AAPL./...;v=1/a%2Fb?x=%41&y=a:b@c/d&z=/../%2e%2e")
         let (gateway, port) = try await Self.start(handlers: handlers, quotes: quotes.port, spare: other.port, logger: logger)
         let client = try RawHTTPClient(port: port, receiveTimeout: 10)
         for (index, target) in targets.enumerated() {
@@ -88,6 +93,61 @@ struct CodeHandlerFetchTests {
         let logged = recorder.records.filter { $0.message == "code handler failed" }
         #expect(logged.count == targets.count)
         #expect(logged.allSatisfy { $0.metadata["error"]?.description.contains("single '/'") == true })
+    }
+
+    @Test("a backend's limit refusing a code handler's fetch is the client's 429 with Retry-After, as a facade answers it")
+    func fetchRefusedByLimit() async throws {
+        let quotes = try await BackendServer.start(handler: DemoBackends.echo)
+        let spare = try await BackendServer.start(handler: DemoBackends.echo)
+        let recorder = RecordingLogHandler()
+        let logger = Logger(label: "portico.test") { _ in recorder }
+        let (gateway, port) = try await Self.start(
+            handlers: ["limited": Fetching(backend: "spare", target: "/x")], quotes: quotes.port, spare: spare.port, logger: logger)
+        let client = try RawHTTPClient(port: port, receiveTimeout: 10)
+        let first = try client.request("GET", "/probe?apiVersion=1")
+        #expect(first.status == 200, "\(first.bodyText)")
+        // `spare` admits one fetch an hour: the second is refused before it is sent.
+        let second = try client.request("GET", "/probe?apiVersion=1")
+        #expect(second.status == 429, "\(second.bodyText)")
+        #expect(second.header("Content-Type") == "application/problem+json")
+        #expect(second.json?["type"] as? String == "urn:portico:problem:rate-limited")
+        #expect((Int(second.header("Retry-After") ?? "") ?? 0) > 0, "\(second.header("Retry-After") ?? "no Retry-After")")
+        #expect(second.header("RateLimit") != nil)
+        #expect(spare.requestsReceived == 1)
+        await gateway.shutdown()
+        try await quotes.shutdown()
+        try await spare.shutdown()
+        // A refusal is the backend's limit working, not the gateway failing.
+        #expect(recorder.records.filter { $0.level >= .error }.map(\.message) == [])
+    }
+
+    @Test("a backend a code handler cannot reach is 502, one that does not answer in time 504, each naming that backend")
+    func fetchUnreachable() async throws {
+        let down = try await BackendFailureTests.closedPort()
+        let hanging = try await BackendServer.start { _ in .hang }
+        let recorder = RecordingLogHandler()
+        let logger = Logger(label: "portico.test") { _ in recorder }
+        let handlers: [String: any CodeHandler] = [
+            "down": Fetching(backend: "quotes", target: "/x"), "slow": Fetching(backend: "spare", target: "/x"),
+        ]
+        let (gateway, port) = try await Self.start(
+            handlers: handlers, quotes: down, spare: hanging.port, spareTimeout: "300ms", logger: logger)
+        let client = try RawHTTPClient(port: port, receiveTimeout: 30)
+        let unreachable = try client.request("GET", "/probe?apiVersion=1")
+        #expect(unreachable.status == 502, "\(unreachable.bodyText)")
+        #expect(unreachable.header("Content-Type") == "application/problem+json")
+        #expect(unreachable.json?["type"] as? String == "urn:portico:problem:backend-unavailable")
+        #expect(unreachable.json?["backend"] as? String == "quotes")
+        let slow = try await offThePool { try client.request("GET", "/probe?apiVersion=2") }
+        #expect(slow.status == 504, "\(slow.bodyText)")
+        #expect(slow.json?["type"] as? String == "urn:portico:problem:backend-timeout")
+        #expect(slow.json?["backend"] as? String == "spare")
+        await gateway.shutdown()
+        try await hanging.shutdown()
+        #expect(recorder.records.filter { $0.level >= .error }.map(\.message) == [])
+        let failed = recorder.records.filter { $0.message == "code handler fetch failed" }
+        #expect(failed.map { $0.metadata["backend"]?.description } == ["quotes", "spare"])
+        #expect(failed.allSatisfy { $0.level == .notice })
     }
 
     @Test("a client that leaves cancels its code handler's fetch, and any it asks for afterwards")
