@@ -13,10 +13,13 @@ import PorticoTLS
 /// process) is changed only by `start()` and `stop()`, which a test calls from its own task, never
 /// concurrently with each other or with `pause()`/`resume()`.
 public final class RedisServerProcess: @unchecked Sendable {
-    public let port: Int
+    public private(set) var port: Int
     /// With TLS, the server listens only with TLS (`--port 0 --tls-port …`), on `port`.
     public let tls: TLSFiles?
     private var process: Process?
+    /// This server's own working directory, by which ``waitUntilReady()`` also tells it from
+    /// another test's server that took the port first.
+    private var directory: String
 
     /// The server's certificate and key, and the CA its clients trust (it asks no client certificate).
     public struct TLSFiles: Sendable {
@@ -33,20 +36,33 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// Longest life of one server, whatever happens to the test.
     private static let lifetimeSeconds = 300
 
-    /// Starts a server and waits until it answers `PING`.
+    /// Starts a server and waits until it answers; on a port another server took meanwhile, tries
+    /// another port (three attempts in all).
     public init(tls: TLSFiles? = nil) throws {
-        port = try Self.freePort()
         self.tls = tls
-        try start()
+        port = try Self.freePort()
+        directory = Self.directory(for: port)
+        for attempt in 1...3 {
+            do {
+                try start()
+                return
+            } catch RedisServerError.portTaken where attempt < 3 {
+                stop()
+                try? FileManager.default.removeItem(atPath: directory)
+                port = try Self.freePort()
+                directory = Self.directory(for: port)
+            }
+        }
+    }
+
+    private static func directory(for port: Int) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("portico-redis-\(port)-\(UUID().uuidString)").path
     }
 
     deinit {
         stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
-
-    /// The server's working directory, its own.
-    private var directory: String { FileManager.default.temporaryDirectory.appendingPathComponent("portico-redis-\(port)").path }
 
     public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server") }
 
@@ -119,11 +135,20 @@ public final class RedisServerProcess: @unchecked Sendable {
         throw RedisServerError.notReady(port: port)
     }
 
-    /// Connects and sends `PING` until `+PONG`, for at most ten seconds.
+    /// Connects until the server answers, for at most ten seconds, and checks that it is this
+    /// one: the port was free when chosen, but a parallel test's server may have been given it
+    /// before Redis bound it (Redis then exits, and the other server would answer).
     private func waitUntilReady() throws {
         let deadline = Date().addingTimeInterval(10)
+        let ownDirectory = URL(fileURLWithPath: directory).lastPathComponent
         while Date() < deadline {
-            if (try? command(["PING"])) == .simpleString("PONG") { return }
+            if let reply = try? command(["CONFIG", "GET", "dir"]) {
+                guard let answered = reply.array?.last?.string, answered.hasSuffix(ownDirectory) else {
+                    throw RedisServerError.portTaken(port: port)
+                }
+                return
+            }
+            guard process?.isRunning == true else { throw RedisServerError.portTaken(port: port) }
             Thread.sleep(forTimeInterval: 0.02)
         }
         throw RedisServerError.notReady(port: port)
@@ -155,4 +180,6 @@ public final class RedisServerProcess: @unchecked Sendable {
 
 public enum RedisServerError: Error {
     case notReady(port: Int)
+    /// Something else answers on the port, or Redis could not bind it.
+    case portTaken(port: Int)
 }

@@ -17,12 +17,10 @@ struct BackendFailureTests {
         """
     }
 
-    /// A loopback port with nothing listening on it.
+    /// A loopback port that refuses connections, and stays so for the whole test run
+    /// (``RefusingPort``).
     static func closedPort() async throws -> Int {
-        let server = try await BackendServer.start { _ in .hang }
-        let port = server.port
-        try await server.shutdown()
-        return port
+        try RefusingPort.make()
     }
 
     @Test("a refusing backend answers 502 naming the backend, not its address")

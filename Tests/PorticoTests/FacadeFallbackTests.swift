@@ -49,12 +49,10 @@ struct FacadeFallbackTests {
         return .full(status: status, headers: headers, body: ByteBuffer(string: text))
     }
 
-    /// A port nothing listens on: a server's, once it has shut down.
+    /// A loopback port that refuses connections, and stays so for the whole test run
+    /// (``RefusingPort``).
     static func closedPort() async throws -> Int {
-        let server = try await BackendServer.start(handler: DemoBackends.echo)
-        let port = server.port
-        try await server.shutdown()
-        return port
+        try RefusingPort.make()
     }
 
     enum Failure: String, CaseIterable, CustomTestStringConvertible {
