@@ -84,23 +84,38 @@ public final class FleetStore: Sendable {
         }
         let operands = [String(keys.count)] + keys + arguments
         let client = client
-        return client.send(.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).flatMapError { error in
-            // The script is loaded on every new connection, but a `SCRIPT FLUSH`, or a failover to
-            // a replica that never loaded it, leaves the connection without it: send it whole, once,
-            // which also caches it again. The NOSCRIPT reply counted as one failure; the retry goes
-            // even if that opened the breaker (a half-open probe's NOSCRIPT would otherwise reopen
-            // it at every probe, for good), and its success closes it.
-            if let error = error as? RedisError, error.errorCode == "NOSCRIPT" {
-                return client.send(.command(["EVAL", FleetScript.source] + operands), on: eventLoop, bypassingBreaker: true)
+        let observer = observer
+        let limits = draws.count
+        // One promise and one callback for the request path (chained futures cost one each).
+        let verdict = eventLoop.makePromise(of: Verdict.self)
+        client.send(encoded: RESPValueEncoder.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).whenComplete { result in
+            switch result {
+            case .success(let reply):
+                verdict.completeWith(Self.read(reply, limits: limits, observer: observer))
+            case .failure(let error as RedisError) where error.errorCode == "NOSCRIPT":
+                // The script is loaded on every new connection, but a `SCRIPT FLUSH`, or a failover
+                // to a replica that never loaded it, leaves the connection without it: send it
+                // whole, once, which also caches it again. The NOSCRIPT reply counted as one
+                // failure; the retry goes even if that opened the breaker (a half-open probe's
+                // NOSCRIPT would otherwise reopen it at every probe, for good), and its success
+                // closes it.
+                client.send(.command(["EVAL", FleetScript.source] + operands), on: eventLoop, bypassingBreaker: true).whenComplete {
+                    verdict.completeWith($0.flatMap { Self.read($0, limits: limits, observer: observer) })
+                }
+            case .failure(let error):
+                verdict.fail(error)
             }
-            return eventLoop.makeFailedFuture(error)
-        }.flatMapThrowing { [observer] reply in
-            do {
-                return try Self.verdict(reply, limits: draws.count)
-            } catch let error as RedisError {
-                observer?.failed(error)
-                throw error
-            }
+        }
+        return verdict.futureResult
+    }
+
+    /// ``verdict(_:limits:)`` as a result; a reply of the wrong shape is reported as a failure.
+    private static func read(_ reply: RESPValue, limits: Int, observer: (any RedisObserver)?) -> Result<Verdict, any Error> {
+        do {
+            return .success(try verdict(reply, limits: limits))
+        } catch {
+            if let error = error as? RedisError { observer?.failed(error) }
+            return .failure(error)
         }
     }
 

@@ -34,7 +34,17 @@ public final class RedisClient: Sendable {
         guard let connection = connections[ObjectIdentifier(eventLoop)] else {
             return eventLoop.makeFailedFuture(RedisError.unavailable)
         }
-        return connection.send(command, bypassingBreaker: bypassingBreaker)
+        return connection.send(.value(command), bypassingBreaker: bypassingBreaker)
+    }
+
+    /// Sends a command already in RESP bytes (``RESPValueEncoder/command(_:)``): the request
+    /// path's way, which skips building a ``RESPValue`` per argument.
+    public func send(encoded command: ByteBuffer, on eventLoop: any EventLoop, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue>
+    {
+        guard let connection = connections[ObjectIdentifier(eventLoop)] else {
+            return eventLoop.makeFailedFuture(RedisError.unavailable)
+        }
+        return connection.send(.encoded(command), bypassingBreaker: bypassingBreaker)
     }
 
     /// Each loop's breaker state, read on its loop.

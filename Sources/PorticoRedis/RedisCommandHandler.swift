@@ -3,11 +3,21 @@ import PorticoTLS
 
 /// A command on its way to Redis, with the promise its reply completes.
 public struct RedisCommand: Sendable {
-    public let value: RESPValue
+    /// The command as a value, or already in RESP bytes (``RESPValueEncoder/command(_:)``).
+    public enum Payload: Sendable {
+        case value(RESPValue)
+        case encoded(ByteBuffer)
+    }
+
+    public let payload: Payload
     public let promise: EventLoopPromise<RESPValue>
 
     public init(_ value: RESPValue, promise: EventLoopPromise<RESPValue>) {
-        self.value = value
+        self.init(.value(value), promise: promise)
+    }
+
+    public init(_ payload: Payload, promise: EventLoopPromise<RESPValue>) {
+        self.payload = payload
         self.promise = promise
     }
 }
@@ -23,7 +33,7 @@ public struct RedisCommand: Sendable {
 public final class RedisCommandHandler: ChannelDuplexHandler {
     public typealias InboundIn = RESPValue
     public typealias OutboundIn = RedisCommand
-    public typealias OutboundOut = RESPValue
+    public typealias OutboundOut = ByteBuffer
 
     private var waiting = CircularBuffer<EventLoopPromise<RESPValue>>(initialCapacity: 16)
 
@@ -32,7 +42,14 @@ public final class RedisCommandHandler: ChannelDuplexHandler {
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let command = unwrapOutboundIn(data)
         waiting.append(command.promise)
-        context.write(wrapOutboundOut(command.value), promise: promise)
+        switch command.payload {
+        case .encoded(let bytes):
+            context.write(wrapOutboundOut(bytes), promise: promise)
+        case .value(let value):
+            var bytes = context.channel.allocator.buffer(capacity: 64)
+            RESPValueEncoder.write(value, to: &bytes)
+            context.write(wrapOutboundOut(bytes), promise: promise)
+        }
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {

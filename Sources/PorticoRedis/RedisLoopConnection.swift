@@ -67,7 +67,7 @@ final class RedisLoopConnection: @unchecked Sendable {
     /// (frozen, blackholed) would otherwise hold it forever, and replies that may still come can no
     /// longer be trusted to match their commands. The next command reconnects once the backoff
     /// allows.
-    func send(_ value: RESPValue, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue> {
+    func send(_ payload: RedisCommand.Payload, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue> {
         eventLoop.preconditionInEventLoop()
         let start = clock()
         let before = breaker.state
@@ -94,11 +94,13 @@ final class RedisLoopConnection: @unchecked Sendable {
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeoutNanos)
         outstanding.append(Outstanding(id: id, promise: promise, deadline: deadline, generation: generation))
         if watchdog == nil { armWatchdog(at: deadline) }
-        let future = promise.futureResult.flatMapThrowing { reply in
-            if case .error(let message) = reply { throw RedisError.errorReply(message) }
-            return reply
-        }
-        future.whenComplete { [self] result in
+        // One callback does the accounting and completes the caller's future: an error reply
+        // becomes a failure there.
+        let answer = eventLoop.makePromise(of: RESPValue.self)
+        promise.futureResult.whenComplete { [self] reply in
+            var result = reply
+            if case .success(.error(let message)) = reply { result = .failure(RedisError.errorReply(message)) }
+            defer { answer.completeWith(result) }
             forget(id)
             let before = breaker.state
             switch result {
@@ -118,8 +120,8 @@ final class RedisLoopConnection: @unchecked Sendable {
             }
             if breaker.state != before { observer?.breakerChanged(from: before, to: breaker.state) }
         }
-        dispatch(RedisCommand(value, promise: promise))
-        return future
+        dispatch(RedisCommand(payload, promise: promise))
+        return answer.futureResult
     }
 
     /// Stops watching command `id`'s deadline. Replies come in order, so it is nearly always the
@@ -208,7 +210,7 @@ final class RedisLoopConnection: @unchecked Sendable {
                         try channel.pipeline.syncOperations.addHandler(TLSClientHandler(context: tls.context, serverName: tls.serverName))
                     }
                     try channel.pipeline.syncOperations.addHandlers(
-                        ByteToMessageHandler(RESPValueDecoder()), MessageToByteHandler(RESPValueEncoder()), RedisCommandHandler())
+                        ByteToMessageHandler(RESPValueDecoder()), RedisCommandHandler())
                 }
             }
             .connect(host: configuration.host, port: configuration.port)

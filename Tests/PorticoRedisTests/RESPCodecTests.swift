@@ -17,6 +17,18 @@ struct RESPCodecTests {
 
     private func bulk(_ text: String) -> RESPValue { .bulkString(ByteBuffer(string: text)) }
 
+    @Test("a command encoded straight to bytes is what encoding its value writes, and decodes back to it")
+    func encodedCommand() throws {
+        for parts in [["PING"], ["EVALSHA", "abc", "2", "portico:rl:key:é", "", "x\r\ny"], []] {
+            var viaValue = ByteBuffer()
+            RESPValueEncoder.write(.command(parts), to: &viaValue)
+            let direct = RESPValueEncoder.command(parts)
+            #expect(direct == viaValue, "\(parts)")
+            #expect(try decodeAll(String(buffer: direct)) == [.command(parts)])
+        }
+        #expect(String(buffer: RESPValueEncoder.command(["GET", "k"])) == "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n")
+    }
+
     @Test("every RESP2 reply type decodes")
     func everyType() throws {
         let values = try decodeAll(
@@ -124,7 +136,7 @@ struct RESPCodecTests {
     func limitClosesConnection(_ input: String, _ detail: String) throws {
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandlers(
-            ByteToMessageHandler(RESPValueDecoder()), MessageToByteHandler(RESPValueEncoder()), RedisCommandHandler())
+            ByteToMessageHandler(RESPValueDecoder()), RedisCommandHandler())
         let promise = channel.embeddedEventLoop.makePromise(of: RESPValue.self)
         let result = NIOLockedValueBox<Result<RESPValue, any Error>?>(nil)
         promise.futureResult.whenComplete { outcome in result.withLockedValue { $0 = outcome } }
@@ -162,7 +174,7 @@ struct RESPCodecTests {
     func handlerOrderAndFailure() throws {
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandlers(
-            ByteToMessageHandler(RESPValueDecoder()), MessageToByteHandler(RESPValueEncoder()), RedisCommandHandler())
+            ByteToMessageHandler(RESPValueDecoder()), RedisCommandHandler())
         let loop = channel.embeddedEventLoop
         let promises = (0..<3).map { _ in loop.makePromise(of: RESPValue.self) }
         for (index, promise) in promises.enumerated() {
