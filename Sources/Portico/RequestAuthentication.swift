@@ -2,6 +2,7 @@ import Foundation
 import NIOHTTP1
 import PorticoPolicy
 import PorticoSigning
+import PorticoUpstream
 
 /// A parsed request head seen through the signing module's eyes.
 struct SignableRequestHead: SignableRequest {
@@ -12,6 +13,15 @@ struct SignableRequestHead: SignableRequest {
     var authority: String { head.headers.first(name: "host") ?? "" }
     var requestTarget: String { head.uri }
     func fieldValues(_ name: String) -> [String] { head.headers[name] }
+
+    func onlyFieldValue(_ name: String) -> String? {
+        var found: String?
+        for (fieldName, value) in head.headers where HeaderName.matches(fieldName, name) {
+            guard found == nil else { return nil }
+            found = value
+        }
+        return found
+    }
 }
 
 /// Who a request was authenticated as, and what is still to check once its body has arrived.

@@ -7,6 +7,12 @@ extension [UInt8] {
         text.withUTF8 { append(contentsOf: $0) }
     }
 
+    /// Appends `text`'s UTF-8 bytes in one copy.
+    mutating func appendUTF8(_ text: Substring) {
+        var text = text
+        text.withUTF8 { append(contentsOf: $0) }
+    }
+
     /// Appends the bytes `range` (UTF-8 offsets) of `text` in one copy.
     mutating func appendUTF8(_ text: String, offsets range: Range<Int>) {
         var text = text

@@ -14,6 +14,17 @@ public protocol SignableRequest {
     var requestTarget: String { get }
     /// Every value of the field `name` (given lowercase), one per field line, in order.
     func fieldValues(_ name: String) -> [String]
+
+    /// The value of the field `name` (given lowercase) when it has exactly one line; `nil` when it
+    /// is absent or repeated. The usual case of a covered field, answered without an array.
+    func onlyFieldValue(_ name: String) -> String?
+}
+
+extension SignableRequest {
+    public func onlyFieldValue(_ name: String) -> String? {
+        let lines = fieldValues(name)
+        return lines.count == 1 ? lines[0] : nil
+    }
 }
 
 /// A request held as plain values: what the client library signs, and what tests build.
@@ -34,6 +45,15 @@ public struct HTTPRequestParts: SignableRequest, Sendable {
 
     public func fieldValues(_ name: String) -> [String] {
         fields.compactMap { Self.equalIgnoringASCIICase($0.name, name) ? $0.value : nil }
+    }
+
+    public func onlyFieldValue(_ name: String) -> String? {
+        var found: String?
+        for field in fields where Self.equalIgnoringASCIICase(field.name, name) {
+            guard found == nil else { return nil }
+            found = field.value
+        }
+        return found
     }
 
     /// Whether `name` equals `lowercase` (already lowercase) ignoring ASCII case, without copying.

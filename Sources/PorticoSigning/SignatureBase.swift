@@ -162,10 +162,10 @@ public enum SignatureBase {
         if byteSequence && dictionaryKey != nil {
             throw .invalidComponent("\(component): bs and key cannot be combined")
         }
+        // The usual case, one line: no arrays to make, map and join.
+        if !byteSequence, dictionaryKey == nil, let only = request.onlyFieldValue(component.name) { return trimmingWhitespace(only) }
         let lines = request.fieldValues(component.name)
         guard !lines.isEmpty else { throw .componentNotInMessage(component.serialized) }
-        // The usual case, one line: no arrays to map and join.
-        if lines.count == 1, !byteSequence, dictionaryKey == nil { return trimmingWhitespace(lines[0]) }
         let trimmed = lines.map(trimmingWhitespace)
         if byteSequence {
             return trimmed.map { ":" + Data($0.utf8).base64EncodedString() + ":" }.joined(separator: ", ")

@@ -12,7 +12,7 @@ public struct SignatureInput: Sendable, Equatable {
     /// The member's text as received, when it is already its canonical serialisation (see
     /// ``StructuredDictionary/members``): ``write(to:)`` copies it instead of serialising.
     /// Any change to the components or parameters drops it.
-    private var canonicalText: String?
+    private var canonicalText: Substring?
 
     public init(components: [ComponentIdentifier], parameters: [(key: String, value: RFC9651BareItem)]) {
         self.components = components
@@ -68,7 +68,7 @@ public struct SignatureInput: Sendable, Equatable {
 
     /// A parsed `Signature-Input` member: its inner list's items and parameters.
     init(
-        components items: [StructuredDictionary.Item], parameters: [(key: String, value: RFC9651BareItem)], canonicalText: String? = nil
+        components items: [StructuredDictionary.Item], parameters: [(key: String, value: RFC9651BareItem)], canonicalText: Substring? = nil
     ) throws(SigningError) {
         var components: [ComponentIdentifier] = []
         components.reserveCapacity(items.count)

@@ -38,11 +38,17 @@ struct StructuredDictionary {
     /// (extra spaces, `=?1`, leading zeros, decimals, display strings, repeated parameters) and
     /// keeps no text when it sees any of it; the property test checks every kept text against the
     /// serialiser.
-    var members: [(key: String, value: Value, canonicalText: String?)] = []
+    var members: [(key: String, value: Value, canonicalRange: Range<Int>?)] = []
 
-    /// The canonical text of the member under `key`; see ``members``.
-    func canonicalText(of key: String) -> String? {
-        members.first { $0.key == key }?.canonicalText
+    /// The field value parsed: the canonical texts are slices of it (no copy).
+    private(set) var source = ""
+
+    /// The canonical text of the member under `key`, a slice of the field's value; see ``members``.
+    func canonicalText(of key: String) -> Substring? {
+        guard let range = members.first(where: { $0.key == key })?.canonicalRange else { return nil }
+        let utf8 = source.utf8
+        let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
+        return Substring(utf8[start..<utf8.index(start, offsetBy: range.count)])
     }
 
     /// Why a value is not a dictionary, and at which byte.
@@ -65,13 +71,17 @@ struct StructuredDictionary {
     /// top level (its `duplicateKey` is then set).
     static func parse(_ value: String) throws(ParseError) -> StructuredDictionary {
         var value = value
-        let result: Result<StructuredDictionary, ParseError> = value.withUTF8 { bytes in
+        var result: Result<StructuredDictionary, ParseError> = value.withUTF8 { bytes in
             var parser = Parser(bytes: bytes)
             do throws(ParseError) {
                 return .success(try parser.dictionaryField())
             } catch {
                 return .failure(error)
             }
+        }
+        if case .success(var dictionary) = result {
+            dictionary.source = value
+            result = .success(dictionary)
         }
         return try result.get()
     }
@@ -122,13 +132,13 @@ private struct Parser {
                 throw error
             }
             let member: StructuredDictionary.Value
-            var text: String?
+            var text: Range<Int>?
             if current == UInt8(ascii: "=") {
                 index += 1
                 let valueStart = index
                 canonical = true
                 member = try itemOrInnerList()
-                if case .innerList = member, canonical { text = string(valueStart..<index) }
+                if case .innerList = member, canonical { text = valueStart..<index }
             } else {
                 member = .item(StructuredDictionary.Item(bareItem: .bool(true), parameters: try parameters()))
             }

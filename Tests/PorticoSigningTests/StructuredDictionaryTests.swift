@@ -120,7 +120,7 @@ import Testing
                 }
                 // A member's text kept as canonical must be exactly what serialising it writes.
                 for member in ours.members {
-                    let text = member.canonicalText
+                    let text = ours.canonicalText(of: member.key).map(String.init)
                     guard case .innerList = member.value else { continue }
                     let serialized = Self.serialized(member.value)
                     if let text {
@@ -161,8 +161,8 @@ import Testing
     func canonicalTexts() throws {
         let canonical =
             #"("@method" "@query-param";name="a%20b" "content-digest";key="sha-256");created=1618884473;keyid="k";nonce="n\"q";x;y=?0;z=-5"#
-        #expect(try StructuredDictionary.parse("sig1=" + canonical + " , sig2=()").canonicalText(of: "sig1") == canonical)
-        #expect(try StructuredDictionary.parse("sig2=()").canonicalText(of: "sig2") == "()")
+        #expect(try StructuredDictionary.parse("sig1=" + canonical + " , sig2=()").canonicalText(of: "sig1").map(String.init) == canonical)
+        #expect(try StructuredDictionary.parse("sig2=()").canonicalText(of: "sig2").map(String.init) == "()")
         let rewritten = [
             #"( "@method")"#, #"("@method" )"#, #"("@method"  "@path")"#, #"("@method");created=01"#, #"();created=-0"#,
             #"();x=?1"#, #"();x=1.50"#, #"();x=1.5"#, #"();x=%"a""#, #"(); created=1"#, #"();a=1;a=2"#, #"("@method";x=?1)"#,
