@@ -29,8 +29,11 @@ enum FleetScript {
         local hasNonce = ARGV[2 + 3 * limits] == '1'
         local testTime = 2 + 3 * limits + (hasNonce and 4 or 1)
         local sec, ns
+        -- A bucket outlives the moment it is full again by a second; with a given time (tests,
+        -- whose time is not Redis's expiry clock) by an hour.
+        local linger = 1000
         if ARGV[testTime] then
-          sec = tonumber(ARGV[testTime]); ns = tonumber(ARGV[testTime + 1])
+          sec = tonumber(ARGV[testTime]); ns = tonumber(ARGV[testTime + 1]); linger = 3600000
         else
           local t = redis.call('TIME'); sec = tonumber(t[1]); ns = tonumber(t[2]) * 1000
         end
@@ -67,7 +70,7 @@ enum FleetScript {
             allowed = 1; reset = idiv(owed + count - 1, count); retry = 0
           end
           redis.call('HSET', key, 'c', count, 'p', period, 'b', burst, 's', sec, 't', tat, 'f', frac, 'l', latest)
-          redis.call('PEXPIRE', key, idiv(math.max(tat - ns, 0), 1000000) + 1000)
+          redis.call('PEXPIRE', key, idiv(math.max(tat - ns, 0), 1000000) + linger)
           reply[#reply + 1] = allowed; reply[#reply + 1] = remaining; reply[#reply + 1] = reset; reply[#reply + 1] = retry
           if allowed == 0 then reply[1] = 2; reply[2] = i; return reply end
         end
