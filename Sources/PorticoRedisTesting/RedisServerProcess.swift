@@ -123,11 +123,11 @@ public final class RedisServerProcess: @unchecked Sendable {
     }
 
     /// Makes this server a replica of `primary` (`REPLICAOF`), as a failover leaves a former
-    /// primary, and waits (at most ten seconds) until it has synchronised: from then on writes get
+    /// primary, and waits (at most thirty seconds) until it has synchronised: from then on writes get
     /// `-READONLY`, not `-LOADING`.
     public func replicate(_ primary: RedisServerProcess) throws {
         _ = try command(["REPLICAOF", "127.0.0.1", String(primary.port)])
-        let deadline = Date().addingTimeInterval(10)
+        let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if try command(["INFO", "replication"]).string?.contains("master_link_status:up") == true { return }
             Thread.sleep(forTimeInterval: 0.02)
@@ -154,11 +154,12 @@ public final class RedisServerProcess: @unchecked Sendable {
         throw RedisServerError.notReady(port: port)
     }
 
-    /// Runs one command on a fresh connection (for set-up and inspection, not speed).
+    /// Runs one command on a fresh connection (for set-up and inspection, not speed). It waits up
+    /// to 10 s: a replica's synchronisation forks the primary, and CI's machine is loaded.
     public func command(_ parts: [String]) throws -> RESPValue {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
-        var configuration = RedisConfiguration(host: "127.0.0.1", port: port, timeoutNanos: 2_000_000_000)
+        var configuration = RedisConfiguration(host: "127.0.0.1", port: port, timeoutNanos: 10_000_000_000)
         if let tls {
             configuration.tls = RedisTLS(context: try TLSClientContext(caFile: tls.ca), serverName: "127.0.0.1")
         }
