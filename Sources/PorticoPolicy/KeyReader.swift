@@ -19,6 +19,8 @@ enum SignatureLabel {
 /// never its content.
 struct KeyReader {
     let value: PolicyValue
+    /// Where `secretEnv` names are looked up.
+    let environment: [String: String]
 
     /// Shorter secrets are refused: 32 characters of base64url is 192 bits, the least `keygen` makes.
     static let minimumSecretLength = 32
@@ -100,11 +102,11 @@ struct KeyReader {
             }
         default:
             guard let name = sourceValue.nonEmptyString() else { return nil }
-            guard let environment = ProcessInfo.processInfo.environment[name] else {
+            guard let variable = environment[name] else {
                 sourceValue.error("the environment variable \(name) is not set")
                 return nil
             }
-            text = environment
+            text = variable
         }
         guard let text else { return nil }
         guard text.count >= Self.minimumSecretLength else {

@@ -6,6 +6,8 @@ struct PolicyDocumentReader {
     /// False when a file could not be parsed: then a section missing from the rest is not reported,
     /// since it may well be in the broken file.
     let complete: Bool
+    /// Where `secretEnv` names are looked up.
+    let environment: [String: String]
 
     /// Returns the policy when nothing was reported; the caller checks the sink either way.
     func read(sections: [String: [PolicyValue]]) -> Policy? {
@@ -33,7 +35,7 @@ struct PolicyDocumentReader {
         // broken tier is reported once rather than again at each key that uses it.
         let tierNames = Set(tiers.keys).union(names("tiers", in: sections))
         let keys = merged("keys", in: sections, namesChecked: false) {
-            KeyReader(value: $0).read(id: $1, services: Set(services.keys), tiers: tierNames)
+            KeyReader(value: $0, environment: environment).read(id: $1, services: Set(services.keys), tiers: tierNames)
         }
         let admin = single("admin", in: sections).flatMap(readAdmin)
         let clusterValue = single("cluster", in: sections)

@@ -14,7 +14,14 @@ public struct PolicyLoader: Sendable {
         "locator", "admin", "cluster",
     ]
 
-    public init() {}
+    /// Where `secretEnv` names are looked up; `nil`: the process's environment, read at each load.
+    /// Tests pass their own, since setting the process's (`setenv`) races with any thread that
+    /// reads it, such as one starting a child process.
+    let environment: [String: String]?
+
+    public init(environment: [String: String]? = nil) {
+        self.environment = environment
+    }
 
     /// Loads and compiles every policy file in `directory`.
     public func load(directory: String) throws(PolicyError) -> PolicySnapshot {
@@ -81,7 +88,8 @@ public struct PolicyLoader: Sendable {
                 if let value = fields[key] { sections[key, default: []].append(value) }
             }
         }
-        let reader = PolicyDocumentReader(sink: sink, complete: !unparsed)
+        let reader = PolicyDocumentReader(
+            sink: sink, complete: !unparsed, environment: environment ?? ProcessInfo.processInfo.environment)
         let policy = reader.read(sections: sections)
         if !sink.diagnostics.isEmpty {
             // In file and line order, as an editor would walk them; the sort is stable, so mistakes

@@ -28,8 +28,7 @@ struct ClusterPolicyTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try "s3cret\n".write(toFile: directory + "/redis.password", atomically: true, encoding: .utf8)
-        setenv("PORTICO_OPS_TEST_SECRET", "0123456789abcdefghijklmnopqrstuvwxyzABCD", 1)
-        let policy = try PolicyLoader().load(sources: [
+        let policy = try OperationsPolicyTests.loader.load(sources: [
             (
                 file: directory + "/gateway.yaml",
                 text: OperationsPolicyTests.base

@@ -27,7 +27,6 @@ struct KeyPolicyTests {
 
     @Test("secrets come from a file (relative to the policy, trailing newline trimmed) or the environment")
     func secretSources() throws {
-        setenv("PORTICO_TEST_SECRET", Self.secret + "-env", 1)
         try Self.withDirectory([
             "gateway.yaml": Self.base,
             "keys.yaml": """
@@ -39,7 +38,7 @@ struct KeyPolicyTests {
             """,
             "secrets/app.secret": Self.secret + "\n",
         ]) { directory in
-            let snapshot = try PolicyLoader().load(directory: directory)
+            let snapshot = try PolicyLoader(environment: ["PORTICO_TEST_SECRET": Self.secret + "-env"]).load(directory: directory)
             let keys = snapshot.policy.keys
             #expect(keys["from-file"]?.secret == Secret(Self.secret))
             #expect(keys["from-file"]?.tier == "standard")

@@ -20,9 +20,11 @@ struct OperationsPolicyTests {
 
         """
 
+    /// The loader with the environment the base policy's key reads its secret from.
+    static let loader = PolicyLoader(environment: ["PORTICO_OPS_TEST_SECRET": "0123456789abcdefghijklmnopqrstuvwxyzABCD"])
+
     static func load(_ extra: String, base: String = base) throws(PolicyError) -> Policy {
-        setenv("PORTICO_OPS_TEST_SECRET", "0123456789abcdefghijklmnopqrstuvwxyzABCD", 1)
-        return try PolicyLoader().load(sources: [(file: "gateway.yaml", text: base + extra)]).policy
+        return try loader.load(sources: [(file: "gateway.yaml", text: base + extra)]).policy
     }
 
     @Test("admin: loopback by default; off loopback it needs tokenFile; a short or missing token file is refused")
@@ -36,7 +38,7 @@ struct OperationsPolicyTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try "short\n".write(toFile: directory + "/short.token", atomically: true, encoding: .utf8)
         try String(repeating: "t", count: 40).write(toFile: directory + "/good.token", atomically: true, encoding: .utf8)
-        let withToken = try PolicyLoader().load(sources: [
+        let withToken = try Self.loader.load(sources: [
             (file: directory + "/gateway.yaml", text: Self.base + "admin: { address: 0.0.0.0, port: 9901, tokenFile: good.token }")
         ]).policy
         #expect(withToken.admin?.token == Secret(String(repeating: "t", count: 40)))
@@ -48,7 +50,7 @@ struct OperationsPolicyTests {
             ("admin: { address: 127.0.0.1 }", "admin", "port"),
         ] {
             let error = try #require(throws: PolicyError.self) {
-                try PolicyLoader().load(sources: [(file: directory + "/gateway.yaml", text: Self.base + admin)])
+                try Self.loader.load(sources: [(file: directory + "/gateway.yaml", text: Self.base + admin)])
             }
             #expect(error.diagnostics.map(\.keyPath) == [keyPath], "\(admin)")
             #expect(error.diagnostics.first?.message.contains(words) == true, "\(error)")
@@ -110,7 +112,7 @@ struct OperationsPolicyTests {
             \(buckets)
             """
         }
-        let old = try PolicyLoader().load(sources: [
+        let old = try Self.loader.load(sources: [
             (
                 file: "a.yaml",
                 text: service(
@@ -121,7 +123,7 @@ struct OperationsPolicyTests {
                     """)
             )
         ]).policy
-        let new = try PolicyLoader().load(sources: [
+        let new = try Self.loader.load(sources: [
             (
                 file: "a.yaml",
                 text: service(
