@@ -19,8 +19,7 @@ struct FacadeCancellationTests {
     /// The fallback's backend allows one fetch an hour: a fetch drawn for a request whose client
     /// left would leave none for the next request.
     static func policy(primary: Int, secondary: Int) -> String {
-        FacadeFallbackTests.policy(primary: primary, secondary: secondary)
-            .replacingOccurrences(of: "timeout: 300ms", with: "timeout: 120s")
+        FacadeFallbackTests.policy(primary: primary, secondary: secondary, primaryTimeout: "120s")
             .replacingOccurrences(of: "timeout: 5s }", with: "timeout: 5s, rateLimit: { rate: 1/h, burst: 1 } }")
     }
 
