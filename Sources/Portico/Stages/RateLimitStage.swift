@@ -81,15 +81,8 @@ struct RateLimitStage: RequestStage {
 
     /// Redis did not answer in time (or its breaker is open): the policy's `onFailure`.
     private func fallback(_ onFailure: ClusterFailurePolicy, _ exchange: Exchange, service: ServiceRules, limited: Bool) -> StageOutcome {
-        if limited {
-            switch onFailure.limits {
-            case .local:
-                if let problem = localLimits(exchange, service: service) { return .answer(problem) }
-            case .allow:
-                break
-            case .deny:
-                return .answer(.sharedStateUnavailable("rate limits"))
-            }
+        if limited, let problem = onFailure.limitsRefusal(local: { localLimits(exchange, service: service) }) {
+            return .answer(problem)
         }
         if exchange.pendingNonce != nil {
             switch onFailure.nonces {

@@ -138,11 +138,7 @@ struct SourceFetch: Sendable {
             guard case .limited(let index, let decisions) = verdict, decisions.indices.contains(index) else { return nil }
             return .rateLimited(AppliedLimit(limit: limit, service: service, decision: decisions[index]))
         }.flatMapErrorThrowing { _ in
-            switch fleet.onFailure.limits {
-            case .local: rateLimiter.admit(backend: backend, service: service)
-            case .allow: nil
-            case .deny: .sharedStateUnavailable("rate limits")
-            }
+            fleet.onFailure.limitsRefusal { rateLimiter.admit(backend: backend, service: service) }
         }
     }
 
