@@ -184,6 +184,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "PorticoTestSupport",
+            dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "PorticoRedisTests",
             dependencies: [
@@ -232,6 +237,7 @@ let package = Package(
             dependencies: [
                 "PorticoUpstream",
                 "PorticoDemoBackends",
+                "PorticoTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -251,6 +257,7 @@ let package = Package(
                 "PorticoTLS",
                 "PorticoRedis",
                 "PorticoRedisTesting",
+                "PorticoTestSupport",
                 "PorticoDemoBackends",
                 "CPorticoOpenSSL",
                 "CPorticoCurl",

@@ -11,11 +11,11 @@ import Glibc
 /// with a reset (`ECONNREFUSED`), and, since the socket holds the port until the test process
 /// ends, no other test's server can be given it meanwhile. (Shutting a server down and reusing its
 /// port left a window in which a parallel test's server took it and answered.)
-enum RefusingPort {
+public enum RefusingPort {
     private static let held = NIOLockedValueBox<[Int32]>([])
 
     /// A new refusing port.
-    static func make() throws -> Int {
+    public static func make() throws -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         var address = sockaddr_in()

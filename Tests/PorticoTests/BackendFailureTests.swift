@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import PorticoDemoBackends
+import PorticoTestSupport
 import Testing
 
 @Suite("Backends that fail")
@@ -17,15 +18,9 @@ struct BackendFailureTests {
         """
     }
 
-    /// A loopback port that refuses connections, and stays so for the whole test run
-    /// (``RefusingPort``).
-    static func closedPort() async throws -> Int {
-        try RefusingPort.make()
-    }
-
     @Test("a refusing backend answers 502 naming the backend, not its address")
     func refused() async throws {
-        let port = try await Self.closedPort()
+        let port = try RefusingPort.make()
         try await withGateway(backends: [], policy: { _ in Self.policy(port: port) }) { gateway, _ in
             let client = try gateway.connect()
             let response = try client.request("GET", "/inventory/items")

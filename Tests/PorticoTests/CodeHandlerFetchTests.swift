@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import Portico
 import PorticoDemoBackends
+import PorticoTestSupport
 import Synchronization
 import Testing
 
@@ -123,7 +124,7 @@ struct CodeHandlerFetchTests {
 
     @Test("a backend a code handler cannot reach is 502, one that does not answer in time 504, each naming that backend")
     func fetchUnreachable() async throws {
-        let down = try await BackendFailureTests.closedPort()
+        let down = try RefusingPort.make()
         let hanging = try await BackendServer.start { _ in .hang }
         let recorder = RecordingLogHandler()
         let logger = Logger(label: "portico.test") { _ in recorder }

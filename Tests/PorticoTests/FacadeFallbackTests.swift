@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import Portico
 import PorticoDemoBackends
+import PorticoTestSupport
 import Testing
 
 /// A facade falls back, source by source, on each kind of failure; with nothing left it answers
@@ -51,12 +52,6 @@ struct FacadeFallbackTests {
         return .full(status: status, headers: headers, body: ByteBuffer(string: text))
     }
 
-    /// A loopback port that refuses connections, and stays so for the whole test run
-    /// (``RefusingPort``).
-    static func closedPort() async throws -> Int {
-        try RefusingPort.make()
-    }
-
     enum Failure: String, CaseIterable, CustomTestStringConvertible {
         case down, timingOut, answering500, missingField, malformed
         var testDescription: String { rawValue }
@@ -80,7 +75,7 @@ struct FacadeFallbackTests {
         var primary: BackendServer?
         if let handler = failure.handler { primary = try await BackendServer.start(handler: handler) }
         var primaryPort = primary?.port ?? 0
-        if primary == nil { primaryPort = try await Self.closedPort() }
+        if primary == nil { primaryPort = try RefusingPort.make() }
         let timeout = failure == .timingOut ? "300ms" : "10s"
         let gateway = try await TestGateway.start(
             policy: Self.policy(primary: primaryPort, secondary: secondary.port, primaryTimeout: timeout), logger: logger)
@@ -116,7 +111,7 @@ struct FacadeFallbackTests {
     @Test("every source down gives a 502 problem naming the source tried last")
     func allDown() async throws {
         let gateway = try await TestGateway.start(
-            policy: Self.policy(primary: try await Self.closedPort(), secondary: try await Self.closedPort()))
+            policy: Self.policy(primary: try RefusingPort.make(), secondary: try RefusingPort.make()))
         let response = try gateway.connect().request("GET", "/quote/AAPL")
         #expect(response.status == 502)
         #expect(response.header("Content-Type") == "application/problem+json")
@@ -195,7 +190,7 @@ struct FacadeFallbackTests {
     @Test("a facade answers GET, and HEAD without the body; other methods get 405")
     func methods() async throws {
         let primary = try await BackendServer.start { _ in Self.json(.ok, #"{"symbol":"AAPL","price":189.84}"#) }
-        let gateway = try await TestGateway.start(policy: Self.policy(primary: primary.port, secondary: try await Self.closedPort()))
+        let gateway = try await TestGateway.start(policy: Self.policy(primary: primary.port, secondary: try RefusingPort.make()))
         let client = try gateway.connect()
         let head = try client.request("HEAD", "/quote/AAPL")
         #expect(head.status == 200)

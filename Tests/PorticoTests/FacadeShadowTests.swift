@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import Portico
 import PorticoDemoBackends
+import PorticoTestSupport
 import Testing
 
 /// Shadow comparison: a candidate source fetched beside the active one, compared field by field,
@@ -104,9 +105,7 @@ struct FacadeShadowTests {
         #expect(hanging.connectionsClosed == 0)
         #expect(Self.count("shadow_failed", in: gateway) == 0)
         #expect(Self.count("agree", in: gateway) == 0)
-        let dead = try await BackendServer.start(handler: DemoBackends.echo)
-        let deadPort = dead.port
-        try await dead.shutdown()
+        let deadPort = try RefusingPort.make()
         try gateway.reload(policy: Self.policy(primary: primary.port, candidate: deadPort, limited: false))
         let response = try client.request("GET", "/quote/AAPL")
         #expect(response.status == 200)

@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import PorticoDemoBackends
+import PorticoTestSupport
 import Testing
 
 @testable import PorticoUpstream
@@ -104,9 +105,7 @@ struct CurlUpstreamClientTests {
     @Test("refused connections and timeouts are told apart")
     func failures() async throws {
         let hanging = try await BackendServer.start { _ in .hang }
-        let closed = try await BackendServer.start { _ in .hang }
-        let closedPort = closed.port
-        try await closed.shutdown()
+        let closedPort = try RefusingPort.make()
         let client = CurlUpstreamClient()
         defer { client.shutdown() }
 

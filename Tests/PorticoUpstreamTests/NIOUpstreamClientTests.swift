@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import PorticoDemoBackends
+import PorticoTestSupport
 import Testing
 
 @testable import PorticoUpstream
@@ -197,9 +198,7 @@ struct NIOUpstreamClientTests {
 
     @Test("a refused connection is connectFailed, a hanging backend is timedOut and its connection is closed")
     func failures() async throws {
-        let closed = try await BackendServer.start { _ in .hang }
-        let closedPort = closed.port
-        try await closed.shutdown()
+        let closedPort = try RefusingPort.make()
         let hanging = try await ScriptedBackend.start { _ in [] }
         let client = NIOUpstreamClient()
         defer { client.shutdown() }
