@@ -22,6 +22,23 @@ struct RedisClientTests {
         try body(client, group.next())
     }
 
+    /// Sends `command` `count` times, one after another, each expected to fail; their errors, in
+    /// order. An answer is recorded as an issue (`ifAnswered` says what it would mean).
+    private static func failures(
+        of command: [String], count: Int, client: RedisClient, on loop: any EventLoop, ifAnswered: Comment
+    ) throws -> [RedisError] {
+        var failures: [RedisError] = []
+        for _ in 0..<count {
+            do {
+                _ = try loop.flatSubmit { client.send(.command(command), on: loop) }.wait()
+                Issue.record(ifAnswered)
+            } catch let error as RedisError {
+                failures.append(error)
+            }
+        }
+        return failures
+    }
+
     @Test("pipelined commands get their own replies, in order")
     func pipelined() throws {
         let server = try RedisServerProcess()
@@ -88,15 +105,7 @@ struct RedisClientTests {
             let pong = try loop.flatSubmit { client.send(.command(["PING"]), on: loop) }.wait()
             #expect(pong == .simpleString("PONG"))
             server.stop()
-            var failures: [RedisError] = []
-            for _ in 0..<8 {
-                do {
-                    _ = try loop.flatSubmit { client.send(.command(["PING"]), on: loop) }.wait()
-                    Issue.record("a dead Redis answered")
-                } catch let error as RedisError {
-                    failures.append(error)
-                }
-            }
+            let failures = try Self.failures(of: ["PING"], count: 8, client: client, on: loop, ifAnswered: "a dead Redis answered")
             #expect(failures.count == 8)
             #expect(failures.contains(.circuitOpen), "the breaker opened: \(failures)")
             try server.start()
@@ -237,15 +246,7 @@ struct RedisClientTests {
             let pong = try loop.flatSubmit { client.send(.command(["PING"]), on: loop) }.wait()
             #expect(pong == .simpleString("PONG"))
             server.pause()
-            var failures: [RedisError] = []
-            for _ in 0..<8 {
-                do {
-                    _ = try loop.flatSubmit { client.send(.command(["PING"]), on: loop) }.wait()
-                    Issue.record("a frozen Redis answered")
-                } catch let error as RedisError {
-                    failures.append(error)
-                }
-            }
+            let failures = try Self.failures(of: ["PING"], count: 8, client: client, on: loop, ifAnswered: "a frozen Redis answered")
             let frozen = events.events
             server.resume()
             #expect(failures.first == .timeout, "\(failures)")
@@ -278,15 +279,8 @@ struct RedisClientTests {
                 $0.breakerFailures = 3; $0.breakerOpenNanos = 100_000_000
             }
         ) { client, loop in
-            var failures: [RedisError] = []
-            for _ in 0..<6 {
-                do {
-                    _ = try loop.flatSubmit { client.send(.command(["SET", "k", "v"]), on: loop) }.wait()
-                    Issue.record("a replica took a write")
-                } catch let error as RedisError {
-                    failures.append(error)
-                }
-            }
+            let failures = try Self.failures(
+                of: ["SET", "k", "v"], count: 6, client: client, on: loop, ifAnswered: "a replica took a write")
             #expect(failures.first?.errorCode == "READONLY", "\(failures)")
             #expect(failures.contains(.circuitOpen), "the breaker counted the error replies: \(failures)")
             #expect(events.events.contains("failed error_reply"))
