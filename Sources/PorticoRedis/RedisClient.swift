@@ -31,20 +31,21 @@ public final class RedisClient: Sendable {
     ///   answering, and refusing the retry would leave a half-open breaker reopened by every probe.
     ///   Its outcome still counts.
     public func send(_ command: RESPValue, on eventLoop: any EventLoop, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue> {
-        guard let connection = connections[ObjectIdentifier(eventLoop)] else {
-            return eventLoop.makeFailedFuture(RedisError.unavailable)
-        }
-        return connection.send(.value(command), bypassingBreaker: bypassingBreaker)
+        send(.value(command), on: eventLoop, bypassingBreaker: bypassingBreaker)
     }
 
     /// Sends a command already in RESP bytes (``RESPValueEncoder/command(_:)``): the request
     /// path's way, which skips building a ``RESPValue`` per argument.
     public func send(encoded command: ByteBuffer, on eventLoop: any EventLoop, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue>
     {
+        send(.encoded(command), on: eventLoop, bypassingBreaker: bypassingBreaker)
+    }
+
+    private func send(_ payload: RedisCommand.Payload, on eventLoop: any EventLoop, bypassingBreaker: Bool) -> EventLoopFuture<RESPValue> {
         guard let connection = connections[ObjectIdentifier(eventLoop)] else {
             return eventLoop.makeFailedFuture(RedisError.unavailable)
         }
-        return connection.send(.encoded(command), bypassingBreaker: bypassingBreaker)
+        return connection.send(payload, bypassingBreaker: bypassingBreaker)
     }
 
     /// Each loop's breaker state, read on its loop.
