@@ -18,22 +18,10 @@ public enum RESPValue: Sendable, Equatable {
     /// `*2\r\n…`; `nil` for the null array `*-1\r\n`.
     case array([RESPValue]?)
 
-    /// A command: its name and arguments as bulk strings.
-    ///
-    /// The parts are written into one buffer and each bulk string is a slice of it: one
-    /// allocation for the command's bytes rather than one per argument (a fleet request's
-    /// `EVALSHA` has a dozen).
+    /// A command: its name and arguments as bulk strings. (The request path writes its command
+    /// straight into bytes instead: ``RESPValueEncoder/command(_:)``.)
     public static func command(_ parts: [String]) -> RESPValue {
-        var storage = ByteBuffer()
-        storage.reserveCapacity(parts.reduce(0) { $0 + $1.utf8.count })
-        for part in parts { storage.writeString(part) }
-        var offset = 0
-        return .array(
-            parts.map { part in
-                let length = part.utf8.count
-                defer { offset += length }
-                return .bulkString(storage.getSlice(at: offset, length: length))
-            })
+        .array(parts.map { .bulkString(ByteBuffer(string: $0)) })
     }
 
     /// The value as text, for simple and bulk strings.
