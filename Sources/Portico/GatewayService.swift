@@ -4,7 +4,10 @@ import UnixSignals
 
 /// The running gateway as a swift-service-lifecycle `Service`: it serves until the service group
 /// asks for a graceful shutdown (`portico serve` maps SIGTERM and SIGINT to one), reloading the
-/// policy on every SIGHUP meanwhile, then drains.
+/// policy on every signal of `hangUps` (SIGHUP) meanwhile, then drains.
+///
+/// The caller registers `hangUps` before the gateway starts: a signal sequence registered only
+/// once the service runs leaves a window after the listeners are up in which a SIGHUP is lost.
 ///
 /// The shutdown, in order:
 /// 1. the public listeners close: new connections are refused;
@@ -22,14 +25,17 @@ public struct GatewayService: Service {
     public let reloader: PolicyReloader?
     public let accessLogWriter: AccessLogWriter?
     public let drainTimeout: Duration
+    /// The signals that reload the policy, registered before the gateway started.
+    private let hangUps: UnixSignalsSequence?
     /// How often the policy directory is looked at for changes; nil (the default) never.
     public let watchInterval: Duration?
     private let logger: Logger
 
     public init(
         gateway: Gateway, admin: AdminServer?, reloader: PolicyReloader?, accessLogWriter: AccessLogWriter?,
-        drainTimeout: Duration, watchInterval: Duration? = nil, logger: Logger
+        drainTimeout: Duration, hangUps: UnixSignalsSequence? = nil, watchInterval: Duration? = nil, logger: Logger
     ) {
+        self.hangUps = hangUps
         self.watchInterval = watchInterval
         self.gateway = gateway
         self.admin = admin
@@ -40,12 +46,13 @@ public struct GatewayService: Service {
     }
 
     public func run() async throws {
-        let hangUps = await UnixSignalsSequence(trapping: .sighup)
         await withTaskGroup(of: Void.self) { group in
             if let reloader {
-                group.addTask {
-                    // The same path as POST /admin/reload; the reloader logs what it did.
-                    for await _ in hangUps { _ = await reloader.reload() }
+                if let hangUps {
+                    group.addTask {
+                        // The same path as POST /admin/reload; the reloader logs what it did.
+                        for await _ in hangUps { _ = await reloader.reload() }
+                    }
                 }
                 if let watchInterval {
                     group.addTask {

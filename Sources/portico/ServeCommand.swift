@@ -50,9 +50,12 @@ struct ServeCommand: AsyncParsableCommand {
             return handler
         }
         signal(SIGPIPE, SIG_IGN)
-        // Until the service runs and reloads on it, a SIGHUP (a deploy tool's reload during
-        // start-up) must not end the process, as its default action would.
-        signal(SIGHUP, SIG_IGN)
+        // Every signal the process acts on is trapped before a listener is bound: once `serving`
+        // is printed, a SIGTERM must drain and a SIGHUP reload, never take the default action
+        // (ending the process). One that arrives during start-up waits in its sequence and is
+        // acted on as soon as the service runs.
+        let shutdownSignals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let hangUps = await UnixSignalsSequence(trapping: .sighup)
         let logger = Logger(label: "portico")
         raiseOpenFileLimit(logger: logger)
 
@@ -113,12 +116,19 @@ struct ServeCommand: AsyncParsableCommand {
 
         let service = GatewayService(
             gateway: gateway, admin: admin, reloader: reloader, accessLogWriter: writer,
-            drainTimeout: .milliseconds(Int64(drainTimeout * 1000)),
+            drainTimeout: .milliseconds(Int64(drainTimeout * 1000)), hangUps: hangUps,
             watchInterval: watchPolicies > 0 ? .milliseconds(Int64(watchPolicies * 1000)) : nil, logger: logger)
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [service], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                for await signal in shutdownSignals {
+                    logger.notice("received \(signal): shutting down")
+                    await group.triggerGracefulShutdown()
+                }
+            }
+            try await group.run()
+            tasks.cancelAll()
+        }
         for backend in backends { try? await backend.shutdown() }
     }
 }

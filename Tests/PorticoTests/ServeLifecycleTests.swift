@@ -73,7 +73,9 @@ struct ServeLifecycleTests {
         """.write(toFile: directory + "/gateway.yaml", atomically: true, encoding: .utf8)
         let accessLog = directory + "/access.log"
 
-        let serve = try ServeProcess(arguments: ["--policies", directory, "--access-log", accessLog, "--drain-timeout", "3"])
+        // The drain must outlast what the test observes during it (readiness, the closed listener,
+        // the three answers) on a loaded machine; the fourth request is cut when it ends.
+        let serve = try ServeProcess(arguments: ["--policies", directory, "--access-log", accessLog, "--drain-timeout", "6"])
         defer { if serve.process.isRunning { serve.signal(SIGKILL) } }
         #expect(await eventually { serve.port("serving", listener: "public") != nil && serve.port("admin") != nil })
         let port = try #require(serve.port("serving", listener: "public"))
@@ -115,6 +117,32 @@ struct ServeLifecycleTests {
         #expect(records.filter { $0["path"] as? String == "/slow/done" && $0["status"] as? Int == 200 }.count == 3)
         #expect(records.filter { $0["path"] as? String == "/slow/never" }.count == 1)
         try await backend.shutdown()
+    }
+
+    @Test("a SIGTERM sent the moment `serving` is printed drains and exits 0: the signal is trapped before any listener is bound")
+    func sigtermRightAfterStart() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-early-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+        listeners:
+          - { name: public, address: 127.0.0.1, port: 0 }
+        backends:
+          none: { url: "http://127.0.0.1:9" }
+        services:
+          none: { path: /none, versions: { 1: { proxy: { backend: none } } } }
+        """.write(toFile: directory + "/gateway.yaml", atomically: true, encoding: .utf8)
+        let serve = try ServeProcess(arguments: ["--policies", directory, "--access-log", "/dev/null"])
+        defer { if serve.process.isRunning { serve.signal(SIGKILL) } }
+        // Polled tightly: the earlier the signal, the wider the window it would have found.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while serve.port("serving", listener: "public") == nil, ContinuousClock.now < deadline { usleep(200) }
+        #expect(serve.port("serving", listener: "public") != nil)
+        serve.signal(SIGTERM)
+        try await offThePool { serve.process.waitUntilExit() }
+        #expect(serve.process.terminationReason == .exit, "ended by a signal's default action")
+        #expect(serve.process.terminationStatus == 0, "\(serve.standardError)")
+        #expect(serve.standardError.contains("stopped"))
     }
 
     @Test("SIGHUP reloads the policy through the same path as POST /admin/reload; a broken one is refused and logged")
