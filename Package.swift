@@ -179,14 +179,17 @@ let package = Package(
             dependencies: [
                 "PorticoRedis",
                 "PorticoTLS",
+                "PorticoTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
+        // glibc's spawn and pipe extensions, for the tests' child processes.
+        .target(name: "CPorticoSpawn"),
         .target(
             name: "PorticoTestSupport",
-            dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            dependencies: ["CPorticoSpawn", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -194,6 +197,7 @@ let package = Package(
             dependencies: [
                 "PorticoRedis",
                 "PorticoRedisTesting",
+                "PorticoTestSupport",
                 "PorticoTLS",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import PorticoRedis
 import PorticoTLS
+import PorticoTestSupport
 
 /// A real `redis-server` (Debian's) on a free loopback port, for tests: no persistence, and run
 /// under `timeout` so that it stops by itself even if the test process dies first.
@@ -16,7 +17,7 @@ public final class RedisServerProcess: @unchecked Sendable {
     public private(set) var port: Int
     /// With TLS, the server listens only with TLS (`--port 0 --tls-port …`), on `port`.
     public let tls: TLSFiles?
-    private var process: Process?
+    private var process: ChildProcess?
     /// This server's own working directory, by which ``waitUntilReady()`` also tells it from
     /// another test's server that took the port first.
     private var directory: String
@@ -67,26 +68,21 @@ public final class RedisServerProcess: @unchecked Sendable {
     public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server") }
 
     public func start() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
         // Its own working directory: a replica writes the primary's snapshot there (dump.rdb).
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        process.arguments = [
+        var arguments = [
             String(Self.lifetimeSeconds), "/usr/bin/redis-server", "--dir", directory, "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--enable-debug-command", "local",
         ]
         if let tls {
-            process.arguments! += [
+            arguments += [
                 "--port", "0", "--tls-port", String(port), "--tls-cert-file", tls.certificate, "--tls-key-file", tls.privateKey,
                 "--tls-ca-cert-file", tls.ca, "--tls-auth-clients", "no",
             ]
         } else {
-            process.arguments! += ["--port", String(port)]
+            arguments += ["--port", String(port)]
         }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        self.process = process
+        process = try ChildProcess("/usr/bin/timeout", arguments)
         try waitUntilReady()
     }
 
@@ -94,16 +90,10 @@ public final class RedisServerProcess: @unchecked Sendable {
     public func stop() {
         guard let process else { return }
         self.process = nil
-        // `timeout` passes the signal on to redis-server with --kill-after semantics not needed:
-        // SIGKILL to both, child first.
-        let pid = process.processIdentifier
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/usr/bin/pkill")
-        child.arguments = ["-KILL", "-P", String(pid)]
-        try? child.run()
-        child.waitUntilExit()
-        kill(pid, SIGKILL)
-        process.waitUntilExit()
+        // `timeout` and the redis-server it runs share the process group `timeout` leads (it is
+        // started in a group of its own): SIGKILL to the group ends both at once.
+        kill(-process.pid, SIGKILL)
+        process.wait()
     }
 
     /// Freezes the server (SIGSTOP): the kernel still accepts connections on its port and takes
@@ -113,13 +103,10 @@ public final class RedisServerProcess: @unchecked Sendable {
     /// Lets a paused server run again (SIGCONT); it then answers what it was sent meanwhile.
     public func resume() { signalServer("CONT") }
 
+    /// Signals redis-server alone, not the `timeout` above it.
     private func signalServer(_ name: String) {
         guard let process else { return }
-        let signal = Process()
-        signal.executableURL = URL(fileURLWithPath: "/usr/bin/pkill")
-        signal.arguments = ["-\(name)", "-P", String(process.processIdentifier)]
-        try? signal.run()
-        signal.waitUntilExit()
+        _ = try? ChildProcess.run("/usr/bin/pkill", ["-\(name)", "-P", String(process.pid)])
     }
 
     /// Makes this server a replica of `primary` (`REPLICAOF`), as a failover leaves a former

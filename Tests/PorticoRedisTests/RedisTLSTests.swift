@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import PorticoRedisTesting
 import PorticoTLS
+import PorticoTestSupport
 import Testing
 
 @testable import PorticoRedis
@@ -17,12 +18,8 @@ struct RedisTLSTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-redis-certs-\(UUID().uuidString)").path
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("PorticoTests/Fixtures/make-test-certs.sh").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script, directory]
-        try! process.run()
-        process.waitUntilExit()
-        precondition(process.terminationStatus == 0, "make-test-certs.sh failed (is the openssl command installed?)")
+        let result = try! ChildProcess.run("/bin/bash", [script, directory])
+        precondition(result.termination == .exited(0), "make-test-certs.sh failed (is the openssl command installed?)")
         return directory
     }()
 

@@ -1,5 +1,6 @@
 import Foundation
 import Portico
+import PorticoTestSupport
 import Testing
 
 /// The `portico` executable, built beside the test bundle by `swift test`.
@@ -19,18 +20,14 @@ private func run(_ arguments: [String]) throws -> (status: Int32, output: String
 
 /// Runs a program to completion, collecting what it prints.
 private func runTool(_ path: String, _ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let outData = output.fileHandleForReading.readDataToEndOfFile()
-    let errData = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    let result = try ChildProcess.run(path, arguments)
+    guard case .exited(let status) = result.termination else { throw ChildEnded(termination: result.termination) }
+    return (status, String(decoding: result.output, as: UTF8.self), String(decoding: result.errors, as: UTF8.self))
+}
+
+/// A child that a signal ended, where an exit status was expected.
+struct ChildEnded: Error {
+    var termination: ChildProcess.Termination
 }
 
 @Suite("The portico command")
@@ -42,13 +39,9 @@ struct CommandLineTests {
     /// policy (which names those certificates): what `make run` does first on a fresh clone. Once,
     /// because tests run in parallel and two runs would write the same files.
     static let developmentCertificates: Int32 = {
-        let certificates = Process()
-        certificates.executableURL = URL(fileURLWithPath: "/bin/bash")
-        certificates.arguments = [repositoryRoot.appendingPathComponent("certs/make-dev-certs.sh").path]
-        certificates.standardOutput = Pipe()
-        guard (try? certificates.run()) != nil else { return -1 }
-        certificates.waitUntilExit()
-        return certificates.terminationStatus
+        let script = repositoryRoot.appendingPathComponent("certs/make-dev-certs.sh").path
+        guard let result = try? ChildProcess.run("/bin/bash", [script]), case .exited(let status) = result.termination else { return -1 }
+        return status
     }()
 
     @Test("portico check accepts the shipped policy, development certificates included")

@@ -1,6 +1,7 @@
 import Foundation
 import PorticoDemoBackends
 import PorticoPolicy
+import PorticoTestSupport
 import Testing
 import Yams
 
@@ -107,16 +108,9 @@ struct ComposeFileTests {
         let executable = try porticoExecutable()
         for name in ["gateway", "demo-backends"] + Self.fleetGateways {
             let command = try #require(try Self.service(name)["command"] as? [String])
-            let help = Process()
-            help.executableURL = executable
-            help.arguments = [command[0], "--help"]
-            let output = Pipe()
-            help.standardOutput = output
-            help.standardError = Pipe()
-            try help.run()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            help.waitUntilExit()
-            #expect(help.terminationStatus == 0, "\(command[0])")
+            let help = try ChildProcess.run(executable.path, [command[0], "--help"])
+            let text = String(decoding: help.output, as: UTF8.self)
+            #expect(help.termination == .exited(0), "\(command[0])")
             for option in command.dropFirst() where option.hasPrefix("--") {
                 #expect(text.contains(option), "\(name): \(command[0]) has no \(option)")
             }

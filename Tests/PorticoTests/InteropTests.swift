@@ -1,4 +1,5 @@
 import Foundation
+import PorticoTestSupport
 import Testing
 
 /// Signatures made by an independent RFC 9421 implementation (Python's http-message-signatures
@@ -27,18 +28,10 @@ struct InteropTests {
 
     /// The header fields the Python library adds to the request.
     static func sign(_ signing: Signing) throws -> [(String, String)] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python!)
-        process.arguments = [repositoryRoot.appendingPathComponent("scripts/interop/pyhms-sign.py").path]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        input.fileHandleForWriting.write(try JSONEncoder().encode(signing))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let script = repositoryRoot.appendingPathComponent("scripts/interop/pyhms-sign.py").path
+        let result = try ChildProcess.run(python!, [script], input: try JSONEncoder().encode(signing))
+        try #require(result.termination == .exited(0), "\(String(decoding: result.errors, as: UTF8.self))")
+        let data = result.output
         let fields = try #require(try JSONSerialization.jsonObject(with: data) as? [String: String])
         return fields.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Portico
 import PorticoClient
 import PorticoDemoBackends
+import PorticoTestSupport
 import Synchronization
 import Testing
 
@@ -173,18 +174,10 @@ struct LocatorSignatureTests {
 
     /// What the Python library says about one response.
     static func pythonVerify(_ verification: Verification) throws -> [String: Any] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: InteropTests.python!)
-        process.arguments = [InteropTests.repositoryRoot.appendingPathComponent("scripts/interop/pyhms-verify-response.py").path]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        input.fileHandleForWriting.write(try JSONEncoder().encode(verification))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let script = InteropTests.repositoryRoot.appendingPathComponent("scripts/interop/pyhms-verify-response.py").path
+        let result = try ChildProcess.run(InteropTests.python!, [script], input: try JSONEncoder().encode(verification))
+        try #require(result.termination == .exited(0), "\(String(decoding: result.errors, as: UTF8.self))")
+        let data = result.output
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 

@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PorticoDemoBackends
+import PorticoTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -11,18 +12,12 @@ import Glibc
 
 /// `portico serve` as a process: what it prints, and how it ends.
 final class ServeProcess: Sendable {
-    let process: Process
+    let process: ChildProcess
     private let errors = NIOLockedValueBox("")
 
     init(arguments: [String]) throws {
-        process = Process()
-        process.executableURL = try porticoExecutable()
-        process.arguments = ["serve"] + arguments
-        let pipe = Pipe()
-        process.standardError = pipe
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let reader = pipe.fileHandleForReading
+        process = try ChildProcess(try porticoExecutable().path, ["serve"] + arguments, standardError: .pipe)
+        let reader = process.standardError!
         Thread.detachNewThread { [errors] in
             while true {
                 let data = reader.availableData
@@ -44,7 +39,7 @@ final class ServeProcess: Sendable {
         return nil
     }
 
-    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    func signal(_ number: Int32) { process.signal(number) }
 }
 
 @Suite("portico serve's lifecycle")
@@ -104,9 +99,8 @@ struct ServeLifecycleTests {
         }
         // The request that never completes is cut when the drain timeout ends; then the process exits.
         #expect(try await offThePool { clients[3].waitForClose() })
-        try await offThePool { serve.process.waitUntilExit() }
-        #expect(serve.process.terminationReason == .exit)
-        #expect(serve.process.terminationStatus == 0, "\(serve.standardError)")
+        let ended = try await offThePool { serve.process.wait() }
+        #expect(ended == .exited(0), "\(serve.standardError)")
         #expect(serve.standardError.contains("shutting down: draining"))
         #expect(serve.standardError.contains("stopped"))
 
@@ -139,9 +133,8 @@ struct ServeLifecycleTests {
         while serve.port("serving", listener: "public") == nil, ContinuousClock.now < deadline { usleep(200) }
         #expect(serve.port("serving", listener: "public") != nil)
         serve.signal(SIGTERM)
-        try await offThePool { serve.process.waitUntilExit() }
-        #expect(serve.process.terminationReason == .exit, "ended by a signal's default action")
-        #expect(serve.process.terminationStatus == 0, "\(serve.standardError)")
+        let ended = try await offThePool { serve.process.wait() }
+        #expect(ended == .exited(0), "\(serve.standardError)")
         #expect(serve.standardError.contains("stopped"))
     }
 
@@ -188,8 +181,8 @@ struct ServeLifecycleTests {
         #expect(generation() == "1")
 
         serve.signal(SIGINT)
-        try await offThePool { serve.process.waitUntilExit() }
-        #expect(serve.process.terminationStatus == 0)
+        let ended = try await offThePool { serve.process.wait() }
+        #expect(ended == .exited(0))
         try await backend.shutdown()
     }
 }

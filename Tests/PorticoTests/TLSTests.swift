@@ -7,6 +7,7 @@ import NIOCore
 import NIOPosix
 import PorticoDemoBackends
 import PorticoPolicy
+import PorticoTestSupport
 import PorticoUpstream
 import Testing
 
@@ -52,21 +53,15 @@ struct TLSTests {
     func opensslClient() async throws {
         try await withGateway(tls: Self.localhost, policy: echoServicePolicy) { gateway, _ in
             for flag in ["-tls1_3", "-tls1_2"] {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-                process.arguments = [
-                    "openssl", "s_client", "-connect", "127.0.0.1:\(gateway.port)", flag, "-servername", "localhost",
-                    "-CAfile", TestCertificates.path("ca.pem"), "-alpn", "http/1.1", "-quiet", "-verify_return_error",
-                ]
-                let input = Pipe()
-                let output = Pipe()
-                process.standardInput = input
-                process.standardOutput = output
-                process.standardError = Pipe()
-                try process.run()
-                input.fileHandleForWriting.write(Data("GET /echo/s_client HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8))
-                let answer = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                process.waitUntilExit()
+                // -quiet: s_client keeps reading the connection after its input ends.
+                let result = try ChildProcess.run(
+                    "/usr/bin/env",
+                    [
+                        "openssl", "s_client", "-connect", "127.0.0.1:\(gateway.port)", flag, "-servername", "localhost",
+                        "-CAfile", TestCertificates.path("ca.pem"), "-alpn", "http/1.1", "-quiet", "-verify_return_error",
+                    ],
+                    input: Data("GET /echo/s_client HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8))
+                let answer = String(decoding: result.output, as: UTF8.self)
                 #expect(answer.hasPrefix("HTTP/1.1 200 OK"), "\(flag): \(answer.prefix(200))")
             }
         }

@@ -1,4 +1,5 @@
 import Foundation
+import PorticoTestSupport
 
 /// Certificates for the TLS tests, made once per test run by `Fixtures/make-test-certs.sh` (which
 /// lists what it makes) in a fresh temporary directory.
@@ -6,12 +7,8 @@ enum TestCertificates {
     static let directory: String = {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-test-certs-\(UUID().uuidString)").path
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/make-test-certs.sh").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script, directory]
-        try! process.run()
-        process.waitUntilExit()
-        precondition(process.terminationStatus == 0, "make-test-certs.sh failed (is the openssl command installed?)")
+        let result = try! ChildProcess.run("/bin/bash", [script, directory])
+        precondition(result.termination == .exited(0), "make-test-certs.sh failed (is the openssl command installed?)")
         return directory
     }()
 
