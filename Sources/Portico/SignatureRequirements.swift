@@ -14,9 +14,9 @@ struct SignatureRequirements: Sendable {
     let always: [ComponentIdentifier]
     /// The client-version field, as a component.
     let clientVersion: ComponentIdentifier
-    /// Its name, for looking it up in a request's head.
+    /// Its name, lowercased, for looking it up in a request's head.
     let clientVersionHeader: String
-    /// The client-platform field, as a component, and its name.
+    /// The client-platform field, as a component, and its name (lowercased).
     let clientPlatform: ComponentIdentifier
     let clientPlatformHeader: String
 
@@ -25,9 +25,9 @@ struct SignatureRequirements: Sendable {
     init(_ policy: SignaturePolicy, clientVersionHeader: String, clientPlatformHeader: String) {
         always = policy.requiredComponents.map { ComponentIdentifier($0) }
         clientVersion = .field(clientVersionHeader)
-        self.clientVersionHeader = clientVersionHeader
+        self.clientVersionHeader = clientVersionHeader.lowercased()
         clientPlatform = .field(clientPlatformHeader)
-        self.clientPlatformHeader = clientPlatformHeader
+        self.clientPlatformHeader = clientPlatformHeader.lowercased()
     }
 
     /// The first required component `covered` lacks, in the order the policy's list and then the

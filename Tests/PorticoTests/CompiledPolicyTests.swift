@@ -188,7 +188,7 @@ struct CompiledPolicyTests {
     func renamedClientVersionField() throws {
         let compiled = CompiledPolicy(try TestGateway.snapshot(policy: Self.policy + "\nclients: { versionHeader: X-App-Version }\n"))
         let requirements = compiled.signatureRequirements
-        #expect(requirements.clientVersionHeader == "X-App-Version")
+        #expect(requirements.clientVersionHeader == "x-app-version")  // lowercased: matched against field names ignoring case
         #expect(
             requirements.firstMissing(
                 from: [.method, .path, .field("x-client-version")], hasQuery: false, hasBody: false, hasClientVersion: true)

@@ -112,6 +112,10 @@ struct SignatureAuthTests {
             try check(
                 "GET", "/signed/a", try signer.headers("GET", "/signed/a", nonce: nil), status: 401, type: "signature-incomplete",
                 detail: "nonce")
+            // The client-version field, sent in any case, must be covered (it picks the API version).
+            var uncovered = try signer.headers("GET", "/signed/a")
+            uncovered.append(("x-CLIENT-Version", "2.0.0"))
+            try check("GET", "/signed/a", uncovered, status: 401, type: "signature-incomplete", detail: "x-client-version")
             // Expired, and created too far in the future (with the server's time to correct by).
             try check(
                 "GET", "/signed/a", try signer.headers("GET", "/signed/a", created: now - 60, expires: now - 5),
