@@ -71,7 +71,9 @@ public final class RedisServerProcess: @unchecked Sendable {
         // Its own working directory: a replica writes the primary's snapshot there (dump.rdb).
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var arguments = [
-            String(Self.lifetimeSeconds), "/usr/bin/redis-server", "--dir", directory, "--bind", "127.0.0.1", "--save", "",
+            // SIGKILL at the end, not timeout's default SIGTERM: a server left paused (SIGSTOP) by a
+            // test process that died would keep a SIGTERM pending, and run for ever.
+            "--signal=KILL", String(Self.lifetimeSeconds), "/usr/bin/redis-server", "--dir", directory, "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--enable-debug-command", "local",
         ]
         if let tls {

@@ -16,7 +16,13 @@ final class ServeProcess: Sendable {
     private let errors = NIOLockedValueBox("")
 
     init(arguments: [String]) throws {
-        process = try ChildProcess(try porticoExecutable().path, ["serve"] + arguments, standardError: .pipe)
+        // Under `timeout`, so that a gateway outlives a test process that crashed by two minutes at
+        // most; `timeout` passes SIGTERM, SIGINT and SIGHUP on to it and exits with its status.
+        // `--foreground`: to the gateway alone; without it `timeout` also signals its process
+        // group, which the gateway is in, and the gateway would get every signal twice.
+        process = try ChildProcess(
+            "/usr/bin/timeout", ["--foreground", "--signal=KILL", "120", try porticoExecutable().path, "serve"] + arguments,
+            standardError: .pipe)
         let reader = process.standardError!
         Thread.detachNewThread { [errors] in
             while true {
@@ -39,7 +45,10 @@ final class ServeProcess: Sendable {
         return nil
     }
 
-    func signal(_ number: Int32) { process.signal(number) }
+    /// Sends `number` to `timeout`, which passes it on; SIGKILL goes to both (their process group).
+    func signal(_ number: Int32) {
+        if number == SIGKILL { kill(-process.pid, SIGKILL) } else { process.signal(number) }
+    }
 }
 
 @Suite("portico serve's lifecycle")
