@@ -31,7 +31,7 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
         ComponentIdentifier(name.lowercased())
     }
 
-    public var isDerived: Bool { name.hasPrefix("@") }
+    public var isDerived: Bool { name.utf8.first == UInt8(ascii: "@") }
 
     public func parameter(_ key: String) -> RFC9651BareItem? {
         parameters.first { $0.key == key }?.value
@@ -64,8 +64,7 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
         guard case .string(let name) = item.bareItem else {
             throw .invalidComponent("component identifiers must be quoted strings")
         }
-        var bytes = name
-        let hasUppercase = bytes.withUTF8 { $0.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } }
+        let hasUppercase = name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
         guard !name.isEmpty, !hasUppercase else {
             throw .invalidComponent("\"\(name)\" must be lowercase")
         }

@@ -57,35 +57,36 @@ public enum SignatureBase {
     private static func appendDerivedValue(
         _ component: ComponentIdentifier, request: some SignableRequest, to out: inout [UInt8]
     ) throws(SigningError) {
-        if component.name != "@query-param", !component.parameters.isEmpty {
+        guard let derived = DerivedComponent(component.name) else { throw .unsupportedComponent(component.name) }
+        if derived != .queryParameter, !component.parameters.isEmpty {
             let names = component.parameters.map(\.key).joined(separator: ", ")
             throw .unsupportedComponent("\(component) (parameters \(names) do not apply to \(component.name))")
         }
         let target = request.requestTarget
-        switch component.name {
-        case "@method":
+        switch derived {
+        case .method:
             out.appendUTF8(request.method)
-        case "@target-uri":
+        case .targetURI:
             appendLowercased(request.scheme, to: &out)
             out.append(contentsOf: "://".utf8)
             appendNormalizedAuthority(request, to: &out)
             out.appendUTF8(target)
-        case "@authority":
+        case .authority:
             appendNormalizedAuthority(request, to: &out)
-        case "@scheme":
+        case .scheme:
             appendLowercased(request.scheme, to: &out)
-        case "@request-target":
+        case .requestTarget:
             out.appendUTF8(target)
-        case "@path":
+        case .path:
             let pathEnd = queryOffset(target) ?? target.utf8.count
             if pathEnd == 0 { out.append(UInt8(ascii: "/")) } else { out.appendUTF8(target, offsets: 0..<pathEnd) }
-        case "@query":
+        case .query:
             if let start = queryOffset(target) {
                 out.appendUTF8(target, offsets: start..<target.utf8.count)
             } else {
                 out.append(UInt8(ascii: "?"))
             }
-        case "@query-param":
+        case .queryParameter:
             guard component.parameters.count == 1, case .string(let name)? = component.parameter("name") else {
                 throw .invalidComponent("@query-param takes exactly one parameter, name=\"…\"")
             }
@@ -94,12 +95,33 @@ public enum SignatureBase {
             guard let first = matches.first else { throw .componentNotInMessage(component.serialized) }
             guard matches.count == 1 else { throw .ambiguousQueryParameter(name) }
             out.appendUTF8(first.value)
-        case "@signature-params":
+        case .signatureParameters:
             throw .invalidComponent("@signature-params cannot be a covered component")
-        case "@status":
+        case .status:
             throw .unsupportedComponent("@status (a response component)")
-        default:
-            throw .unsupportedComponent(component.name)
+        }
+    }
+
+    /// The derived component names RFC 9421 §2.2 defines, told apart by length first: a `switch`
+    /// over the names as strings compared a name with each in turn, for every covered component.
+    private enum DerivedComponent {
+        case method, targetURI, authority, scheme, requestTarget, path, query, queryParameter, signatureParameters, status
+
+        init?(_ name: String) {
+            let found: DerivedComponent? =
+                switch name.utf8.count {
+                case 5: name == "@path" ? .path : nil
+                case 6: name == "@query" ? .query : nil
+                case 7: name == "@method" ? .method : name == "@scheme" ? .scheme : name == "@status" ? .status : nil
+                case 10: name == "@authority" ? .authority : nil
+                case 11: name == "@target-uri" ? .targetURI : nil
+                case 12: name == "@query-param" ? .queryParameter : nil
+                case 15: name == "@request-target" ? .requestTarget : nil
+                case 17: name == "@signature-params" ? .signatureParameters : nil
+                default: nil
+                }
+            guard let found else { return nil }
+            self = found
         }
     }
 
@@ -120,14 +142,20 @@ public enum SignatureBase {
     private static func appendNormalizedAuthority(_ request: some SignableRequest, to out: inout [UInt8]) {
         let start = out.count
         appendLowercased(request.authority, to: &out)
+        // A default port ends with its scheme's digits; only then is the scheme looked at.
+        let written = out.count - start
+        guard written >= 3, out[out.count - 1] == UInt8(ascii: "0") || out[out.count - 1] == UInt8(ascii: "3") else { return }
         let defaultPort = isHTTPS(request.scheme) ? ":443".utf8 : ":80".utf8
-        if out.count - start >= defaultPort.count, out[(out.count - defaultPort.count)...].elementsEqual(defaultPort) {
+        if written >= defaultPort.count, out[(out.count - defaultPort.count)...].elementsEqual(defaultPort) {
             out.removeLast(defaultPort.count)
         }
     }
 
     private static func isHTTPS(_ scheme: String) -> Bool {
-        scheme.utf8.count == 5 && scheme.utf8.elementsEqual("https".utf8) { lowercased($0) == $1 }
+        // As written almost always; any other spelling is compared byte by byte.
+        if scheme == "https" { return true }
+        guard scheme.utf8.count == 5 else { return false }
+        return zip(scheme.utf8, "https".utf8).allSatisfy { lowercased($0) == $1 }
     }
 
     private static func appendLowercased(_ text: String, to out: inout [UInt8]) {
