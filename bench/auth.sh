@@ -4,6 +4,7 @@
 #
 #   bench/auth.sh [seconds] [connections] [rounds]    (defaults 5 s, 32, 3)
 #   PERF=1 bench/auth.sh ...                            also `perf record -g` the signed route
+#   PERF=1 PERF_ROUTE=open bench/auth.sh ...            … or another route, to compare profiles
 #
 # The routes, all in front of the same fast backend (nginx from memory, as bench/run.sh):
 #   /open/1/…    auth: none
@@ -157,8 +158,9 @@ print("(CPU of the gateway process only, median of the rounds; extra = over the 
 PY
 
 if [ "${PERF:-0}" = 1 ]; then
-  echo "== perf record -g on the signed route, ${DURATION}s" >&2
-  wrk -t1 -c"$CONNECTIONS" -d"$((DURATION + 2))s" "${ALL[@]}" "$BASE/signed/1$TARGET" >/dev/null &
+  PERF_ROUTE=${PERF_ROUTE:-signed}
+  echo "== perf record -g on the $PERF_ROUTE route, ${DURATION}s" >&2
+  wrk -t1 -c"$CONNECTIONS" -d"$((DURATION + 2))s" "${ALL[@]}" "$BASE/$PERF_ROUTE/1$TARGET" >/dev/null &
   WRK=$!
   sleep 1
   perf record -g -o "$WORK/perf.data" -p "$PORTICO_PID" -- sleep "$DURATION" 2>/dev/null >/dev/null

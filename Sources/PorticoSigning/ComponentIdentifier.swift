@@ -64,7 +64,9 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
         guard case .string(let name) = item.bareItem else {
             throw .invalidComponent("component identifiers must be quoted strings")
         }
-        let hasUppercase = name.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
+        let isUppercase = { (byte: UInt8) in byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
+        let hasUppercase =
+            name.utf8.withContiguousStorageIfAvailable { $0.contains(where: isUppercase) } ?? name.utf8.contains(where: isUppercase)
         guard !name.isEmpty, !hasUppercase else {
             throw .invalidComponent("\"\(name)\" must be lowercase")
         }

@@ -33,9 +33,15 @@ public enum MessageSignature {
     /// for whichever it lacks (an unknown key id, a key with one secret). Every verification then
     /// costs the same two MACs, so a client cannot time which key ids exist or which are being
     /// rotated. Deciding which matches count (a previous secret past its window) is the caller's.
-    public static func verify(
-        _ signature: SignatureFields.Signature, request: some SignableRequest, candidates first: some MessageAuthenticator,
-        _ second: some MessageAuthenticator
+    ///
+    /// The candidates are existentials, not generic parameters: a verifier holds its keys as
+    /// `any MessageAuthenticator` (tests count MACs through their own), and opening those for a
+    /// generic function made the caller run its unspecialised body, building the base through
+    /// witness tables. Generic over the request alone, it is specialised for the caller's request
+    /// type; the two MACs are the only dynamic calls.
+    public static func verify<Request: SignableRequest>(
+        _ signature: SignatureFields.Signature, request: Request, candidates first: any MessageAuthenticator,
+        _ second: any MessageAuthenticator
     ) throws(SigningError) -> (first: Bool, second: Bool) {
         try checkAlgorithm(signature.input)
         var base: [UInt8] = []

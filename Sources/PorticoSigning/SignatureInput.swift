@@ -7,7 +7,16 @@ import RawStructuredFieldValues
 /// `@signature-params` line the signature was computed over.
 public struct SignatureInput: Sendable, Equatable {
     public var components: [ComponentIdentifier] { didSet { canonicalText = nil } }
-    public var parameters: [(key: String, value: RFC9651BareItem)] { didSet { canonicalText = nil } }
+    public var parameters: [(key: String, value: RFC9651BareItem)] {
+        didSet {
+            canonicalText = nil
+            known = KnownParameters(parameters)
+        }
+    }
+
+    /// Where the parameters RFC 9421 §2.3 defines sit in ``parameters``: a verifier reads them
+    /// several times per request, and each read was a search comparing keys as strings.
+    private var known: KnownParameters
 
     /// The member's text as received, when it is already its canonical serialisation (see
     /// ``StructuredDictionary/members``): ``write(to:)`` copies it instead of serialising.
@@ -17,6 +26,7 @@ public struct SignatureInput: Sendable, Equatable {
     public init(components: [ComponentIdentifier], parameters: [(key: String, value: RFC9651BareItem)]) {
         self.components = components
         self.parameters = parameters
+        known = KnownParameters(parameters)
     }
 
     /// The usual parameters in the order RFC 9421's examples use: `created`, `expires`, `nonce`,
@@ -35,21 +45,48 @@ public struct SignatureInput: Sendable, Equatable {
         self.init(components: components, parameters: parameters)
     }
 
-    public var created: Int64? { integer("created") }
-    public var expires: Int64? { integer("expires") }
-    public var nonce: String? { string("nonce") }
-    public var keyID: String? { string("keyid") }
-    public var algorithm: String? { string("alg") }
-    public var tag: String? { string("tag") }
+    public var created: Int64? { integer(at: known.created) }
+    public var expires: Int64? { integer(at: known.expires) }
+    public var nonce: String? { string(at: known.nonce) }
+    public var keyID: String? { string(at: known.keyID) }
+    public var algorithm: String? { string(at: known.algorithm) }
+    public var tag: String? { string(at: known.tag) }
 
-    private func integer(_ key: String) -> Int64? {
-        if case .integer(let value)? = parameters.first(where: { $0.key == key })?.value { return value }
-        return nil
+    private func integer(at index: Int16) -> Int64? {
+        guard index >= 0, case .integer(let value) = parameters[Int(index)].value else { return nil }
+        return value
     }
 
-    private func string(_ key: String) -> String? {
-        if case .string(let value)? = parameters.first(where: { $0.key == key })?.value { return value }
-        return nil
+    private func string(at index: Int16) -> String? {
+        guard index >= 0, case .string(let value) = parameters[Int(index)].value else { return nil }
+        return value
+    }
+
+    /// The first position of each defined parameter in a list (-1: absent), found in one pass.
+    private struct KnownParameters: Sendable {
+        var created: Int16 = -1
+        var expires: Int16 = -1
+        var nonce: Int16 = -1
+        var keyID: Int16 = -1
+        var algorithm: Int16 = -1
+        var tag: Int16 = -1
+
+        init(_ parameters: [(key: String, value: RFC9651BareItem)]) {
+            // Positions past Int16's range are left unread (a list that long is refused anyway by
+            // the head's size limit long before).
+            for (offset, parameter) in parameters.prefix(Int(Int16.max)).enumerated() {
+                let index = Int16(offset)
+                switch parameter.key {
+                case "created": if created < 0 { created = index }
+                case "expires": if expires < 0 { expires = index }
+                case "nonce": if nonce < 0 { nonce = index }
+                case "keyid": if keyID < 0 { keyID = index }
+                case "alg": if algorithm < 0 { algorithm = index }
+                case "tag": if tag < 0 { tag = index }
+                default: continue
+                }
+            }
+        }
     }
 
     /// Checks the types of the parameters RFC 9421 §2.3 defines; unknown parameters are kept (they
@@ -82,6 +119,7 @@ public struct SignatureInput: Sendable, Equatable {
         self.components = components
         self.parameters = parameters
         self.canonicalText = canonicalText
+        known = KnownParameters(parameters)
         try validateParameterTypes()
     }
 
