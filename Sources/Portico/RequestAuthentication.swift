@@ -151,9 +151,9 @@ struct RequestAuthenticator {
 
     private func signature(_ head: HTTPRequestHead, service: ServicePolicy, hasBody: Bool, now: Int64) -> Result<Authentication, Problem> {
         let settings = compiled.snapshot.policy.signatures
-        let requirements = compiled.signatureRequirements
         let fields = SignatureHeadFields(
-            head.headers, clientVersionHeader: requirements.clientVersionHeader, clientPlatformHeader: requirements.clientPlatformHeader)
+            head.headers, clientVersionHeader: compiled.signatureRequirements.clientVersionHeader,
+            clientPlatformHeader: compiled.signatureRequirements.clientPlatformHeader)
         guard let signatureInputValue = fields.signatureInput, let signatureValue = fields.signature else {
             if fields.signatureInput == nil && fields.signature == nil { return .failure(.signatureRequired()) }
             return .failure(.malformedSignature("Send both Signature-Input and Signature; only one of them is present."))
@@ -175,7 +175,7 @@ struct RequestAuthenticator {
         if let nonce = input.nonce, nonce.utf8.count > Self.maxNonceLength {
             return .failure(.malformedSignature("The nonce is longer than \(Self.maxNonceLength) characters."))
         }
-        if let missing = requirements.firstMissing(
+        if let missing = compiled.signatureRequirements.firstMissing(
             from: input.components, hasQuery: head.uri.utf8.contains(UInt8(ascii: "?")), hasBody: hasBody,
             hasClientVersion: fields.hasClientVersion, hasClientPlatform: fields.hasClientPlatform)
         {

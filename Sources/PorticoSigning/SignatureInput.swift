@@ -62,7 +62,8 @@ public struct SignatureInput: Sendable, Equatable {
         return value
     }
 
-    /// The first position of each defined parameter in a list (-1: absent), found in one pass.
+    /// The first position of each defined parameter in a list (-1: absent), and the first one of
+    /// them with a value of the wrong type, found in one pass.
     private struct KnownParameters: Sendable {
         var created: Int16 = -1
         var expires: Int16 = -1
@@ -70,37 +71,47 @@ public struct SignatureInput: Sendable, Equatable {
         var keyID: Int16 = -1
         var algorithm: Int16 = -1
         var tag: Int16 = -1
+        var mistyped: Int16 = -1
 
         init(_ parameters: [(key: String, value: RFC9651BareItem)]) {
             // Positions past Int16's range are left unread (a list that long is refused anyway by
             // the head's size limit long before).
             for (offset, parameter) in parameters.prefix(Int(Int16.max)).enumerated() {
                 let index = Int16(offset)
+                var isInteger = false
+                var isString = false
+                switch parameter.value {
+                case .integer: isInteger = true
+                case .string: isString = true
+                default: break
+                }
                 switch parameter.key {
-                case "created": if created < 0 { created = index }
-                case "expires": if expires < 0 { expires = index }
-                case "nonce": if nonce < 0 { nonce = index }
-                case "keyid": if keyID < 0 { keyID = index }
-                case "alg": if algorithm < 0 { algorithm = index }
-                case "tag": if tag < 0 { tag = index }
+                case "created": Self.record(index, in: &created, mistyped: &mistyped, valid: isInteger)
+                case "expires": Self.record(index, in: &expires, mistyped: &mistyped, valid: isInteger)
+                case "nonce": Self.record(index, in: &nonce, mistyped: &mistyped, valid: isString)
+                case "keyid": Self.record(index, in: &keyID, mistyped: &mistyped, valid: isString)
+                case "alg": Self.record(index, in: &algorithm, mistyped: &mistyped, valid: isString)
+                case "tag": Self.record(index, in: &tag, mistyped: &mistyped, valid: isString)
                 default: continue
                 }
             }
+        }
+
+        private static func record(_ index: Int16, in position: inout Int16, mistyped: inout Int16, valid: Bool) {
+            if position < 0 { position = index }
+            if !valid, mistyped < 0 { mistyped = index }
         }
     }
 
     /// Checks the types of the parameters RFC 9421 §2.3 defines; unknown parameters are kept (they
     /// are signed like the rest) but not interpreted.
     func validateParameterTypes() throws(SigningError) {
-        for (key, value) in parameters {
-            switch (key, value) {
-            case ("created", .integer), ("expires", .integer): continue
-            case ("nonce", .string), ("keyid", .string), ("alg", .string), ("tag", .string): continue
-            case ("created", _), ("expires", _): throw .invalidParameter("\(key) must be an integer (seconds since the epoch)")
-            case ("nonce", _), ("keyid", _), ("alg", _), ("tag", _): throw .invalidParameter("\(key) must be a quoted string")
-            default: continue
-            }
+        guard known.mistyped >= 0 else { return }
+        let key = parameters[Int(known.mistyped)].key
+        if key == "created" || key == "expires" {
+            throw .invalidParameter("\(key) must be an integer (seconds since the epoch)")
         }
+        throw .invalidParameter("\(key) must be a quoted string")
     }
 
     /// A parsed `Signature-Input` member: its inner list's items and parameters.

@@ -89,4 +89,42 @@ import Testing
             try SignatureFields.select(label: nil, signatureInput: #"a=("@method");created=1"#, signature: "b=:AAAA:")
         }
     }
+
+    @Test func definedParametersAreReadFromTheirFirstPlaceAndTypeChecked() throws {
+        func select(_ input: String) throws(SigningError) -> SignatureInput {
+            try SignatureFields.select(label: nil, signatureInput: input, signature: "a=:AAAA:").input
+        }
+        let input = try select(#"a=("@method");keyid="k";x=1;created=5;nonce="n";alg="hmac-sha256";tag="t";expires=9"#)
+        #expect(input.keyID == "k")
+        #expect(input.created == 5)
+        #expect(input.expires == 9)
+        #expect(input.nonce == "n")
+        #expect(input.algorithm == "hmac-sha256")
+        #expect(input.tag == "t")
+        #expect(try select(#"a=("@method");x=1"#).keyID == nil)
+
+        #expect(throws: SigningError.invalidParameter("created must be an integer (seconds since the epoch)")) {
+            try select(#"a=("@method");keyid="k";created="5""#)
+        }
+        #expect(throws: SigningError.invalidParameter("keyid must be a quoted string")) { try select(#"a=("@method");created=5;keyid=7"#) }
+        #expect(throws: SigningError.invalidParameter("nonce must be a quoted string")) { try select(#"a=("@method");nonce=?1"#) }
+
+        // Built in code: the accessors follow changes to the parameters, and the first of a
+        // repeated key is the one read, while a later mistyped one is still refused by the signer.
+        var built = SignatureInput(components: [.method], created: 1, keyID: "first")
+        built.parameters.append(("keyid", .integer(2)))
+        #expect(built.keyID == "first")
+        built.parameters.removeFirst()
+        #expect(built.created == nil)
+        #expect(built.keyID == "first")
+        let key = UnusedKey()
+        #expect(throws: SigningError.invalidParameter("keyid must be a quoted string")) {
+            try MessageSignature.sign(Self.request("/"), input: built, authenticator: key)
+        }
+    }
+}
+
+/// An authenticator for tests that never get as far as a MAC.
+struct UnusedKey: MessageAuthenticator {
+    func authenticationCode(for message: UnsafeRawBufferPointer) -> [UInt8] { [UInt8](repeating: 0, count: 32) }
 }
