@@ -77,8 +77,8 @@ public struct CodeHandlerContext: Sendable {
     /// Largest body a fetch collects.
     let maxBodyBytes: Int
     /// Which backend each failed fetch was for, so the gateway can name it when the handler
-    /// passes the upstream error on.
-    let unreachable = UnreachableBackends()
+    /// passes the failure on.
+    let failedFetches = FailedFetches()
 
     /// `GET target` (path and query, already encoded) from one of ``backends``, its body collected
     /// whole. Fails with ``CodeHandlerError`` when the backend is not allowed or `target` is not an
@@ -90,9 +90,10 @@ public struct CodeHandlerContext: Sendable {
     /// The target is appended to the backend's URL, so anything else could name another host
     /// (`@host/x`, `//host/x`, `http://host/x`) or climb out of the URL's base path (`/../x`):
     /// such a target is the handler's programming error, refused before any request is made, and
-    /// the client gets a 500 problem. A handler that passes on the upstream error or the refusal
-    /// has the client answered as a proxied request or a facade would be: 502 or 504 naming the
-    /// backend, or the limit's 429 or 503 with its `Retry-After`.
+    /// the client gets a 500 problem. A handler that passes on the upstream error, the refusal or
+    /// ``BodyTooLarge`` has the client answered as a proxied request or a facade would be: 502 or
+    /// 504 naming the backend (a body over the limit is no valid answer: 502), or the limit's 429
+    /// or 503 with its `Retry-After`.
     public func fetch(backend: String, target: String) -> EventLoopFuture<FetchedResponse> {
         guard backends.contains(backend), let compiled = compiled[backend] else {
             return eventLoop.makeFailedFuture(CodeHandlerError(message: "backend \(backend) is not among this version's backends"))
@@ -102,10 +103,11 @@ public struct CodeHandlerContext: Sendable {
                 CodeHandlerError(
                     message: "target \"\(target)\" is not a path and query starting with a single '/', without '.' or '..' segments"))
         }
-        let unreachable = unreachable
+        let failedFetches = failedFetches
         return fetcher.get(backend: compiled, target: target, accept: "*/*", limit: maxBodyBytes, on: eventLoop)
             .flatMapErrorThrowing { error in
-                if let upstreamError = error as? UpstreamError { unreachable.record(upstreamError, backend: backend) }
+                if let upstreamError = error as? UpstreamError { failedFetches.record(upstreamError, backend: backend) }
+                if error is BodyTooLarge { failedFetches.recordOversized(backend: backend) }
                 throw error
             }
     }
@@ -170,14 +172,23 @@ public struct CodeHandlerError: Error, Sendable {
     public let message: String
 }
 
-/// The backends a request's code handler could not reach, with the errors they failed with: an
-/// ``UpstreamError`` does not name its backend, and the problem answering it should.
-final class UnreachableBackends: Sendable {
+/// The backends a request's code handler's fetches failed on, with how: an ``UpstreamError`` or a
+/// ``BodyTooLarge`` does not name its backend, and the problem answering it should.
+final class FailedFetches: Sendable {
     private let failures = NIOLockedValueBox<[(backend: String, error: UpstreamError)]>([])
+    private let oversized = NIOLockedValueBox<String?>(nil)
 
     func record(_ error: UpstreamError, backend: String) {
         failures.withLockedValue { $0.append((backend, error)) }
     }
+
+    func recordOversized(backend: String) {
+        oversized.withLockedValue { $0 = backend }
+    }
+
+    /// The last backend whose body was over the limit; `nil` when none was (the handler threw
+    /// ``BodyTooLarge`` itself).
+    var oversizedBackend: String? { oversized.withLockedValue { $0 } }
 
     /// The backend that failed with `error` (the last such fetch), else the last that failed at
     /// all; `nil` when no fetch failed so (the handler made the error up itself).

@@ -378,9 +378,9 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
 
     /// How a code handler's failure is answered. A backend's limit refusing a fetch is answered
     /// as is (429 or 503, with its `Retry-After`), as a facade answers it; a backend that could
-    /// not be reached or timed out as a proxied request's would be (502 or 504 naming it), logged
-    /// as a facade's failed source is. Anything else (the handler's own error, a refused target or
-    /// backend, an oversized body) is the gateway's 500, logged as an error.
+    /// not be reached, timed out or sent a body over the limit as a proxied request's would be
+    /// (502 or 504 naming it), logged as a facade's failed source is. Anything else (the handler's
+    /// own error, a refused target or backend) is the gateway's 500, logged as an error.
     private func codeHandlerProblem(
         for error: any Error, policy: CodeHandlerPolicy, exchange: Exchange, context: CodeHandlerContext
     ) -> Problem {
@@ -391,7 +391,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             return .stageFailed()  // the client went away; nobody reads this
         case let upstreamError as UpstreamError:
             // An upstream error no fetch failed with is the handler's own, answered below.
-            guard let backend = context.unreachable.backend(for: upstreamError) else { fallthrough }
+            guard let backend = context.failedFetches.backend(for: upstreamError) else { fallthrough }
             exchange.record.backend = backend
             exchange.record.failure = upstreamError.description
             services.logger.notice(
@@ -401,6 +401,19 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
                     "request_id": .string(exchange.requestID),
                 ])
             return ProxyHandler.problem(for: upstreamError, backend: backend)
+        case is BodyTooLarge:
+            // A body over the limit is the backend's invalid answer, as a facade's source takes it.
+            guard let backend = context.failedFetches.oversizedBackend else { fallthrough }
+            exchange.record.backend = backend
+            exchange.record.failure = "body over maxBodyBytes (\(context.maxBodyBytes) bytes)"
+            services.logger.notice(
+                "code handler fetch failed",
+                metadata: [
+                    "handler": .string(policy.name), "backend": .string(backend),
+                    "error": .string("the body is over maxBodyBytes (\(context.maxBodyBytes) bytes)"),
+                    "request_id": .string(exchange.requestID),
+                ])
+            return .badGateway(backend: backend)
         default:
             services.logger.error(
                 "code handler failed",

@@ -32,13 +32,14 @@ struct CodeHandlerFetchTests {
     }
 
     static func start(
-        handlers: [String: any CodeHandler], quotes: Int, spare: Int, spareTimeout: String = "120s", logger: Logger? = nil
+        handlers: [String: any CodeHandler], quotes: Int, spare: Int, spareTimeout: String = "120s", limits: String = "",
+        logger: Logger? = nil
     ) async throws -> (Gateway, Int) {
         let versions = handlers.keys.sorted().enumerated().map {
             "      \($0.offset + 1): { code: { name: \($0.element), backends: [quotes, spare] } }"
         }
         let snapshot = try TestGateway.snapshot(
-            policy: """
+            policy: limits + """
                 backends:
                   quotes: { url: "http://127.0.0.1:\(quotes)", connectTimeout: 5s, timeout: 120s }
                   spare: { url: "http://127.0.0.1:\(spare)", timeout: \(spareTimeout), rateLimit: { rate: 1/h, burst: 1 } }
@@ -149,6 +150,41 @@ struct CodeHandlerFetchTests {
         let failed = recorder.records.filter { $0.message == "code handler fetch failed" }
         #expect(failed.map { $0.metadata["backend"]?.description } == ["quotes", "spare"])
         #expect(failed.allSatisfy { $0.level == .notice })
+    }
+
+    @Test("a backend body over limits.maxBodyBytes, with a length or chunked, is 502 naming that backend, not the handler's 500")
+    func fetchOversized() async throws {
+        let body = String(repeating: "x", count: 1500)
+        let chunked =
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n\(body.prefix(1024))\r\n400\r\n\(body.prefix(1024))\r\n0\r\n\r\n"
+        let backend = try await ScriptedBackend.start { request in
+            if request.target.hasSuffix("/small") { return [.text("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nsmall")] }
+            if request.target.hasSuffix("/chunked") { return [.text(chunked)] }
+            return [.text("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")]
+        }
+        let recorder = RecordingLogHandler()
+        let handlers: [String: any CodeHandler] = [
+            "length": Fetching(target: "/big"), "chunked": Fetching(target: "/chunked"), "small": Fetching(target: "/small"),
+        ]
+        let (gateway, port) = try await Self.start(
+            handlers: handlers, quotes: backend.port, spare: backend.port, limits: "limits: { maxBodyBytes: 1KiB }\n",
+            logger: Logger(label: "portico.test") { _ in recorder })
+        let client = try RawHTTPClient(port: port, receiveTimeout: 30)
+        // Versions in the handlers' name order: chunked 1, length 2, small 3.
+        for version in [1, 2] {
+            let response = try client.request("GET", "/probe?apiVersion=\(version)")
+            #expect(response.status == 502, "\(response.bodyText)")
+            #expect(response.json?["type"] as? String == "urn:portico:problem:backend-unavailable")
+            #expect(response.json?["backend"] as? String == "quotes")
+        }
+        #expect(try client.request("GET", "/probe?apiVersion=3").bodyText == "small")  // under the limit: served
+        await gateway.shutdown()
+        try await backend.shutdown()
+        #expect(recorder.records.filter { $0.level >= .error }.map(\.message) == [])
+        let failed = recorder.records.filter { $0.message == "code handler fetch failed" }
+        #expect(failed.count == 2)
+        #expect(failed.allSatisfy { $0.metadata["backend"]?.description == "quotes" && $0.level == .notice })
+        #expect(failed.allSatisfy { $0.metadata["error"]?.description.contains("maxBodyBytes") == true })
     }
 
     @Test("a client that leaves cancels its code handler's fetch, and any it asks for afterwards")
