@@ -391,37 +391,40 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             return .stageFailed()  // the client went away; nobody reads this
         case let upstreamError as UpstreamError:
             // An upstream error no fetch failed with is the handler's own, answered below.
-            guard let backend = context.failedFetches.backend(for: upstreamError) else { fallthrough }
-            exchange.record.backend = backend
-            exchange.record.failure = upstreamError.description
-            services.logger.notice(
-                "code handler fetch failed",
-                metadata: [
-                    "handler": .string(policy.name), "backend": .string(backend), "error": .string(upstreamError.description),
-                    "request_id": .string(exchange.requestID),
-                ])
-            return ProxyHandler.problem(for: upstreamError, backend: backend)
+            if let backend = context.failedFetches.backend(for: upstreamError) {
+                recordFetchFailure(backend: backend, failure: upstreamError.description, policy: policy, exchange: exchange)
+                return ProxyHandler.problem(for: upstreamError, backend: backend)
+            }
         case is BodyTooLarge:
-            // A body over the limit is the backend's invalid answer, as a facade's source takes it.
-            guard let backend = context.failedFetches.oversizedBackend else { fallthrough }
-            exchange.record.backend = backend
-            exchange.record.failure = "body over maxBodyBytes (\(context.maxBodyBytes) bytes)"
-            services.logger.notice(
-                "code handler fetch failed",
-                metadata: [
-                    "handler": .string(policy.name), "backend": .string(backend),
-                    "error": .string("the body is over maxBodyBytes (\(context.maxBodyBytes) bytes)"),
-                    "request_id": .string(exchange.requestID),
-                ])
-            return .badGateway(backend: backend)
+            // A body over the limit is the backend's invalid answer, as a facade's source takes it;
+            // one no fetch met is the handler's own, answered below.
+            if let backend = context.failedFetches.oversizedBackend {
+                let failure = "the body is over maxBodyBytes (\(context.maxBodyBytes) bytes)"
+                recordFetchFailure(backend: backend, failure: failure, policy: policy, exchange: exchange)
+                return .badGateway(backend: backend)
+            }
         default:
-            services.logger.error(
-                "code handler failed",
-                metadata: [
-                    "handler": .string(policy.name), "error": .string(Self.describe(error)), "request_id": .string(exchange.requestID),
-                ])
-            return .stageFailed()
+            break
         }
+        services.logger.error(
+            "code handler failed",
+            metadata: [
+                "handler": .string(policy.name), "error": .string(Self.describe(error)), "request_id": .string(exchange.requestID),
+            ])
+        return .stageFailed()
+    }
+
+    /// Records and logs a code handler's fetch that failed at `backend` (at `notice`: the backend's
+    /// failure, not the gateway's).
+    private func recordFetchFailure(backend: String, failure: String, policy: CodeHandlerPolicy, exchange: Exchange) {
+        exchange.record.backend = backend
+        exchange.record.failure = failure
+        services.logger.notice(
+            "code handler fetch failed",
+            metadata: [
+                "handler": .string(policy.name), "backend": .string(backend), "error": .string(failure),
+                "request_id": .string(exchange.requestID),
+            ])
     }
 
     private static func describe(_ error: any Error) -> String {

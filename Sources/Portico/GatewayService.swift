@@ -6,8 +6,9 @@ import UnixSignals
 /// asks for a graceful shutdown (`portico serve` maps SIGTERM and SIGINT to one), reloading the
 /// policy on every signal of `hangUps` (SIGHUP) meanwhile, then drains.
 ///
-/// The caller registers `hangUps` before the gateway starts: a signal sequence registered only
-/// once the service runs leaves a window after the listeners are up in which a SIGHUP is lost.
+/// The caller should register `hangUps` before the gateway starts (as `portico serve` does): a
+/// signal sequence registered only once the service runs, what happens when none is given, leaves
+/// a window after the listeners are up in which a SIGHUP takes its default action.
 ///
 /// The shutdown, in order:
 /// 1. the public listeners close: new connections are refused;
@@ -25,7 +26,8 @@ public struct GatewayService: Service {
     public let reloader: PolicyReloader?
     public let accessLogWriter: AccessLogWriter?
     public let drainTimeout: Duration
-    /// The signals that reload the policy, registered before the gateway started.
+    /// The signals that reload the policy, registered before the gateway started; nil: SIGHUP,
+    /// registered when the service runs.
     private let hangUps: UnixSignalsSequence?
     /// How often the policy directory is looked at for changes; nil (the default) never.
     public let watchInterval: Duration?
@@ -46,13 +48,13 @@ public struct GatewayService: Service {
     }
 
     public func run() async throws {
+        let hangUps: UnixSignalsSequence
+        if let given = self.hangUps { hangUps = given } else { hangUps = await UnixSignalsSequence(trapping: .sighup) }
         await withTaskGroup(of: Void.self) { group in
             if let reloader {
-                if let hangUps {
-                    group.addTask {
-                        // The same path as POST /admin/reload; the reloader logs what it did.
-                        for await _ in hangUps { _ = await reloader.reload() }
-                    }
+                group.addTask {
+                    // The same path as POST /admin/reload; the reloader logs what it did.
+                    for await _ in hangUps { _ = await reloader.reload() }
                 }
                 if let watchInterval {
                     group.addTask {

@@ -94,7 +94,7 @@ public final class RedisServerProcess: @unchecked Sendable {
         self.process = nil
         // `timeout` and the redis-server it runs share the process group `timeout` leads (it is
         // started in a group of its own): SIGKILL to the group ends both at once.
-        kill(-process.pid, SIGKILL)
+        process.signalGroup(SIGKILL)
         process.wait()
     }
 

@@ -126,6 +126,14 @@ public final class ChildProcess: Sendable {
         }
     }
 
+    /// Sends `signal` to the child's process group, which it leads (it and whatever it started
+    /// that stayed in the group); nothing once the child has been reaped, as for ``signal(_:)``.
+    public func signalGroup(_ signal: Int32) {
+        termination.withLockedValue { ended in
+            if ended == nil { _ = kill(-pid, signal) }
+        }
+    }
+
     /// Whether the child has not ended yet.
     public var isRunning: Bool { reap() == nil }
 

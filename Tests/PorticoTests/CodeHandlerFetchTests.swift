@@ -4,6 +4,7 @@ import NIOCore
 import Portico
 import PorticoDemoBackends
 import PorticoTestSupport
+import PorticoUpstream
 import Synchronization
 import Testing
 
@@ -28,6 +29,18 @@ struct CodeHandlerFetchTests {
             context.fetch(backend: "quotes", target: "/a").flatMapError { _ in
                 context.fetch(backend: "spare", target: "/b")
             }.map { CodeHandlerResponse(status: 200, body: $0.body) }
+        }
+    }
+
+    /// Fetches an oversized body, takes that failure as its cue, and fails with an upstream error of
+    /// its own making: the handler's error (500), not the backend's.
+    struct OwnErrorAfterOversized: CodeHandler {
+        func respond(to request: CodeHandlerRequest, context: CodeHandlerContext) -> EventLoopFuture<CodeHandlerResponse> {
+            context.fetch(backend: "quotes", target: "/big").flatMapThrowing { _ in
+                CodeHandlerResponse(status: 200, body: Data())
+            }.flatMapErrorThrowing { _ in
+                throw UpstreamError(.badResponse, detail: "made up by the handler")
+            }
         }
     }
 
@@ -165,12 +178,13 @@ struct CodeHandlerFetchTests {
         let recorder = RecordingLogHandler()
         let handlers: [String: any CodeHandler] = [
             "length": Fetching(target: "/big"), "chunked": Fetching(target: "/chunked"), "small": Fetching(target: "/small"),
+            "zown": OwnErrorAfterOversized(),
         ]
         let (gateway, port) = try await Self.start(
             handlers: handlers, quotes: backend.port, spare: backend.port, limits: "limits: { maxBodyBytes: 1KiB }\n",
             logger: Logger(label: "portico.test") { _ in recorder })
         let client = try RawHTTPClient(port: port, receiveTimeout: 30)
-        // Versions in the handlers' name order: chunked 1, length 2, small 3.
+        // Versions in the handlers' name order: chunked 1, length 2, small 3, zown 4.
         for version in [1, 2] {
             let response = try client.request("GET", "/probe?apiVersion=\(version)")
             #expect(response.status == 502, "\(response.bodyText)")
@@ -178,11 +192,15 @@ struct CodeHandlerFetchTests {
             #expect(response.json?["backend"] as? String == "quotes")
         }
         #expect(try client.request("GET", "/probe?apiVersion=3").bodyText == "small")  // under the limit: served
+        let own = try client.request("GET", "/probe?apiVersion=4")
+        #expect(own.status == 500, "\(own.bodyText)")
+        #expect(own.json?["type"] as? String == "urn:portico:problem:internal-error")
         await gateway.shutdown()
         try await backend.shutdown()
-        #expect(recorder.records.filter { $0.level >= .error }.map(\.message) == [])
+        // The handler's own error after the oversized fetch is the one error-level line.
+        #expect(recorder.records.filter { $0.level >= .error }.map(\.message) == ["code handler failed"])
         let failed = recorder.records.filter { $0.message == "code handler fetch failed" }
-        #expect(failed.count == 2)
+        #expect(failed.count == 2)  // the swallowed oversized fetch is not logged: the handler answered for it
         #expect(failed.allSatisfy { $0.metadata["backend"]?.description == "quotes" && $0.level == .notice })
         #expect(failed.allSatisfy { $0.metadata["error"]?.description.contains("maxBodyBytes") == true })
     }

@@ -47,7 +47,7 @@ final class ServeProcess: Sendable {
 
     /// Sends `number` to `timeout`, which passes it on; SIGKILL goes to both (their process group).
     func signal(_ number: Int32) {
-        if number == SIGKILL { kill(-process.pid, SIGKILL) } else { process.signal(number) }
+        if number == SIGKILL { process.signalGroup(SIGKILL) } else { process.signal(number) }
     }
 }
 
