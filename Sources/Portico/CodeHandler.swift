@@ -131,14 +131,14 @@ public struct CodeHandlerContext: Sendable {
             let byte = bytes[index]
             switch byte {
             case UInt8(ascii: "%"):
-                guard index + 2 < bytes.count, isHexDigit(bytes[index + 1]), isHexDigit(bytes[index + 2]) else { return false }
+                guard index + 2 < bytes.count, PathNormalizer.hexValue(bytes[index + 1]) != nil,
+                    PathNormalizer.hexValue(bytes[index + 2]) != nil
+                else { return false }
                 index += 2
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                break
             case UInt8(ascii: "?"):
                 queryStart = min(queryStart, index)
             default:
-                guard pathPunctuation.contains(byte) else { return false }
+                guard PathNormalizer.isUnreserved(byte) || pathPunctuation.contains(byte) else { return false }
             }
             index += 1
         }
@@ -156,15 +156,8 @@ public struct CodeHandlerContext: Sendable {
         return false
     }
 
-    /// unreserved's `-._~`, sub-delims, `:`, `@`, `/` and the query's `?`.
-    private static let pathPunctuation = Set("-._~!$&'()*+,;=:@/?".utf8)
-
-    private static func isHexDigit(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
-        default: false
-        }
-    }
+    /// Beside the unreserved characters: sub-delims, `:`, `@` and `/`.
+    private static let pathPunctuation = Set("!$&'()*+,;=:@/".utf8)
 }
 
 /// A ``CodeHandlerContext`` call the policy does not allow.

@@ -115,27 +115,18 @@ final class CompiledFacade: Sendable {
     /// `value` with every UTF-8 byte outside RFC 3986's unreserved set as `%XX` (upper-case hex).
     /// A value that needs no escape, the usual one, is appended as it is.
     private static func percentEncode(_ value: String, into target: inout String) {
-        guard !value.utf8.allSatisfy(isUnreserved) else { return target += value }
+        guard !value.utf8.allSatisfy(PathNormalizer.isUnreserved) else { return target += value }
         let hex = Array("0123456789ABCDEF".utf8)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(value.utf8.count * 3)
         for byte in value.utf8 {
-            if isUnreserved(byte) {
+            if PathNormalizer.isUnreserved(byte) {
                 bytes.append(byte)
             } else {
                 bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
             }
         }
         target += String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func isUnreserved(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-            true
-        default: false
-        }
     }
 
     /// Percent-decoded; in a query (HTML form encoding) `+` is a space too. Text with neither

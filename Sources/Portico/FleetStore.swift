@@ -14,8 +14,10 @@ public final class FleetStore: Sendable {
     /// Told of replies of a shape the script does not give, which the client itself counts as
     /// answers (error replies, such as `-READONLY` or `-OOM`, it counts as failures).
     private let observer: (any RedisObserver)?
-    /// Why no command can be sent at all (a `caFile` OpenSSL refuses): every decision fails with it,
-    /// so `onFailure` applies. ``Gateway/start()`` refuses to start on the same grounds first.
+    /// Why no command can be sent at all (a `caFile` OpenSSL refuses), naming the file and key
+    /// path: ``Gateway/start()`` refuses to start with it.
+    let configurationError: PolicyError?
+    /// The same as the error every decision fails with, so that `onFailure` applies.
     private let unusable: RedisError?
 
     /// - Parameters:
@@ -31,17 +33,18 @@ public final class FleetStore: Sendable {
             host: cluster.redis.host, port: cluster.redis.port,
             password: cluster.password.map { String(decoding: $0.bytes, as: UTF8.self) }, database: cluster.database,
             timeoutNanos: seconds * 1_000_000_000 + attoseconds / 1_000_000_000, scripts: [FleetScript.source])
-        var unusable: RedisError?
+        var configurationError: PolicyError?
         do {
             configuration.tls = try FleetTLS.context(for: cluster).map { RedisTLS(context: $0, serverName: cluster.redis.host) }
         } catch {
-            unusable = .tls(error.description)
+            configurationError = error
         }
         let observer = FleetObserver(metrics: metrics?.redis, logger: logger)
         client = RedisClient(group: group, configuration: configuration, observer: observer, clock: clock)
         onFailure = cluster.onFailure
         self.observer = observer
-        self.unusable = unusable
+        self.configurationError = configurationError
+        unusable = configurationError.map { .tls($0.description) }
     }
 
     /// What Redis decided for one request.
@@ -59,6 +62,10 @@ public final class FleetStore: Sendable {
     func decide(
         _ draws: [LimitDraw], nonce: PendingNonce?, on eventLoop: any EventLoop, testTime: (Int64, Int64)? = nil
     ) -> EventLoopFuture<Verdict> {
+        if let unusable {
+            observer?.failed(unusable)
+            return eventLoop.makeFailedFuture(unusable)
+        }
         var keys: [String] = []
         var arguments: [String] = [String(draws.count)]
         keys.reserveCapacity(draws.count + 2)
@@ -78,10 +85,6 @@ public final class FleetStore: Sendable {
             arguments.append("0")
         }
         if let testTime { arguments += [String(testTime.0), String(testTime.1)] }
-        if let unusable {
-            observer?.failed(unusable)
-            return eventLoop.makeFailedFuture(unusable)
-        }
         let operands = [String(keys.count)] + keys + arguments
         let client = client
         let observer = observer

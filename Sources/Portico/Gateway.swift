@@ -112,7 +112,7 @@ public final class Gateway: Sendable {
         accessLogger[metadataKey: "log"] = "access"
         let tlsStores = try ListenerTLS.contexts(for: snapshot).mapValues(TLSContextStore.init)
         _ = try LocatorSigning.key(for: snapshot)  // a locator key that cannot be read fails the start, naming its file
-        if let cluster = snapshot.policy.cluster { _ = try FleetTLS.context(for: cluster) }  // rediss://'s caFile, likewise
+        if let error = fleet?.configurationError { throw error }  // rediss://'s caFile, likewise (read once, by the store)
         let limits = snapshot.limits
         var bound: [(name: String, channel: any Channel, connections: ListenerConnections)] = []
         do {

@@ -89,7 +89,7 @@ public final class RateLimiter: Sendable {
     /// the limit refuses it.
     func admit(backend: CompiledBackend, service: String) -> Problem? {
         guard let limit = backend.rateLimit else { return nil }
-        let decision = store.acquire(RateLimitKey(scope: .backend, name: backend.name), limit: limit.gcra, now: clock())
+        let decision = store.acquire(Self.backendKey(backend), limit: limit.gcra, now: clock())
         return decision.allowed ? nil : .rateLimited(AppliedLimit(limit: limit, service: service, decision: decision))
     }
     /// The buckets a request draws from, in order: the client's (its key's tier for this service,
@@ -108,9 +108,15 @@ public final class RateLimiter: Sendable {
             client = LimitDraw(limit: limit, key: RateLimitKey(scope: .address, name: service.name, subject: clientAddress ?? "unknown"))
         }
         let backendDraw = backend.flatMap { backend in
-            backend.rateLimit.map { LimitDraw(limit: $0, key: RateLimitKey(scope: .backend, name: backend.name)) }
+            backend.rateLimit.map { LimitDraw(limit: $0, key: backendKey(backend)) }
         }
         return (client, backendDraw)
+    }
+
+    /// The bucket of `backend`'s own limit: one per backend, whether a proxied request, a facade
+    /// or code-handler fetch, or a shadow draws from it, in memory or in Redis.
+    static func backendKey(_ backend: CompiledBackend) -> RateLimitKey {
+        RateLimitKey(scope: .backend, name: backend.name)
     }
 
     /// One limit's decision: the refusal (429) if it refused; otherwise it becomes the tightest

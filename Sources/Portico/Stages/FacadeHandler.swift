@@ -72,20 +72,8 @@ struct FacadeHandler: Sendable {
             Served(answer: FacadeAnswer(body: value.jsonData, source: source.name, backend: source.policy.backend), value: value)
         }.flatMapError { error in
             let failure = error as? SourceFailure ?? SourceFailure(source: source.name, kind: .status(0))
-            if case .cancelled = failure.kind {
-                return eventLoop.makeSucceededFuture(Served(answer: Self.cancelled(source.name), value: nil))
-            }
-            if case .notFound = failure.kind {
-                return eventLoop.makeSucceededFuture(
-                    Served(answer: FacadeAnswer(problem: .facadeNotFound(source: source.name), source: source.name), value: nil))
-            }
-            if case .missingParameter(let name) = failure.kind {
-                return eventLoop.makeSucceededFuture(
-                    Served(answer: FacadeAnswer(problem: .facadeParameterMissing(name), source: source.name), value: nil))
-            }
-            if case .unusableParameter(let name) = failure.kind {
-                return eventLoop.makeSucceededFuture(
-                    Served(answer: FacadeAnswer(problem: .facadeParameterUnusable(name), source: source.name), value: nil))
+            if let answer = Self.finalAnswer(for: failure.kind, source: source.name) {
+                return eventLoop.makeSucceededFuture(Served(answer: answer, value: nil))
             }
             logger.notice(
                 "facade source failed",
@@ -100,6 +88,19 @@ struct FacadeHandler: Sendable {
     /// What a request whose client went away ends with; nobody reads it (the exchange is gone).
     private static func cancelled(_ source: String) -> FacadeAnswer {
         FacadeAnswer(problem: .facadeSourceFailed(source: source, field: nil, reason: "the client went away"), source: source)
+    }
+
+    /// The answer to a failure no other source would mend, so none is tried: the client went
+    /// away, the resource does not exist (404), or the request lacks a parameter or has one that
+    /// cannot be a path segment (400). `nil` for a failure a fallback may do better on.
+    private static func finalAnswer(for failure: SourceFailure.Kind, source: String) -> FacadeAnswer? {
+        switch failure {
+        case .cancelled: cancelled(source)
+        case .notFound: FacadeAnswer(problem: .facadeNotFound(source: source), source: source)
+        case .missingParameter(let name): FacadeAnswer(problem: .facadeParameterMissing(name), source: source)
+        case .unusableParameter(let name): FacadeAnswer(problem: .facadeParameterUnusable(name), source: source)
+        default: nil
+        }
     }
 
     /// The problem for the source tried last: its rate-limit or concurrency refusal as is (429,

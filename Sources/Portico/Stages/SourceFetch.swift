@@ -131,7 +131,7 @@ struct SourceFetch: Sendable {
     private func admitShared(
         _ fleet: FleetStore, backend: CompiledBackend, limit: CompiledRateLimit, on eventLoop: any EventLoop
     ) -> EventLoopFuture<Problem?> {
-        let draw = LimitDraw(limit: limit, key: RateLimitKey(scope: .backend, name: backend.name))
+        let draw = LimitDraw(limit: limit, key: RateLimiter.backendKey(backend))
         let service = service
         let rateLimiter = rateLimiter
         return fleet.decide([draw], nonce: nil, on: eventLoop).map { verdict -> Problem? in
