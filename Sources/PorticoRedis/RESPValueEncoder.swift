@@ -1,15 +1,7 @@
 import NIOCore
 
 /// Encodes RESP2 values; a command is an array of bulk strings (``RESPValue/command(_:)``).
-public struct RESPValueEncoder: MessageToByteEncoder {
-    public typealias OutboundIn = RESPValue
-
-    public init() {}
-
-    public func encode(data: RESPValue, out: inout ByteBuffer) throws {
-        Self.write(data, to: &out)
-    }
-
+public enum RESPValueEncoder {
     /// A command (an array of bulk strings) written straight into RESP bytes: what
     /// ``RESPValue/command(_:)`` then ``write(_:to:)`` would write, without the values between.
     public static func command(_ parts: [String]) -> ByteBuffer {

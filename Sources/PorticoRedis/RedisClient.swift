@@ -31,21 +31,19 @@ public final class RedisClient: Sendable {
     ///   answering, and refusing the retry would leave a half-open breaker reopened by every probe.
     ///   Its outcome still counts.
     public func send(_ command: RESPValue, on eventLoop: any EventLoop, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue> {
-        send(.value(command), on: eventLoop, bypassingBreaker: bypassingBreaker)
+        var bytes = ByteBuffer()
+        RESPValueEncoder.write(command, to: &bytes)
+        return send(encoded: bytes, on: eventLoop, bypassingBreaker: bypassingBreaker)
     }
 
     /// Sends a command already in RESP bytes (``RESPValueEncoder/command(_:)``): the request
     /// path's way, which skips building a ``RESPValue`` per argument.
     public func send(encoded command: ByteBuffer, on eventLoop: any EventLoop, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue>
     {
-        send(.encoded(command), on: eventLoop, bypassingBreaker: bypassingBreaker)
-    }
-
-    private func send(_ payload: RedisCommand.Payload, on eventLoop: any EventLoop, bypassingBreaker: Bool) -> EventLoopFuture<RESPValue> {
         guard let connection = connections[ObjectIdentifier(eventLoop)] else {
             return eventLoop.makeFailedFuture(RedisError.unavailable)
         }
-        return connection.send(payload, bypassingBreaker: bypassingBreaker)
+        return connection.send(command, bypassingBreaker: bypassingBreaker)
     }
 
     /// Each loop's breaker state, read on its loop.

@@ -1,23 +1,21 @@
 import NIOCore
 import PorticoTLS
 
-/// A command on its way to Redis, with the promise its reply completes.
+/// A command on its way to Redis, in RESP bytes, with the promise its reply completes.
 public struct RedisCommand: Sendable {
-    /// The command as a value, or already in RESP bytes (``RESPValueEncoder/command(_:)``).
-    public enum Payload: Sendable {
-        case value(RESPValue)
-        case encoded(ByteBuffer)
-    }
-
-    public let payload: Payload
+    public let bytes: ByteBuffer
     public let promise: EventLoopPromise<RESPValue>
 
+    /// `value` encoded (``RESPValueEncoder/write(_:to:)``).
     public init(_ value: RESPValue, promise: EventLoopPromise<RESPValue>) {
-        self.init(.value(value), promise: promise)
+        var bytes = ByteBuffer()
+        RESPValueEncoder.write(value, to: &bytes)
+        self.init(encoded: bytes, promise: promise)
     }
 
-    public init(_ payload: Payload, promise: EventLoopPromise<RESPValue>) {
-        self.payload = payload
+    /// A command already in RESP bytes (``RESPValueEncoder/command(_:)``).
+    public init(encoded bytes: ByteBuffer, promise: EventLoopPromise<RESPValue>) {
+        self.bytes = bytes
         self.promise = promise
     }
 }
@@ -42,14 +40,7 @@ public final class RedisCommandHandler: ChannelDuplexHandler {
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let command = unwrapOutboundIn(data)
         waiting.append(command.promise)
-        switch command.payload {
-        case .encoded(let bytes):
-            context.write(wrapOutboundOut(bytes), promise: promise)
-        case .value(let value):
-            var bytes = context.channel.allocator.buffer(capacity: 64)
-            RESPValueEncoder.write(value, to: &bytes)
-            context.write(wrapOutboundOut(bytes), promise: promise)
-        }
+        context.write(wrapOutboundOut(command.bytes), promise: promise)
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -58,8 +58,8 @@ final class RedisLoopConnection: @unchecked Sendable {
 
     var breakerState: CircuitBreaker.State { breaker.state }
 
-    /// Sends `value`; the reply, or a ``RedisError``, within the configured timeout. Must be called
-    /// on ``eventLoop``; the future completes there.
+    /// Sends `command` (RESP bytes); the reply, or a ``RedisError``, within the configured timeout.
+    /// Must be called on ``eventLoop``; the future completes there.
     ///
     /// An error reply (`-READONLY …`, `-LOADING …`) fails the future with
     /// ``RedisError/errorReply(_:)`` and counts as a failure for the breaker: Redis answered, but
@@ -67,7 +67,7 @@ final class RedisLoopConnection: @unchecked Sendable {
     /// (frozen, blackholed) would otherwise hold it forever, and replies that may still come can no
     /// longer be trusted to match their commands. The next command reconnects once the backoff
     /// allows.
-    func send(_ payload: RedisCommand.Payload, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue> {
+    func send(_ command: ByteBuffer, bypassingBreaker: Bool = false) -> EventLoopFuture<RESPValue> {
         eventLoop.preconditionInEventLoop()
         let start = clock()
         let before = breaker.state
@@ -120,7 +120,7 @@ final class RedisLoopConnection: @unchecked Sendable {
             }
             if breaker.state != before { observer?.breakerChanged(from: before, to: breaker.state) }
         }
-        dispatch(RedisCommand(payload, promise: promise))
+        dispatch(RedisCommand(encoded: command, promise: promise))
         return answer.futureResult
     }
 
