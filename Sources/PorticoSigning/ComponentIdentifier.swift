@@ -64,9 +64,8 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
         guard case .string(let name) = item.bareItem else {
             throw .invalidComponent("component identifiers must be quoted strings")
         }
-        let isUppercase = { (byte: UInt8) in byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
-        let hasUppercase =
-            name.utf8.withContiguousStorageIfAvailable { $0.contains(where: isUppercase) } ?? name.utf8.contains(where: isUppercase)
+        var bytes = name
+        let hasUppercase = bytes.withUTF8 { $0.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } }
         guard !name.isEmpty, !hasUppercase else {
             throw .invalidComponent("\"\(name)\" must be lowercase")
         }

@@ -22,7 +22,7 @@ public enum SignatureFields {
         guard let chosen = label ?? inputs.members.first?.key else {
             throw .malformedField(field: "Signature-Input", reason: "it is empty")
         }
-        guard let inputMember = inputs[chosen] else {
+        guard let (inputMember, canonicalText) = inputs.member(chosen) else {
             if signatures[chosen] != nil { throw .labelMismatch(label: chosen) }
             throw .missingLabel(chosen)
         }
@@ -35,7 +35,7 @@ public enum SignatureFields {
         else {
             throw .malformedField(field: "Signature", reason: "the member \"\(chosen)\" must be a byte sequence (:base64:)")
         }
-        let input = try SignatureInput(components: components, parameters: parameters, canonicalText: inputs.canonicalText(of: chosen))
+        let input = try SignatureInput(components: components, parameters: parameters, canonicalText: canonicalText)
         return Signature(label: chosen, input: input, value: bytes)
     }
 

@@ -43,9 +43,19 @@ struct StructuredDictionary {
     /// The field value parsed: the canonical texts are slices of it (no copy).
     private(set) var source = ""
 
-    /// The canonical text of the member under `key`, a slice of the field's value; see ``members``.
+    /// The member under `key` with its canonical text, a slice of the field's value (see
+    /// ``members``), found in one search.
+    func member(_ key: String) -> (value: Value, canonicalText: Substring?)? {
+        guard let member = members.first(where: { $0.key == key }) else { return nil }
+        return (member.value, member.canonicalRange.map(slice))
+    }
+
+    /// The canonical text of the member under `key`; see ``member(_:)``.
     func canonicalText(of key: String) -> Substring? {
-        guard let range = members.first(where: { $0.key == key })?.canonicalRange else { return nil }
+        member(key)?.canonicalText
+    }
+
+    private func slice(_ range: Range<Int>) -> Substring {
         let utf8 = source.utf8
         let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
         return Substring(utf8[start..<utf8.index(start, offsetBy: range.count)])
