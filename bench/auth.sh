@@ -25,11 +25,7 @@ ROUNDS=${3:-3}
 BACKEND_PORT=18201
 PORTICO_PORT=18202
 WORK=$(mktemp -d /tmp/portico-auth.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
+trap bench_kill_pids EXIT
 
 bench_install wrk:wrk nginx:nginx-light curl:curl python3:python3
 [ "${PERF:-0}" = 1 ] && bench_install perf:linux-perf

@@ -1,8 +1,15 @@
-# What bench/run.sh and bench/profile.sh share: the tools they install, the fast backend they put
-# behind the proxies, and Portico's policy in front of it. Sourced, not run.
+# What the bench scripts share: the background processes they end on exit, the tools they
+# install, the fast backend they put behind the proxies, and Portico's policy in front of it.
+# Sourced, not run.
 
 # The small JSON body the backend answers every request with, from memory.
 BENCH_BODY='{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84}'
+
+# PIDS: the background processes a script starts; bench_kill_pids, its EXIT trap, ends them.
+PIDS=()
+bench_kill_pids() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+}
 
 # bench_install COMMAND:PACKAGE ...: installs the Debian packages of the commands that are missing
 # (as root), or says which to install and exits.

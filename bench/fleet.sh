@@ -24,11 +24,7 @@ FLEET_PORT=18303
 REDIS_PORT=18304
 ADMIN_PORT=18305
 WORK=$(mktemp -d /tmp/portico-fleet.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
+trap bench_kill_pids EXIT
 
 bench_install wrk:wrk nginx:nginx-light curl:curl redis-server:redis-server
 [ "${PERF:-0}" = 1 ] && bench_install perf:linux-perf

@@ -22,11 +22,7 @@ PORTICO_PORT=18197
 SCHEME=https
 [ "${PLAIN:-0}" = 1 ] && SCHEME=http
 WORK=$(mktemp -d /tmp/portico-profile.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
+trap bench_kill_pids EXIT
 
 bench_install wrk:wrk nginx:nginx-light perf:linux-perf
 

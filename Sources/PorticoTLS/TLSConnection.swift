@@ -23,13 +23,7 @@ final class TLSConnection {
     private let owner: AnyObject
 
     init?(context: TLSContext) {
-        OpenSSLErrors.clear()
-        guard let ssl = SSL_new(context.defaultContext) else { return nil }
-        guard let readBIO = portico_tls_memory_bio(), let writeBIO = portico_tls_memory_bio() else {
-            SSL_free(ssl)
-            return nil
-        }
-        SSL_set_bio(ssl, readBIO, writeBIO)  // the SSL owns both BIOs from here on
+        guard let (ssl, readBIO, writeBIO) = Self.makeSSL(context.defaultContext) else { return nil }
         SSL_set_accept_state(ssl)
         self.ssl = ssl
         self.readBIO = readBIO
@@ -41,13 +35,7 @@ final class TLSConnection {
     /// and the handshake fails unless the server's certificate chains to the context's CAs and is
     /// valid for it (RFC 6125 name matching, or its IP address).
     init?(client context: TLSClientContext, serverName: String) {
-        OpenSSLErrors.clear()
-        guard let ssl = SSL_new(context.context) else { return nil }
-        guard let readBIO = portico_tls_memory_bio(), let writeBIO = portico_tls_memory_bio() else {
-            SSL_free(ssl)
-            return nil
-        }
-        SSL_set_bio(ssl, readBIO, writeBIO)
+        guard let (ssl, readBIO, writeBIO) = Self.makeSSL(context.context) else { return nil }
         SSL_set_connect_state(ssl)
         let isAddress = (try? SocketAddress(ipAddress: serverName, port: 0)) != nil
         let named =
@@ -62,6 +50,18 @@ final class TLSConnection {
         self.readBIO = readBIO
         self.writeBIO = writeBIO
         self.owner = context
+    }
+
+    /// A new `SSL` of `context` with its two memory BIOs, which it owns from then on.
+    private static func makeSSL(_ context: OpaquePointer) -> (ssl: OpaquePointer, readBIO: OpaquePointer, writeBIO: OpaquePointer)? {
+        OpenSSLErrors.clear()
+        guard let ssl = SSL_new(context) else { return nil }
+        guard let readBIO = portico_tls_memory_bio(), let writeBIO = portico_tls_memory_bio() else {
+            SSL_free(ssl)
+            return nil
+        }
+        SSL_set_bio(ssl, readBIO, writeBIO)
+        return (ssl, readBIO, writeBIO)
     }
 
     /// Why the peer's certificate was not accepted, in OpenSSL's words (`unable to get local

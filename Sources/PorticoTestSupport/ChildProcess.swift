@@ -120,17 +120,16 @@ public final class ChildProcess: Sendable {
     }
 
     /// Sends `signal` to the child (nothing once it has been reaped: its pid may be another's).
-    public func signal(_ signal: Int32) {
-        termination.withLockedValue { ended in
-            if ended == nil { _ = kill(pid, signal) }
-        }
-    }
+    public func signal(_ signal: Int32) { send(signal, to: pid) }
 
     /// Sends `signal` to the child's process group, which it leads (it and whatever it started
     /// that stayed in the group); nothing once the child has been reaped, as for ``signal(_:)``.
-    public func signalGroup(_ signal: Int32) {
+    public func signalGroup(_ signal: Int32) { send(signal, to: -pid) }
+
+    /// `kill(target, signal)` under the lock reaping takes, and only while the child is unreaped.
+    private func send(_ signal: Int32, to target: pid_t) {
         termination.withLockedValue { ended in
-            if ended == nil { _ = kill(-pid, signal) }
+            if ended == nil { _ = kill(target, signal) }
         }
     }
 
