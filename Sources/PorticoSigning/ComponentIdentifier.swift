@@ -60,7 +60,7 @@ public struct ComponentIdentifier: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    init(parsed item: StructuredDictionary.Item) throws(SigningError) {
+    init(parsed item: consuming StructuredDictionary.Item) throws(SigningError) {
         guard case .string(let name) = item.bareItem else {
             throw .invalidComponent("component identifiers must be quoted strings")
         }

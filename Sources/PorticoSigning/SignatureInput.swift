@@ -85,13 +85,15 @@ public struct SignatureInput: Sendable, Equatable {
                 case .string: isString = true
                 default: break
                 }
-                switch parameter.key {
-                case "created": Self.record(index, in: &created, mistyped: &mistyped, valid: isInteger)
-                case "expires": Self.record(index, in: &expires, mistyped: &mistyped, valid: isInteger)
-                case "nonce": Self.record(index, in: &nonce, mistyped: &mistyped, valid: isString)
-                case "keyid": Self.record(index, in: &keyID, mistyped: &mistyped, valid: isString)
-                case "alg": Self.record(index, in: &algorithm, mistyped: &mistyped, valid: isString)
-                case "tag": Self.record(index, in: &tag, mistyped: &mistyped, valid: isString)
+                // Told apart by length first, so that each key is compared with at most two names.
+                let key = parameter.key
+                switch key.utf8.count {
+                case 3 where key == "alg": Self.record(index, in: &algorithm, mistyped: &mistyped, valid: isString)
+                case 3 where key == "tag": Self.record(index, in: &tag, mistyped: &mistyped, valid: isString)
+                case 5 where key == "nonce": Self.record(index, in: &nonce, mistyped: &mistyped, valid: isString)
+                case 5 where key == "keyid": Self.record(index, in: &keyID, mistyped: &mistyped, valid: isString)
+                case 7 where key == "created": Self.record(index, in: &created, mistyped: &mistyped, valid: isInteger)
+                case 7 where key == "expires": Self.record(index, in: &expires, mistyped: &mistyped, valid: isInteger)
                 default: continue
                 }
             }
@@ -114,19 +116,12 @@ public struct SignatureInput: Sendable, Equatable {
         throw .invalidParameter("\(key) must be a quoted string")
     }
 
-    /// A parsed `Signature-Input` member: its inner list's items and parameters.
+    /// A parsed `Signature-Input` member: its components (already checked: lowercase, none twice)
+    /// and its parameters, whose types are checked here.
     init(
-        components items: [StructuredDictionary.Item], parameters: [(key: String, value: RFC9651BareItem)], canonicalText: Substring? = nil
+        checkedComponents components: [ComponentIdentifier], parameters: [(key: String, value: RFC9651BareItem)],
+        canonicalText: Substring?
     ) throws(SigningError) {
-        var components: [ComponentIdentifier] = []
-        components.reserveCapacity(items.count)
-        for item in items {
-            let component = try ComponentIdentifier(parsed: item)
-            if components.contains(component) {
-                throw .invalidComponent("\(component) is covered more than once")
-            }
-            components.append(component)
-        }
         self.components = components
         self.parameters = parameters
         self.canonicalText = canonicalText

@@ -30,9 +30,11 @@ enum SignatureFieldsProperties {
         agreesWithTheLibrary(signatureInput)
         agreesWithTheLibrary(signature)
         for label in [nil, "sig1"] {
-            guard let parsed = try? SignatureFields.select(label: label, signatureInput: signatureInput, signature: signature) else {
-                continue
+            let reading = Result { () throws(SigningError) in
+                try SignatureFields.select(label: label, signatureInput: signatureInput, signature: signature)
             }
+            agreesWithTheDictionaryReading(reading, label: label, signatureInput: signatureInput, signature: signature)
+            guard case .success(let parsed) = reading else { continue }
             if let label { precondition(parsed.label == label, "select(label:) returned another label") }
             roundTrip(parsed)
             signatureBase(parsed.input)
@@ -75,6 +77,31 @@ enum SignatureFieldsProperties {
             return items.count == list.bareInnerList.count && zip(items, list.bareInnerList).allSatisfy { same($0, $1) }
                 && sameParameters(parameters, list.rfc9651Parameters)
         default: return false
+        }
+    }
+
+    /// `select` reads the chosen members straight from the fields; it returns what picking them from
+    /// the parsed dictionaries returns, the same `@signature-params` text included, or throws the
+    /// same error.
+    private static func agreesWithTheDictionaryReading(
+        _ reading: Result<SignatureFields.Signature, SigningError>, label: String?, signatureInput: String, signature: String
+    ) {
+        let expected = Result { () throws(SigningError) in
+            try SignatureFields.dictionaryReading(label: label, signatureInput: signatureInput, signature: signature)
+        }
+        switch (reading, expected) {
+        case (.success(let ours), .success(let theirs)):
+            precondition(
+                ours.label == theirs.label && ours.input == theirs.input && ours.value == theirs.value,
+                "select differs from the dictionary reading: \(signatureInput) / \(signature)")
+            precondition(
+                (try? ours.input.serialized()) == (try? theirs.input.serialized()),
+                "select's @signature-params differ from the dictionary reading's: \(signatureInput)")
+        case (.failure(let ours), .failure(let theirs)):
+            precondition(
+                ours == theirs, "select refuses with \(ours), the dictionary reading with \(theirs): \(signatureInput) / \(signature)")
+        default:
+            preconditionFailure("select and the dictionary reading disagree on \(signatureInput) / \(signature): \(reading) vs \(expected)")
         }
     }
 
