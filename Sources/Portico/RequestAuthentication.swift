@@ -8,9 +8,21 @@ import PorticoUpstream
 struct SignableRequestHead: SignableRequest {
     let head: HTTPRequestHead
     let scheme: String
+    /// The `Host` field (RFC 9421 §2.2.3 takes `@authority` from it for HTTP/1.1).
+    let authority: String
+
+    init(head: HTTPRequestHead, scheme: String) {
+        self.init(head: head, scheme: scheme, host: head.headers.first(name: "host"))
+    }
+
+    /// `host`: the `Host` field's value, already found (``SignatureHeadFields``).
+    init(head: HTTPRequestHead, scheme: String, host: String?) {
+        self.head = head
+        self.scheme = scheme
+        authority = host ?? ""
+    }
 
     var method: String { head.method.rawValue }
-    var authority: String { head.headers.first(name: "host") ?? "" }
     var requestTarget: String { head.uri }
     func fieldValues(_ name: String) -> [String] { head.headers[name] }
 
@@ -25,13 +37,15 @@ struct SignableRequestHead: SignableRequest {
 }
 
 /// The header fields a signature check reads, found in one pass over the head: looked up one by
-/// one, they cost five scans of every field name and two arrays.
+/// one, they cost six scans of every field name and two arrays.
 struct SignatureHeadFields {
     /// `Signature-Input` and `Signature`, each field's lines joined with ", " (RFC 9110 §5.3).
     var signatureInput: String?
     var signature: String?
     /// The first `Content-Digest` line, checked against the body later.
     var contentDigest: String?
+    /// The first `Host` line: `@authority`.
+    var host: String?
     var hasClientVersion = false
     var hasClientPlatform = false
 
@@ -44,6 +58,8 @@ struct SignatureHeadFields {
                 signature = Self.appending(value, to: signature)
             } else if HeaderName.matches(name, "content-digest") {
                 if contentDigest == nil { contentDigest = value }
+            } else if HeaderName.matches(name, "host") {
+                if host == nil { host = value }
             } else if HeaderName.matches(name, clientVersionHeader) {
                 hasClientVersion = true
             } else if HeaderName.matches(name, clientPlatformHeader) {
@@ -150,17 +166,17 @@ struct RequestAuthenticator {
     // MARK: Signatures
 
     private func signature(_ head: HTTPRequestHead, service: ServicePolicy, hasBody: Bool, now: Int64) -> Result<Authentication, Problem> {
-        let settings = compiled.snapshot.policy.signatures
+        let requirements = compiled.signatureRequirements
         let fields = SignatureHeadFields(
-            head.headers, clientVersionHeader: compiled.signatureRequirements.clientVersionHeader,
-            clientPlatformHeader: compiled.signatureRequirements.clientPlatformHeader)
+            head.headers, clientVersionHeader: requirements.clientVersionHeader, clientPlatformHeader: requirements.clientPlatformHeader)
         guard let signatureInputValue = fields.signatureInput, let signatureValue = fields.signature else {
             if fields.signatureInput == nil && fields.signature == nil { return .failure(.signatureRequired()) }
             return .failure(.malformedSignature("Send both Signature-Input and Signature; only one of them is present."))
         }
         let signature: SignatureFields.Signature
         do {
-            signature = try SignatureFields.select(label: settings.label, signatureInput: signatureInputValue, signature: signatureValue)
+            signature = try SignatureFields.select(
+                label: requirements.label, signatureInput: signatureInputValue, signature: signatureValue)
         } catch {
             return .failure(.malformedSignature(Self.sentence(error.description)))
         }
@@ -169,13 +185,13 @@ struct RequestAuthenticator {
         // The parameters and the coverage every signature needs, before any key is looked at.
         guard let keyID = input.keyID else { return .failure(.signatureIncomplete("The signature parameters must include keyid.")) }
         guard let created = input.created else { return .failure(.signatureIncomplete("The signature parameters must include created.")) }
-        if settings.requireNonce && input.nonce == nil {
+        if requirements.requireNonce && input.nonce == nil {
             return .failure(.signatureIncomplete("The signature parameters must include a nonce (a fresh random value per request)."))
         }
         if let nonce = input.nonce, nonce.utf8.count > Self.maxNonceLength {
             return .failure(.malformedSignature("The nonce is longer than \(Self.maxNonceLength) characters."))
         }
-        if let missing = compiled.signatureRequirements.firstMissing(
+        if let missing = requirements.firstMissing(
             from: input.components, hasQuery: head.uri.utf8.contains(UInt8(ascii: "?")), hasBody: hasBody,
             hasClientVersion: fields.hasClientVersion, hasClientPlatform: fields.hasClientPlatform)
         {
@@ -183,12 +199,12 @@ struct RequestAuthenticator {
         }
 
         // The time window: created within the allowed skew, expires (if given) still ahead.
-        let skew = settings.maxClockSkew.components.seconds
+        let skew = requirements.maxClockSkew
         if abs(now - created) > skew { return .failure(.clockSkew(created: created, now: now, allowed: skew)) }
         if let expires = input.expires, expires <= now { return .failure(.signatureExpired(expires: expires, now: now)) }
 
         // The MACs: the current secret and the previous one (or stand-ins), always both.
-        let request = SignableRequestHead(head: head, scheme: scheme)
+        let request = SignableRequestHead(head: head, scheme: scheme, host: fields.host)
         let candidates = credentials.candidates(for: keyID, now: now)
         let verified: Bool
         do {

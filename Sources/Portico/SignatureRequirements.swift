@@ -8,8 +8,17 @@ import PorticoSigning
 /// depend on the request itself: `@query` when it has a query, `content-digest` when it has a body,
 /// and the client's identity fields (`clients.versionHeader` and `clients.platformHeader`,
 /// `X-Client-Version` and `X-Client-Platform` by default) when the client sends them, since they
-/// decide which API version the request gets. (The client library always covers both.)
-struct SignatureRequirements: Sendable {
+/// decide which API version the request gets. (The client library always covers both.) The rest
+/// of what the policy asks of a signature (label, clock skew, nonce) is read from here too.
+///
+/// A class: the authenticate stage reads it for every signed request, and a struct stored in the
+/// compiled policy was copied out whole (each of its strings and arrays retained) for each read.
+final class SignatureRequirements: Sendable {
+    /// The `Signature-Input` label to verify; `nil` takes the first.
+    let label: String?
+    /// How far `created` may be from the gateway's clock, either way, in seconds.
+    let maxClockSkew: Int64
+    let requireNonce: Bool
     /// The policy's `signatures.requiredComponents`, in its order.
     let always: [ComponentIdentifier]
     /// The client-version field, as a component.
@@ -23,6 +32,9 @@ struct SignatureRequirements: Sendable {
     static let contentDigest = ComponentIdentifier.field("content-digest")
 
     init(_ policy: SignaturePolicy, clientVersionHeader: String, clientPlatformHeader: String) {
+        label = policy.label
+        maxClockSkew = policy.maxClockSkew.components.seconds
+        requireNonce = policy.requireNonce
         always = policy.requiredComponents.map { ComponentIdentifier($0) }
         clientVersion = .field(clientVersionHeader)
         self.clientVersionHeader = clientVersionHeader.lowercased()

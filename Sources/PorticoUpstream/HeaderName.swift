@@ -5,6 +5,8 @@ public enum HeaderName {
     /// Whether `name` equals `lowercase` (which must be lowercase ASCII), ignoring ASCII case.
     @inline(__always)
     public static func matches(_ name: String, _ lowercase: String) -> Bool {
+        // Most names a lookup meets differ in length: answered before reaching either's bytes.
+        guard name.utf8.count == lowercase.utf8.count else { return false }
         var name = name
         var lowercase = lowercase
         return name.withUTF8 { nameBytes in
