@@ -60,11 +60,11 @@ struct SignatureHeadFields {
                 if contentDigest == nil { contentDigest = value }
             } else if HeaderName.matches(name, "host") {
                 if host == nil { host = value }
-            } else if HeaderName.matches(name, clientVersionHeader) {
-                hasClientVersion = true
-            } else if HeaderName.matches(name, clientPlatformHeader) {
-                hasClientPlatform = true
             }
+            // Apart from the chain above: a policy may name any field for the client's identity,
+            // even one of those, and it must then be covered all the same.
+            if HeaderName.matches(name, clientVersionHeader) { hasClientVersion = true }
+            if HeaderName.matches(name, clientPlatformHeader) { hasClientPlatform = true }
         }
     }
 

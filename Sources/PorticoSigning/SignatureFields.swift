@@ -22,8 +22,8 @@ public enum SignatureFields {
     /// Both fields are parsed whole (every member is checked), but the chosen members are read
     /// straight into ``SignatureInput`` and the signature's bytes, with no dictionary of items in
     /// between: building and then converting one cost about half of a verification. The errors
-    /// come in the order reading the dictionaries first would give them; the property test checks
-    /// the result against that reading (``StructuredDictionary``) on every input it generates.
+    /// come in the order reading the dictionaries first would give them; the tests and the fuzzer
+    /// check the result against that reading (``dictionaryReading(label:signatureInput:signature:)``).
     public static func select(label: String?, signatureInput: String, signature: String) throws(SigningError) -> Signature {
         let input = try InputMember.read(signatureInput, label: label)
         let chosen = label ?? input.firstLabel
@@ -142,7 +142,7 @@ public enum SignatureFields {
                     try parser.dictionaryField { (parser: inout Parser, key: Range<Int>) throws(Parser.ParseError) in
                         let isChosen: Bool
                         if let label {
-                            isChosen = !reading.found && parser.bytes(key, equal: label)
+                            isChosen = parser.bytes(key, equal: label)  // a repeated key never gets here
                         } else {
                             isChosen = reading.firstLabel == nil
                             if isChosen { reading.firstLabel = parser.string(key) }
@@ -196,7 +196,7 @@ public enum SignatureFields {
             do {
                 try Parser.read(value) { (parser: inout Parser) throws(Parser.ParseError) in
                     try parser.dictionaryField { (parser: inout Parser, key: Range<Int>) throws(Parser.ParseError) in
-                        guard !reading.found, let label, parser.bytes(key, equal: label) else {
+                        guard let label, parser.bytes(key, equal: label) else {
                             _ = try parser.memberValue()
                             return
                         }

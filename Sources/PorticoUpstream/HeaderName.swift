@@ -11,7 +11,6 @@ public enum HeaderName {
         var lowercase = lowercase
         return name.withUTF8 { nameBytes in
             lowercase.withUTF8 { lowerBytes in
-                guard nameBytes.count == lowerBytes.count else { return false }
                 for index in 0..<nameBytes.count {
                     var byte = nameBytes[index]
                     if byte >= 0x41 && byte <= 0x5A { byte |= 0x20 }

@@ -26,4 +26,24 @@ import Testing
         #expect(head.onlyFieldValue("x-twice") == nil)
         #expect(head.onlyFieldValue("absent") == nil)
     }
+
+    @Test("the signature check's pass over the head finds each field in any letter case, the first Host, and identity fields of any name")
+    func signatureHeadFields() {
+        let headers: HTTPHeaders = [
+            "HOST": "first.example", "host": "second.example", "Signature-Input": "sig1=()", "signature": "sig1=:AA==:",
+            "SIGNATURE-INPUT": "sig2=()", "Content-Digest": "sha-256=:x:", "content-digest": "sha-256=:y:",
+        ]
+        let fields = SignatureHeadFields(headers, clientVersionHeader: "x-client-version", clientPlatformHeader: "x-client-platform")
+        #expect(fields.host == "first.example")
+        #expect(fields.signatureInput == "sig1=(), sig2=()")
+        #expect(fields.signature == "sig1=:AA==:")
+        #expect(fields.contentDigest == "sha-256=:x:")
+        #expect(!fields.hasClientVersion && !fields.hasClientPlatform)
+
+        // A policy may name any field for the client's identity, even one this pass reads for
+        // itself; the field then counts as sent (and so must be covered) and is still read.
+        let named = SignatureHeadFields(headers, clientVersionHeader: "host", clientPlatformHeader: "signature")
+        #expect(named.hasClientVersion && named.hasClientPlatform)
+        #expect(named.host == "first.example" && named.signature == "sig1=:AA==:")
+    }
 }
