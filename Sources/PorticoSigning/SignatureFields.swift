@@ -77,6 +77,19 @@ public enum SignatureFields {
         }
     }
 
+    /// Parses `value` as a dictionary, handing each member to `member` (see
+    /// ``StructuredFieldParser/dictionaryField(_:)``); a parse error becomes the signing error
+    /// naming `field`.
+    private static func readMembers(
+        of value: String, field: String, _ member: (inout Parser, Range<Int>) throws(Parser.ParseError) -> Void
+    ) throws(SigningError) {
+        do {
+            try Parser.read(value) { (parser: inout Parser) throws(Parser.ParseError) in try parser.dictionaryField(member) }
+        } catch {
+            throw fieldError(error, field: field)
+        }
+    }
+
     /// A parse error as the signing error naming `field`: a repeated key is a repeated label.
     static func fieldError(_ error: StructuredDictionary.ParseError, field: String) -> SigningError {
         if let key = error.duplicateKey { return .duplicateLabel(field: field, label: key) }
@@ -137,47 +150,42 @@ public enum SignatureFields {
         /// place (a profile showed the initialiser's `self` copied in and out of them).
         static func read(_ value: String, label: String?) throws(SigningError) -> InputMember {
             var reading = InputMember()
-            do {
-                try Parser.read(value) { (parser: inout Parser) throws(Parser.ParseError) in
-                    try parser.dictionaryField { (parser: inout Parser, key: Range<Int>) throws(Parser.ParseError) in
-                        let isChosen: Bool
-                        if let label {
-                            isChosen = parser.bytes(key, equal: label)  // a repeated key never gets here
-                        } else {
-                            isChosen = reading.firstLabel == nil
-                            if isChosen { reading.firstLabel = parser.string(key) }
+            try SignatureFields.readMembers(of: value, field: "Signature-Input") {
+                (parser: inout Parser, key: Range<Int>) throws(Parser.ParseError) in
+                let isChosen: Bool
+                if let label {
+                    isChosen = parser.bytes(key, equal: label)  // a repeated key never gets here
+                } else {
+                    isChosen = reading.firstLabel == nil
+                    if isChosen { reading.firstLabel = parser.string(key) }
+                }
+                guard isChosen else {
+                    _ = try parser.memberValue()
+                    return
+                }
+                reading.found = true
+                guard parser.skipEquals(before: UInt8(ascii: "(")) else {
+                    _ = try parser.memberValue()
+                    return
+                }
+                reading.isInnerList = true
+                let start = parser.index
+                parser.canonical = true
+                reading.parameters = try parser.innerList { (parser: inout Parser) throws(Parser.ParseError) in
+                    let item = try parser.item()
+                    guard reading.componentError == nil else { return }
+                    do throws(SigningError) {
+                        let component = try ComponentIdentifier(parsed: item)
+                        if reading.components.contains(component) {
+                            throw .invalidComponent("\(component) is covered more than once")
                         }
-                        guard isChosen else {
-                            _ = try parser.memberValue()
-                            return
-                        }
-                        reading.found = true
-                        guard parser.skipEquals(before: UInt8(ascii: "(")) else {
-                            _ = try parser.memberValue()
-                            return
-                        }
-                        reading.isInnerList = true
-                        let start = parser.index
-                        parser.canonical = true
-                        reading.parameters = try parser.innerList { (parser: inout Parser) throws(Parser.ParseError) in
-                            let item = try parser.item()
-                            guard reading.componentError == nil else { return }
-                            do throws(SigningError) {
-                                let component = try ComponentIdentifier(parsed: item)
-                                if reading.components.contains(component) {
-                                    throw .invalidComponent("\(component) is covered more than once")
-                                }
-                                if reading.components.isEmpty { reading.components.reserveCapacity(8) }
-                                reading.components.append(component)
-                            } catch {
-                                reading.componentError = error
-                            }
-                        }
-                        if parser.canonical { reading.canonicalRange = start..<parser.index }
+                        if reading.components.isEmpty { reading.components.reserveCapacity(8) }
+                        reading.components.append(component)
+                    } catch {
+                        reading.componentError = error
                     }
                 }
-            } catch {
-                throw SignatureFields.fieldError(error, field: "Signature-Input")
+                if parser.canonical { reading.canonicalRange = start..<parser.index }
             }
             return reading
         }
@@ -193,25 +201,20 @@ public enum SignatureFields {
         /// `label` nil (`Signature-Input` had no member): the field is only checked.
         static func read(_ value: String, label: String?) throws(SigningError) -> SignatureMember {
             var reading = SignatureMember()
-            do {
-                try Parser.read(value) { (parser: inout Parser) throws(Parser.ParseError) in
-                    try parser.dictionaryField { (parser: inout Parser, key: Range<Int>) throws(Parser.ParseError) in
-                        guard let label, parser.bytes(key, equal: label) else {
-                            _ = try parser.memberValue()
-                            return
-                        }
-                        reading.found = true
-                        guard parser.skipEquals(before: UInt8(ascii: ":")) else {
-                            _ = try parser.memberValue()
-                            return
-                        }
-                        let encoded = try parser.byteSequenceRange()
-                        _ = try parser.parameters()
-                        reading.bytes = Base64.decode(UnsafeBufferPointer(rebasing: parser.bytes[encoded]))
-                    }
+            try SignatureFields.readMembers(of: value, field: "Signature") {
+                (parser: inout Parser, key: Range<Int>) throws(Parser.ParseError) in
+                guard let label, parser.bytes(key, equal: label) else {
+                    _ = try parser.memberValue()
+                    return
                 }
-            } catch {
-                throw SignatureFields.fieldError(error, field: "Signature")
+                reading.found = true
+                guard parser.skipEquals(before: UInt8(ascii: ":")) else {
+                    _ = try parser.memberValue()
+                    return
+                }
+                let encoded = try parser.byteSequenceRange()
+                _ = try parser.parameters()
+                reading.bytes = Base64.decode(UnsafeBufferPointer(rebasing: parser.bytes[encoded]))
             }
             return reading
         }
