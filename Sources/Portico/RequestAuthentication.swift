@@ -27,12 +27,14 @@ struct SignableRequestHead: SignableRequest {
     func fieldValues(_ name: String) -> [String] { head.headers[name] }
 
     func onlyFieldValue(_ name: String) -> String? {
-        var found: String?
-        for (fieldName, value) in head.headers where HeaderName.matches(fieldName, name) {
+        // By index, reading a value only where the name matches (see ``SignatureHeadFields``).
+        let headers = head.headers
+        var found: HTTPHeaders.Index?
+        for index in headers.indices where HeaderName.matches(headers[index].name, name) {
             guard found == nil else { return nil }
-            found = value
+            found = index
         }
-        return found
+        return found.map { headers[$0].value }
     }
 }
 
@@ -50,16 +52,21 @@ struct SignatureHeadFields {
     var hasClientPlatform = false
 
     /// `clientVersionHeader` and `clientPlatformHeader` are lowercase.
+    ///
+    /// The head is read by index, and a field's value only once its name matches: iterating the
+    /// fields as (name, value) pairs copied every value (a reference count each way) just to
+    /// compare names.
     init(_ headers: HTTPHeaders, clientVersionHeader: String, clientPlatformHeader: String) {
-        for (name, value) in headers {
+        for index in headers.indices {
+            let name = headers[index].name
             if HeaderName.matches(name, "signature-input") {
-                signatureInput = Self.appending(value, to: signatureInput)
+                signatureInput = Self.appending(headers[index].value, to: signatureInput)
             } else if HeaderName.matches(name, "signature") {
-                signature = Self.appending(value, to: signature)
+                signature = Self.appending(headers[index].value, to: signature)
             } else if HeaderName.matches(name, "content-digest") {
-                if contentDigest == nil { contentDigest = value }
+                if contentDigest == nil { contentDigest = headers[index].value }
             } else if HeaderName.matches(name, "host") {
-                if host == nil { host = value }
+                if host == nil { host = headers[index].value }
             }
             // Apart from the chain above: a policy may name any field for the client's identity,
             // even one of those, and it must then be covered all the same.
