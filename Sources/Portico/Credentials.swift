@@ -23,6 +23,13 @@ final class Credentials: Sendable {
         let previous: (key: any MessageAuthenticator, fingerprint: [UInt8], expires: Int64)?
         /// The most live nonces this key may hold in the replay store (``Policy/nonceQuota(for:)``).
         let nonceQuota: Int
+        /// What every request by this key reads, taken out of ``policy`` once: reading them there
+        /// copied the whole key policy (a reference count per field) on each request.
+        let id: String
+        let tier: String?
+        let isRevoked: Bool
+        /// The services the key may call; nil for every service (`"*"`).
+        let services: [String]?
 
         init(
             policy: ClientKeyPolicy, current: any MessageAuthenticator, fingerprint: [UInt8],
@@ -33,6 +40,14 @@ final class Credentials: Sendable {
             self.fingerprint = fingerprint
             self.previous = previous
             self.nonceQuota = nonceQuota
+            id = policy.id
+            tier = policy.tier
+            isRevoked = policy.status == .revoked
+            services = policy.services.contains("*") ? nil : policy.services
+        }
+
+        func mayCall(service: String) -> Bool {
+            services?.contains(service) ?? true
         }
     }
 

@@ -10,6 +10,9 @@ struct SignableRequestHead: SignableRequest {
     let scheme: String
     /// The `Host` field (RFC 9421 §2.2.3 takes `@authority` from it for HTTP/1.1).
     let authority: String
+    /// Read from the head once: `@path`, `@query` and the required coverage each read them.
+    let requestTarget: String
+    let queryOffset: Int?
 
     init(head: HTTPRequestHead, scheme: String) {
         self.init(head: head, scheme: scheme, host: head.headers.first(name: "host"))
@@ -20,17 +23,19 @@ struct SignableRequestHead: SignableRequest {
         self.head = head
         self.scheme = scheme
         authority = host ?? ""
+        requestTarget = head.uri
+        queryOffset = Self.queryOffset(in: requestTarget)
     }
 
     var method: String { head.method.rawValue }
-    var requestTarget: String { head.uri }
     func fieldValues(_ name: String) -> [String] { head.headers[name] }
 
     func onlyFieldValue(_ name: String) -> String? {
         // By index, reading a value only where the name matches (see ``SignatureHeadFields``).
         let headers = head.headers
+        let length = name.utf8.count
         var found: HTTPHeaders.Index?
-        for index in headers.indices where HeaderName.matches(headers[index].name, name) {
+        for index in headers.indices where headers[index].name.utf8.count == length && HeaderName.matches(headers[index].name, name) {
             guard found == nil else { return nil }
             found = index
         }
@@ -57,21 +62,29 @@ struct SignatureHeadFields {
     /// fields as (name, value) pairs copied every value (a reference count each way) just to
     /// compare names.
     init(_ headers: HTTPHeaders, clientVersionHeader: String, clientPlatformHeader: String) {
+        let versionLength = clientVersionHeader.utf8.count
+        let platformLength = clientPlatformHeader.utf8.count
         for index in headers.indices {
             let name = headers[index].name
-            if HeaderName.matches(name, "signature-input") {
+            // Told apart by length first: most fields match none of these names, and are then
+            // passed over after one comparison of lengths instead of six of names.
+            let length = name.utf8.count
+            switch length {
+            case 15 where HeaderName.matches(name, "signature-input"):
                 signatureInput = Self.appending(headers[index].value, to: signatureInput)
-            } else if HeaderName.matches(name, "signature") {
+            case 9 where HeaderName.matches(name, "signature"):
                 signature = Self.appending(headers[index].value, to: signature)
-            } else if HeaderName.matches(name, "content-digest") {
+            case 14 where HeaderName.matches(name, "content-digest"):
                 if contentDigest == nil { contentDigest = headers[index].value }
-            } else if HeaderName.matches(name, "host") {
+            case 4 where HeaderName.matches(name, "host"):
                 if host == nil { host = headers[index].value }
+            default:
+                break
             }
-            // Apart from the chain above: a policy may name any field for the client's identity,
+            // Apart from the names above: a policy may name any field for the client's identity,
             // even one of those, and it must then be covered all the same.
-            if HeaderName.matches(name, clientVersionHeader) { hasClientVersion = true }
-            if HeaderName.matches(name, clientPlatformHeader) { hasClientPlatform = true }
+            if length == versionLength, HeaderName.matches(name, clientVersionHeader) { hasClientVersion = true }
+            if length == platformLength, HeaderName.matches(name, clientPlatformHeader) { hasClientPlatform = true }
         }
     }
 
@@ -160,8 +173,8 @@ struct RequestAuthenticator {
         let matchesPrevious = ConstantTime.equal(fingerprint, previous?.fingerprint ?? credentials.secondDecoyFingerprint)
         let previousCounts = previous.map { now < $0.expires } ?? false
         guard let credential, matchesCurrent || (matchesPrevious && previousCounts) else { return .failure(.apiKeyInvalid(header: header)) }
-        if let refusal = Self.authorize(credential.policy, service: service) { return .failure(refusal) }
-        return .success(Authentication(keyID: credential.policy.id, tier: credential.policy.tier))
+        if let refusal = Self.authorize(credential, service: service) { return .failure(refusal) }
+        return .success(Authentication(keyID: credential.id, tier: credential.tier))
     }
 
     /// `<key id>.<secret>`; key ids cannot contain '.', so the first one separates them.
@@ -179,6 +192,12 @@ struct RequestAuthenticator {
         guard let signatureInputValue = fields.signatureInput, let signatureValue = fields.signature else {
             if fields.signatureInput == nil && fields.signature == nil { return .failure(.signatureRequired()) }
             return .failure(.malformedSignature("Send both Signature-Input and Signature; only one of them is present."))
+        }
+        if let view = SignatureView.read(label: requirements.label, signatureInput: signatureInputValue, signature: signatureValue),
+            let outcome = inPlaceSignature(
+                view, requirements: requirements, head: head, fields: fields, service: service, hasBody: hasBody, now: now)
+        {
+            return outcome
         }
         let signature: SignatureFields.Signature
         do {
@@ -199,7 +218,7 @@ struct RequestAuthenticator {
             return .failure(.malformedSignature("The nonce is longer than \(Self.maxNonceLength) characters."))
         }
         if let missing = requirements.firstMissing(
-            from: input.components, hasQuery: head.uri.utf8.contains(UInt8(ascii: "?")), hasBody: hasBody,
+            from: input.components, hasQuery: SignableRequestHead.queryOffset(in: head.uri) != nil, hasBody: hasBody,
             hasClientVersion: fields.hasClientVersion, hasClientPlatform: fields.hasClientPlatform)
         {
             return .failure(.signatureIncomplete("The signature must cover \(missing); it covers \(Self.list(input.components))."))
@@ -220,30 +239,64 @@ struct RequestAuthenticator {
         } catch {
             return .failure(.malformedSignature(Self.sentence(error.description)))
         }
-        let credential = candidates.credential
+        return verdict(
+            verified, credential: candidates.credential, keyID: keyID, created: created, expires: input.expires, nonce: input.nonce,
+            maxClockSkew: skew, service: service, contentDigest: fields.contentDigest, now: now)
+    }
+
+    /// The checks above on a signature read in place (``SignatureView``), in the same order and
+    /// with the same MACs. Nil hands the request to the general reading: every refusal but a MAC
+    /// that does not match is left to it, and it words them. Nearly every genuine signature is
+    /// decided here.
+    private func inPlaceSignature(
+        _ view: borrowing SignatureView, requirements: SignatureRequirements, head: HTTPRequestHead, fields: SignatureHeadFields,
+        service: ServicePolicy, hasBody: Bool, now: Int64
+    ) -> Result<Authentication, Problem>? {
+        guard let keyID = view.keyID, let created = view.created else { return nil }
+        if requirements.requireNonce && view.nonce == nil { return nil }
+        if let nonce = view.nonce, nonce.utf8.count > Self.maxNonceLength { return nil }
+        let request = SignableRequestHead(head: head, scheme: scheme, host: fields.host)
+        guard
+            requirements.isCovered(
+                by: view, hasQuery: request.queryOffset != nil, hasBody: hasBody, hasClientVersion: fields.hasClientVersion,
+                hasClientPlatform: fields.hasClientPlatform)
+        else { return nil }
+        if abs(now - created) > requirements.maxClockSkew { return nil }
+        if let expires = view.expires, expires <= now { return nil }
+        let candidates = credentials.candidates(for: keyID, now: now)
+        guard let matches = view.verify(request: request, candidates: candidates.first, candidates.second) else { return nil }
+        return verdict(
+            matches.first || (matches.second && candidates.secondCounts), credential: candidates.credential, keyID: keyID,
+            created: created, expires: view.expires, nonce: view.nonce, maxClockSkew: requirements.maxClockSkew, service: service,
+            contentDigest: fields.contentDigest, now: now)
+    }
+
+    /// What follows the MACs, whichever reading computed them.
+    private func verdict(
+        _ verified: Bool, credential: Credentials.Credential?, keyID: String, created: Int64, expires: Int64?, nonce: String?,
+        maxClockSkew: Int64, service: ServicePolicy, contentDigest: String?, now: Int64
+    ) -> Result<Authentication, Problem> {
         guard verified, let credential else { return .failure(.signatureInvalid()) }
-        if let refusal = Self.authorize(credential.policy, service: service) { return .failure(refusal) }
+        if let refusal = Self.authorize(credential, service: service) { return .failure(refusal) }
 
         // Only a genuine signature is looked up, and its nonce is recorded after the rate limit, so
         // neither forgeries nor a key over its limit take room in the store. A replay is refused
         // here, before it can draw from the key's rate limit.
         var pending: PendingNonce?
-        if let nonce = input.nonce {
+        if let nonce {
             if nonces.contains(keyID: keyID, nonce: nonce, now: now) { return .failure(.signatureReplayed()) }
-            var expiry = created + skew + 1
-            if let expires = input.expires { expiry = min(expiry, expires) }
+            var expiry = created + maxClockSkew + 1
+            if let expires { expiry = min(expiry, expires) }
             pending = PendingNonce(keyID: keyID, nonce: nonce, expiry: expiry, quota: credential.nonceQuota)
         }
-        return .success(
-            Authentication(
-                keyID: keyID, tier: credential.policy.tier, contentDigest: fields.contentDigest, nonce: pending))
+        return .success(Authentication(keyID: keyID, tier: credential.tier, contentDigest: contentDigest, nonce: pending))
     }
 
     // MARK: Shared
 
     /// A key proven genuine may still be refused: revoked, or not allowed to call this service.
-    static func authorize(_ key: ClientKeyPolicy, service: ServicePolicy) -> Problem? {
-        if key.status == .revoked { return .keyRevoked() }
+    static func authorize(_ key: Credentials.Credential, service: ServicePolicy) -> Problem? {
+        if key.isRevoked { return .keyRevoked() }
         if !key.mayCall(service: service.name) { return .keyNotAllowed(service: service.name) }
         return nil
     }

@@ -31,6 +31,12 @@ final class SignatureRequirements: Sendable {
 
     static let contentDigest = ComponentIdentifier.field("content-digest")
 
+    /// The policy's list as a ``SignatureView`` holds components: derived ones as bits, fields by
+    /// name. Nil when the list names one a view never holds (one with parameters, `@query-param`),
+    /// which then always takes the general path.
+    private let alwaysInView: (derived: UInt16, fields: [String])?
+    private static let queryBit = SignatureView.bit(ofDerived: "@query")!
+
     init(_ policy: SignaturePolicy, clientVersionHeader: String, clientPlatformHeader: String) {
         label = policy.label
         maxClockSkew = policy.maxClockSkew.components.seconds
@@ -40,6 +46,37 @@ final class SignatureRequirements: Sendable {
         self.clientVersionHeader = clientVersionHeader.lowercased()
         clientPlatform = .field(clientPlatformHeader)
         self.clientPlatformHeader = clientPlatformHeader.lowercased()
+        var derived: UInt16 = 0
+        var fields: [String] = []
+        var expressible = true
+        for component in always {
+            if !component.parameters.isEmpty {
+                expressible = false
+            } else if component.isDerived {
+                guard let bit = SignatureView.bit(ofDerived: component.name) else {
+                    expressible = false
+                    continue
+                }
+                derived |= bit
+            } else {
+                fields.append(component.name)
+            }
+        }
+        alwaysInView = expressible ? (derived, fields) : nil
+    }
+
+    /// Whether `view` covers everything ``firstMissing(from:hasQuery:hasBody:hasClientVersion:hasClientPlatform:)``
+    /// asks for. False sends the request to the general path, which names what is missing.
+    func isCovered(by view: borrowing SignatureView, hasQuery: Bool, hasBody: Bool, hasClientVersion: Bool, hasClientPlatform: Bool) -> Bool
+    {
+        guard let alwaysInView else { return false }
+        let derived = alwaysInView.derived | (hasQuery ? Self.queryBit : 0)
+        guard view.derivedComponents & derived == derived else { return false }
+        for field in alwaysInView.fields where !view.coversField(field) { return false }
+        if hasBody && !view.coversField(Self.contentDigest.name) { return false }
+        if hasClientVersion && !view.coversField(clientVersion.name) { return false }
+        if hasClientPlatform && !view.coversField(clientPlatform.name) { return false }
+        return true
     }
 
     /// The first required component `covered` lacks, in the order the policy's list and then the

@@ -11,28 +11,67 @@ enum Base64 {
     }
 
     static func decode(_ encoded: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        var length = encoded.count
-        var padding = 0
-        while length > 0, encoded[length - 1] == UInt8(ascii: "="), padding < 2 {
-            length -= 1
-            padding += 1
+        guard let count = decodedCount(encoded) else { return nil }
+        var valid = true
+        let output = [UInt8](unsafeUninitializedCapacity: count) { buffer, written in
+            valid = decode(encoded, into: buffer)
+            written = valid ? count : 0
         }
+        return valid ? output : nil
+    }
+
+    /// How many bytes `encoded` decodes to; nil when its length (with its padding) cannot be
+    /// base64's.
+    static func decodedCount(_ encoded: UnsafeBufferPointer<UInt8>) -> Int? {
+        let length = unpaddedLength(encoded)
+        let padding = encoded.count - length
         // Padding, when present, completes the last group of four; one leftover character is never valid.
         guard length % 4 != 1, padding == 0 || (length + padding) % 4 == 0 else { return nil }
-        var output = [UInt8]()
-        output.reserveCapacity(length * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bits = 0
-        for index in 0..<length {
-            guard let value = sextet(encoded[index]) else { return nil }
-            accumulator = accumulator << 6 | UInt32(value)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
-            }
+        let tail = length % 4
+        return length / 4 * 3 + (tail == 0 ? 0 : tail - 1)
+    }
+
+    /// The length without its `=` padding (at most two).
+    private static func unpaddedLength(_ encoded: UnsafeBufferPointer<UInt8>) -> Int {
+        var length = encoded.count
+        while length > 0, encoded[length - 1] == UInt8(ascii: "="), encoded.count - length < 2 { length -= 1 }
+        return length
+    }
+
+    /// Decodes `encoded` into `output`, which holds exactly ``decodedCount(_:)`` bytes; false when
+    /// a character is outside the alphabet. Written in place: appending byte by byte checked an
+    /// array's capacity and uniqueness for each one.
+    static func decode(_ encoded: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        let length = unpaddedLength(encoded)
+        var read = 0
+        var written = 0
+        while read + 4 <= length {
+            guard let a = sextet(encoded[read]), let b = sextet(encoded[read + 1]), let c = sextet(encoded[read + 2]),
+                let d = sextet(encoded[read + 3])
+            else { return false }
+            let group = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+            output[written] = UInt8(truncatingIfNeeded: group >> 16)
+            output[written + 1] = UInt8(truncatingIfNeeded: group >> 8)
+            output[written + 2] = UInt8(truncatingIfNeeded: group)
+            read += 4
+            written += 3
         }
-        return output
+        // Two or three characters left: one or two bytes, the leftover bits dropped.
+        var group: UInt32 = 0
+        for index in read..<length {
+            guard let value = sextet(encoded[index]) else { return false }
+            group = group << 6 | UInt32(value)
+        }
+        switch length - read {
+        case 2:
+            output[written] = UInt8(truncatingIfNeeded: group >> 4)
+        case 3:
+            output[written] = UInt8(truncatingIfNeeded: group >> 10)
+            output[written + 1] = UInt8(truncatingIfNeeded: group >> 2)
+        default:
+            break
+        }
+        return true
     }
 
     private static func sextet(_ byte: UInt8) -> UInt8? {

@@ -47,18 +47,25 @@ public enum MessageSignature {
         var base: [UInt8] = []
         try SignatureBase.write(for: signature.input, request: request, to: &base)
         return base.withUnsafeBytes { message in
-            signature.value.withUnsafeBytes { presented in
-                withUnsafeTemporaryAllocation(byteCount: 2 * macLength, alignment: 16) { codes in
-                    codes.initializeMemory(as: UInt8.self, repeating: 0)  // compared even when a MAC fails
-                    let firstCode = UnsafeMutableRawBufferPointer(rebasing: codes[0..<macLength])
-                    let secondCode = UnsafeMutableRawBufferPointer(rebasing: codes[macLength..<(2 * macLength)])
-                    let firstComputed = first.writeAuthenticationCode(for: message, to: firstCode)
-                    let secondComputed = second.writeAuthenticationCode(for: message, to: secondCode)
-                    let firstEqual = ConstantTime.equal(UnsafeRawBufferPointer(firstCode), presented)
-                    let secondEqual = ConstantTime.equal(UnsafeRawBufferPointer(secondCode), presented)
-                    return (firstComputed && firstEqual, secondComputed && secondEqual)
-                }
-            }
+            signature.value.withUnsafeBytes { presented in matches(presented, message: message, first, second) }
+        }
+    }
+
+    /// Whether `presented` is the MAC of `message` under each key: both MACs are always computed
+    /// and compared in full.
+    static func matches(
+        _ presented: UnsafeRawBufferPointer, message: UnsafeRawBufferPointer, _ first: any MessageAuthenticator,
+        _ second: any MessageAuthenticator
+    ) -> (first: Bool, second: Bool) {
+        withUnsafeTemporaryAllocation(byteCount: 2 * macLength, alignment: 16) { codes in
+            codes.initializeMemory(as: UInt8.self, repeating: 0)  // compared even when a MAC fails
+            let firstCode = UnsafeMutableRawBufferPointer(rebasing: codes[0..<macLength])
+            let secondCode = UnsafeMutableRawBufferPointer(rebasing: codes[macLength..<(2 * macLength)])
+            let firstComputed = first.writeAuthenticationCode(for: message, to: firstCode)
+            let secondComputed = second.writeAuthenticationCode(for: message, to: secondCode)
+            let firstEqual = ConstantTime.equal(UnsafeRawBufferPointer(firstCode), presented)
+            let secondEqual = ConstantTime.equal(UnsafeRawBufferPointer(secondCode), presented)
+            return (firstComputed && firstEqual, secondComputed && secondEqual)
         }
     }
 

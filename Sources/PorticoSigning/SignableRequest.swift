@@ -12,6 +12,9 @@ public protocol SignableRequest {
     /// The request target in origin form: the path and, when present, `?` and the query, exactly as
     /// sent (percent-encoding untouched).
     var requestTarget: String { get }
+    /// Where the query (its `?`) starts in ``requestTarget``, as a UTF-8 offset; nil without one.
+    /// A request read for several components may find it once (the default searches each time).
+    var queryOffset: Int? { get }
     /// Every value of the field `name` (given lowercase), one per field line, in order.
     func fieldValues(_ name: String) -> [String]
 
@@ -21,6 +24,15 @@ public protocol SignableRequest {
 }
 
 extension SignableRequest {
+    public var queryOffset: Int? { Self.queryOffset(in: requestTarget) }
+
+    /// Where the query starts in `target`, as a byte offset: the target is sliced and copied as
+    /// bytes, never through `String` indices.
+    public static func queryOffset(in target: String) -> Int? {
+        var target = target
+        return target.withUTF8 { $0.firstIndex(of: UInt8(ascii: "?")) }
+    }
+
     public func onlyFieldValue(_ name: String) -> String? {
         let lines = fieldValues(name)
         return lines.count == 1 ? lines[0] : nil

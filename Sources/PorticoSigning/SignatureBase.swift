@@ -62,35 +62,13 @@ public enum SignatureBase {
             let names = component.parameters.map(\.key).joined(separator: ", ")
             throw .unsupportedComponent("\(component) (parameters \(names) do not apply to \(component.name))")
         }
-        let target = request.requestTarget
         switch derived {
-        case .method:
-            out.appendUTF8(request.method)
-        case .targetURI:
-            appendLowercased(request.scheme, to: &out)
-            out.append(contentsOf: "://".utf8)
-            appendNormalizedAuthority(request, to: &out)
-            out.appendUTF8(target)
-        case .authority:
-            appendNormalizedAuthority(request, to: &out)
-        case .scheme:
-            appendLowercased(request.scheme, to: &out)
-        case .requestTarget:
-            out.appendUTF8(target)
-        case .path:
-            let pathEnd = queryOffset(target) ?? target.utf8.count
-            if pathEnd == 0 { out.append(UInt8(ascii: "/")) } else { out.appendUTF8(target, offsets: 0..<pathEnd) }
-        case .query:
-            if let start = queryOffset(target) {
-                out.appendUTF8(target, offsets: start..<target.utf8.count)
-            } else {
-                out.append(UInt8(ascii: "?"))
-            }
         case .queryParameter:
             guard component.parameters.count == 1, case .string(let name)? = component.parameter("name") else {
                 throw .invalidComponent("@query-param takes exactly one parameter, name=\"…\"")
             }
-            let query = queryOffset(target).map { Substring(target.utf8.dropFirst($0 + 1)) } ?? ""
+            let target = request.requestTarget
+            let query = request.queryOffset.map { Substring(target.utf8.dropFirst($0 + 1)) } ?? ""
             let matches = QueryParameters.encodedPairs(query).filter { $0.name == name }
             guard let first = matches.first else { throw .componentNotInMessage(component.serialized) }
             guard matches.count == 1 else { throw .ambiguousQueryParameter(name) }
@@ -99,37 +77,77 @@ public enum SignatureBase {
             throw .invalidComponent("@signature-params cannot be a covered component")
         case .status:
             throw .unsupportedComponent("@status (a response component)")
+        default:
+            appendValue(of: derived, request: request, to: &out)
         }
     }
 
+    /// The value of a derived component that takes no parameters and is always present in a
+    /// request: `@method`, `@target-uri`, `@authority`, `@scheme`, `@request-target`, `@path`,
+    /// `@query`. (The others are ``appendDerivedValue(_:request:to:)``'s alone.)
+    static func appendValue(of derived: DerivedComponent, request: some SignableRequest, to out: inout some ByteSink) {
+        switch derived {
+        case .method:
+            out.appendUTF8(request.method)
+        case .targetURI:
+            appendLowercased(request.scheme, to: &out)
+            out.appendBytes(UnsafeBufferPointer(start: Self.schemeSeparator.utf8Start, count: 3))
+            appendNormalizedAuthority(request, to: &out)
+            out.appendUTF8(request.requestTarget)
+        case .authority:
+            appendNormalizedAuthority(request, to: &out)
+        case .scheme:
+            appendLowercased(request.scheme, to: &out)
+        case .requestTarget:
+            out.appendUTF8(request.requestTarget)
+        case .path:
+            let target = request.requestTarget
+            let pathEnd = request.queryOffset ?? target.utf8.count
+            if pathEnd == 0 { out.appendByte(UInt8(ascii: "/")) } else { out.appendUTF8(target, offsets: 0..<pathEnd) }
+        case .query:
+            let target = request.requestTarget
+            if let start = request.queryOffset {
+                out.appendUTF8(target, offsets: start..<target.utf8.count)
+            } else {
+                out.appendByte(UInt8(ascii: "?"))
+            }
+        case .queryParameter, .signatureParameters, .status:
+            preconditionFailure("\(derived) is not a parameterless request component")
+        }
+    }
+
+    private static let schemeSeparator: StaticString = "://"
+
     /// The derived component names RFC 9421 §2.2 defines, told apart by length first: a `switch`
     /// over the names as strings compared a name with each in turn, for every covered component.
-    private enum DerivedComponent {
+    enum DerivedComponent: UInt8 {
         case method, targetURI, authority, scheme, requestTarget, path, query, queryParameter, signatureParameters, status
 
         init?(_ name: String) {
+            var name = name
+            guard let found = name.withUTF8({ Self(bytes: $0) }) else { return nil }
+            self = found
+        }
+
+        init?(bytes name: UnsafeBufferPointer<UInt8>) {
+            func holds(_ literal: StaticString) -> Bool {
+                literal.utf8CodeUnitCount == name.count && memcmp(literal.utf8Start, name.baseAddress!, name.count) == 0
+            }
             let found: DerivedComponent? =
-                switch name.utf8.count {
-                case 5: name == "@path" ? .path : nil
-                case 6: name == "@query" ? .query : nil
-                case 7: name == "@method" ? .method : name == "@scheme" ? .scheme : name == "@status" ? .status : nil
-                case 10: name == "@authority" ? .authority : nil
-                case 11: name == "@target-uri" ? .targetURI : nil
-                case 12: name == "@query-param" ? .queryParameter : nil
-                case 15: name == "@request-target" ? .requestTarget : nil
-                case 17: name == "@signature-params" ? .signatureParameters : nil
+                switch name.count {
+                case 5: holds("@path") ? .path : nil
+                case 6: holds("@query") ? .query : nil
+                case 7: holds("@method") ? .method : holds("@scheme") ? .scheme : holds("@status") ? .status : nil
+                case 10: holds("@authority") ? .authority : nil
+                case 11: holds("@target-uri") ? .targetURI : nil
+                case 12: holds("@query-param") ? .queryParameter : nil
+                case 15: holds("@request-target") ? .requestTarget : nil
+                case 17: holds("@signature-params") ? .signatureParameters : nil
                 default: nil
                 }
             guard let found else { return nil }
             self = found
         }
-    }
-
-    /// Where the query (its `?`) starts in `target`, as a byte offset: the target is sliced and
-    /// copied as bytes, never through `String` indices.
-    private static func queryOffset(_ target: String) -> Int? {
-        var target = target
-        return target.withUTF8 { $0.firstIndex(of: UInt8(ascii: "?")) }
     }
 
     /// Host lowercased, with the scheme's default port left out (RFC 9421 §2.2.3).
@@ -139,15 +157,19 @@ public enum SignatureBase {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    private static func appendNormalizedAuthority(_ request: some SignableRequest, to out: inout [UInt8]) {
-        let start = out.count
-        appendLowercased(request.authority, to: &out)
-        // A default port ends with its scheme's digits; only then is the scheme looked at.
-        let written = out.count - start
-        guard written >= 3, out[out.count - 1] == UInt8(ascii: "0") || out[out.count - 1] == UInt8(ascii: "3") else { return }
-        let defaultPort = isHTTPS(request.scheme) ? ":443".utf8 : ":80".utf8
-        if written >= defaultPort.count, out[(out.count - defaultPort.count)...].elementsEqual(defaultPort) {
-            out.removeLast(defaultPort.count)
+    private static func appendNormalizedAuthority(_ request: some SignableRequest, to out: inout some ByteSink) {
+        var authority = request.authority
+        authority.withUTF8 { bytes in
+            var end = bytes.count
+            // A default port ends with its scheme's digits; only then is the scheme looked at.
+            if let last = bytes.last, last == UInt8(ascii: "0") || last == UInt8(ascii: "3") {
+                let defaultPort: StaticString = isHTTPS(request.scheme) ? ":443" : ":80"
+                let port = UnsafeBufferPointer(start: defaultPort.utf8Start, count: defaultPort.utf8CodeUnitCount)
+                if bytes.count >= port.count, UnsafeBufferPointer(rebasing: bytes[(bytes.count - port.count)...]).elementsEqual(port) {
+                    end -= port.count
+                }
+            }
+            appendLowercased(UnsafeBufferPointer(rebasing: bytes[..<end]), to: &out)
         }
     }
 
@@ -158,15 +180,14 @@ public enum SignatureBase {
         return zip(scheme.utf8, "https".utf8).allSatisfy { lowercased($0) == $1 }
     }
 
-    private static func appendLowercased(_ text: String, to out: inout [UInt8]) {
+    private static func appendLowercased(_ text: String, to out: inout some ByteSink) {
         var text = text
-        text.withUTF8 { bytes in
-            if bytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
-                for byte in bytes { out.append(lowercased(byte)) }
-            } else {
-                out.append(contentsOf: bytes)
-            }
-        }
+        text.withUTF8 { appendLowercased($0, to: &out) }
+    }
+
+    private static func appendLowercased(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout some ByteSink) {
+        guard bytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return out.appendBytes(bytes) }
+        for byte in bytes { out.appendByte(lowercased(byte)) }
     }
 
     @inline(__always)
@@ -219,7 +240,7 @@ public enum SignatureBase {
 
     /// The value without leading and trailing spaces and tabs (RFC 9421 §2.1 step 2); usually
     /// there are none, and the value is returned as is.
-    private static func trimmingWhitespace(_ value: String) -> String {
+    static func trimmingWhitespace(_ value: String) -> String {
         let utf8 = value.utf8
         guard let first = utf8.first, let last = utf8.last else { return value }
         let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
@@ -231,8 +252,28 @@ public enum SignatureBase {
     /// Visible ASCII, space and tab only: anything else could not be rebuilt byte for byte, and a
     /// line break would let a value forge a line of its own.
     private static func requireASCII(_ value: ArraySlice<UInt8>, component: ComponentIdentifier) throws(SigningError) {
-        for byte in value where !(byte == 0x09 || (0x20...0x7E).contains(byte)) {
-            throw .nonASCIIValue(component.serialized)
+        guard value.withUnsafeBufferPointer(isVisibleASCII) else { throw .nonASCIIValue(component.serialized) }
+    }
+
+    /// Whether every byte is visible ASCII, a space or a tab. Eight bytes at a time: a word with
+    /// no byte below 0x20, none from 0x7F up, passes at once; any other word (one holding a tab, or
+    /// flagged by a borrow between bytes) is checked byte by byte.
+    static func isVisibleASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let isAllowed = { (byte: UInt8) in byte == 0x09 || (byte >= 0x20 && byte <= 0x7E) }
+        let raw = UnsafeRawBufferPointer(bytes)
+        var index = 0
+        while index + 8 <= raw.count {
+            let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            let highBits: UInt64 = 0x8080_8080_8080_8080
+            let below20 = (word &- 0x2020_2020_2020_2020) & ~word & highBits
+            let delete = word ^ 0x7F7F_7F7F_7F7F_7F7F  // zero where a byte is 0x7F
+            let is7F = (delete &- 0x0101_0101_0101_0101) & ~delete & highBits
+            if (word & highBits) | below20 | is7F != 0 {
+                for offset in index..<(index + 8) where !isAllowed(bytes[offset]) { return false }
+            }
+            index += 8
         }
+        for offset in index..<raw.count where !isAllowed(bytes[offset]) { return false }
+        return true
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import RawStructuredFieldValues
 
 /// RFC 9651 §4.2 over a buffer of bytes: the one reader of structured fields in this module.
@@ -115,6 +116,16 @@ struct StructuredFieldParser {
     /// §4.2.1.2, from its `(`: each item is read by `item`, standing at its first byte; then the
     /// list's parameters are returned. Spacing the serialisation would change clears ``canonical``.
     mutating func innerList(_ item: (inout StructuredFieldParser) throws(ParseError) -> Void) throws(ParseError) -> Parameters {
+        var parameters: Parameters = []
+        try innerList(item) { (parser: inout StructuredFieldParser) throws(ParseError) in parameters = try parser.parameters() }
+        return parameters
+    }
+
+    /// The same, with the list's parameters read by `parameters`, standing after the `)`.
+    mutating func innerList(
+        _ item: (inout StructuredFieldParser) throws(ParseError) -> Void,
+        parameters: (inout StructuredFieldParser) throws(ParseError) -> Void
+    ) throws(ParseError) {
         index += 1  // "("
         var count = 0
         while index < bytes.count {
@@ -124,7 +135,7 @@ struct StructuredFieldParser {
             if current == UInt8(ascii: ")") {
                 if spaces > 0 { canonical = false }
                 index += 1
-                return try parameters()
+                return try parameters(&self)
             }
             // Canonically: no space after "(", exactly one between items.
             if spaces != (count == 0 ? 0 : 1) { canonical = false }
@@ -145,27 +156,36 @@ struct StructuredFieldParser {
 
     /// §4.2.3.2; a repeated parameter key replaces the earlier value in its place, as RFC 9651 says.
     mutating func parameters() throws(ParseError) -> Parameters {
-        var parameters: Parameters = []
+        var collected: Parameters = []
+        try parameters { (parser: inout StructuredFieldParser, keyRange: Range<Int>, value: RFC9651BareItem) in
+            let key = parser.string(keyRange)
+            if let existing = collected.firstIndex(where: { $0.key == key }) {
+                parser.canonical = false
+                collected[existing].value = value
+            } else {
+                if collected.isEmpty { collected.reserveCapacity(6) }
+                collected.append((key, value))
+            }
+        }
+        return collected
+    }
+
+    /// §4.2.3.2, handing each parameter as written (its key's range and its value) to `parameter`;
+    /// repeated keys are the caller's to settle.
+    mutating func parameters(_ parameter: (inout StructuredFieldParser, Range<Int>, RFC9651BareItem) -> Void) throws(ParseError) {
         while current == UInt8(ascii: ";") {
             index += 1
             if current == 0x20 { canonical = false }
             skipSpaces()
-            let key = string(try self.key())
+            let key = try self.key()
             var value = RFC9651BareItem.bool(true)
             if current == UInt8(ascii: "=") {
                 index += 1
                 value = try bareItem()
                 if case .bool(true) = value { canonical = false }  // serialised as the bare key
             }
-            if let existing = parameters.firstIndex(where: { $0.key == key }) {
-                canonical = false
-                parameters[existing].value = value
-            } else {
-                if parameters.isEmpty { parameters.reserveCapacity(6) }
-                parameters.append((key, value))
-            }
+            parameter(&self, key, value)
         }
-        return parameters
     }
 
     /// §4.2.3.3: lcalpha or "*", then lcalpha, digits, "_", "-", ".", "*".
@@ -237,6 +257,13 @@ struct StructuredFieldParser {
 
     /// §4.2.5
     mutating func quotedString() throws(ParseError) -> String {
+        let (range, escaped) = try quotedStringRange()
+        return escaped ? unescaped(range) : string(range)
+    }
+
+    /// §4.2.5, from its opening quote: the range of the string's contents, and whether they hold
+    /// escapes (to be removed before they are the string).
+    mutating func quotedStringRange() throws(ParseError) -> (range: Range<Int>, escaped: Bool) {
         index += 1  // the opening quote
         let start = index
         var escaped = false
@@ -250,7 +277,7 @@ struct StructuredFieldParser {
                 escaped = true
                 index += 1
             case UInt8(ascii: "\""):
-                return escaped ? unescaped(start..<(index - 1)) : string(start..<(index - 1))
+                return (start..<(index - 1), escaped)
             case 0x20...0x7E:
                 continue
             default:
@@ -327,7 +354,30 @@ struct StructuredFieldParser {
     // MARK: Bytes
 
     func string(_ range: Range<Int>) -> String {
-        String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+        if let known = Self.known(UnsafeBufferPointer(rebasing: bytes[range])) { return known }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+    }
+
+    /// The component names and parameter keys nearly every signature holds, as literals: a
+    /// verifier reads a dozen of them per request, and building each string from its bytes (a
+    /// UTF-8 check, then the string) cost more than finding it here.
+    static func known(_ text: UnsafeBufferPointer<UInt8>) -> String? {
+        // Each name is written twice, as the bytes to compare and as the string to return (a
+        // string literal costs nothing to hand out; one made from a `StaticString` is built).
+        func holds(_ literal: StaticString) -> Bool {
+            literal.utf8CodeUnitCount == text.count && memcmp(literal.utf8Start, text.baseAddress!, text.count) == 0
+        }
+        switch text.count {
+        case 3: return holds("alg") ? "alg" : holds("tag") ? "tag" : nil
+        case 4: return holds("date") ? "date" : nil
+        case 5: return holds("@path") ? "@path" : holds("keyid") ? "keyid" : holds("nonce") ? "nonce" : nil
+        case 6: return holds("@query") ? "@query" : nil
+        case 7: return holds("@method") ? "@method" : holds("created") ? "created" : holds("expires") ? "expires" : nil
+        case 10: return holds("@authority") ? "@authority" : nil
+        case 11: return holds("@target-uri") ? "@target-uri" : holds("hmac-sha256") ? "hmac-sha256" : nil
+        case 14: return holds("content-digest") ? "content-digest" : nil
+        default: return nil
+        }
     }
 
     /// Whether two ranges of the value hold the same bytes.

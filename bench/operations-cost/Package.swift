@@ -3,7 +3,9 @@
 // - AccessLogCost: formatting a typical access-log record and appending it to the batched writer
 //   (the writer thread draining to /dev/null); run `bench/access-log.sh`;
 // - MetricsCost: counting a finished exchange in the metrics (its status-class counter, its two
-//   duration histograms); run `bench/metrics-cost.sh`.
+//   duration histograms); run `bench/metrics-cost.sh`;
+// - AuthenticationCost: the authenticate stage's check of bench/auth.sh's request, per kind of
+//   route (none, API key, signature); run `bench/auth-cost.sh`.
 // A package of its own, like bench/micro, so that `swift test` never builds it. It reaches types
 // internal to the server through `@testable import`, so it is built with `-enable-testing`.
 import PackageDescription
@@ -34,6 +36,16 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Sources/MetricsCost"
+        ),
+        .executableTarget(
+            name: "AuthenticationCost",
+            dependencies: [
+                .product(name: "Portico", package: "Portico"),
+                .product(name: "PorticoPolicy", package: "Portico"),
+                .product(name: "PorticoSigning", package: "Portico"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Sources/AuthenticationCost"
         ),
     ]
 )

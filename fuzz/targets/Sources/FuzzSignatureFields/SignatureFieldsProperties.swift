@@ -34,6 +34,7 @@ enum SignatureFieldsProperties {
                 try SignatureFields.select(label: label, signatureInput: signatureInput, signature: signature)
             }
             agreesWithTheDictionaryReading(reading, label: label, signatureInput: signatureInput, signature: signature)
+            agreesWithTheView(reading, label: label, signatureInput: signatureInput, signature: signature)
             guard case .success(let parsed) = reading else { continue }
             if let label { precondition(parsed.label == label, "select(label:) returned another label") }
             roundTrip(parsed)
@@ -103,6 +104,25 @@ enum SignatureFieldsProperties {
         default:
             preconditionFailure("select and the dictionary reading disagree on \(signatureInput) / \(signature): \(reading) vs \(expected)")
         }
+    }
+
+    /// Where the in-place reading (`SignatureView`) answers, `select` accepts the same signature
+    /// with the same parameters, and the base the view builds is the general one, byte for byte.
+    private static func agreesWithTheView(
+        _ reading: Result<SignatureFields.Signature, SigningError>, label: String?, signatureInput: String, signature: String
+    ) {
+        guard let view = SignatureView.read(label: label, signatureInput: signatureInput, signature: signature) else { return }
+        guard case .success(let parsed) = reading else {
+            preconditionFailure("the view reads what select refuses: \(signatureInput) / \(signature)")
+        }
+        precondition(
+            view.keyID == parsed.input.keyID && view.created == parsed.input.created && view.expires == parsed.input.expires
+                && view.nonce == parsed.input.nonce,
+            "the view reads other parameters than select: \(signatureInput)")
+        guard let base = view.base(request: request) else { return }
+        precondition(
+            (try? SignatureBase.make(for: parsed.input, request: request)).map { Array($0.utf8) } == base,
+            "the view's signature base differs from the general one: \(signatureInput)")
     }
 
     /// Serialising a parsed signature and parsing it again gives the same signature.

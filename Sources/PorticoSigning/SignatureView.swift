@@ -1,0 +1,323 @@
+import Foundation
+import RawStructuredFieldValues
+
+/// One signature read in place: what the verifier needs from `Signature-Input` and `Signature`
+/// kept as positions in the received field and a handful of values, with no component
+/// identifiers, parameter lists or strings built, and its signature base written into a buffer on
+/// the stack.
+///
+/// **Why a second reading.** Nearly every signed request is the same shape: a canonically written
+/// member (as signers write it), covering request components that take no parameters. Building
+/// the general types for it (``SignatureInput``, ``ComponentIdentifier``s, a growable base) cost
+/// about twice the two MACs. This reading covers that shape only, over the same grammar
+/// (``StructuredFieldParser``): every member of both fields is still parsed and checked. Whatever
+/// it does not cover (a non-canonical member, a component with parameters or an escaped name, a
+/// repeated or absent field, a non-ASCII value, a base over ``baseCapacity``, any error at all)
+/// makes ``read(label:signatureInput:signature:)`` or ``verify(request:candidates:_:)`` return
+/// nil, and the caller takes the general path (``SignatureFields/select(label:signatureInput:signature:)``
+/// and ``MessageSignature/verify(_:request:candidates:_:)``), which gives the exact answer or error.
+/// So the view never decides a case differently: where it answers, the tests and the fuzzer hold
+/// it to the general path's answer.
+package struct SignatureView: ~Copyable {
+    /// One covered component: where its item (`"@method"`, `"date"`) is in `Signature-Input`, and
+    /// which derived component it is (``field``: a header field). Six bytes, so that the view
+    /// stays small.
+    struct Component {
+        var start: UInt16
+        var end: UInt16
+        var kind: UInt8
+
+        static let field = UInt8.max
+
+        var item: Range<Int> { Int(start)..<Int(end) }
+        /// The name: the item without its quotes.
+        var name: Range<Int> { (Int(start) + 1)..<(Int(end) - 1) }
+        var derived: SignatureBase.DerivedComponent? { SignatureBase.DerivedComponent(rawValue: kind) }
+    }
+
+    /// The most components a view holds; a signature covering more takes the general path.
+    static let maxComponents = 16
+    /// The longest signature base built in place (on the stack); a longer one takes the general path.
+    static let baseCapacity = 1024
+
+    /// The `Signature-Input` field value: the components and the canonical text are ranges of it.
+    let signatureInput: String
+    private var components = InlineArray<16, Component>(repeating: Component(start: 0, end: 0, kind: Component.field))
+    private(set) var componentCount = 0
+    /// The derived components covered, one bit each (``SignatureBase/DerivedComponent``'s raw value).
+    package private(set) var derivedComponents: UInt16 = 0
+    /// The member's inner list and parameters: the `@signature-params` value, as received.
+    private var canonicalRange = 0..<0
+    private var mac = InlineArray<32, UInt8>(repeating: 0)
+
+    package private(set) var keyID: String?
+    package private(set) var created: Int64?
+    package private(set) var expires: Int64?
+    package private(set) var nonce: String?
+    /// The parameters read so far, one bit each.
+    private var parametersSeen: UInt8 = 0
+
+    private init(signatureInput: String) {
+        self.signatureInput = signatureInput
+    }
+
+    /// The signature labelled `label` (or the first one when `label` is nil), read in place; nil
+    /// when the general path must read it (see the type's notes).
+    package static func read(label: String?, signatureInput: String, signature: String) -> SignatureView? {
+        // Positions are kept in 16 bits; a longer field (far past any real one) takes the general path.
+        guard signatureInput.utf8.count <= Int(UInt16.max) else { return nil }
+        var view = SignatureView(signatureInput: signatureInput)
+        guard let chosen = view.readInput(label: label), view.readSignature(signature, label: chosen) else { return nil }
+        return view
+    }
+
+    /// The bit of `derived` in ``derivedComponents``.
+    static func bit(_ derived: SignatureBase.DerivedComponent) -> UInt16 { 1 << UInt16(derived.rawValue) }
+
+    /// The bit of the derived component `name` (`@method`) in ``derivedComponents``; nil for a
+    /// name a view never holds (a field, `@query-param`, an unknown name).
+    package static func bit(ofDerived name: String) -> UInt16? {
+        guard let derived = SignatureBase.DerivedComponent(name), isRequestComponent(derived) else { return nil }
+        return bit(derived)
+    }
+
+    /// The derived components a view holds: those of a request that take no parameters.
+    private static func isRequestComponent(_ derived: SignatureBase.DerivedComponent) -> Bool {
+        switch derived {
+        case .method, .targetURI, .authority, .scheme, .requestTarget, .path, .query: true
+        case .queryParameter, .signatureParameters, .status: false
+        }
+    }
+
+    /// Whether the header field `lowercaseName` is covered.
+    package func coversField(_ lowercaseName: String) -> Bool {
+        var input = signatureInput
+        var name = lowercaseName
+        return input.withUTF8 { field in
+            name.withUTF8 { name in
+                for index in 0..<componentCount where components[index].kind == Component.field {
+                    if UnsafeBufferPointer(rebasing: field[components[index].name]).elementsEqual(name) { return true }
+                }
+                return false
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    /// Reads the chosen `Signature-Input` member; returns its label, or nil for the general path.
+    private mutating func readInput(label: String?) -> String? {
+        var chosen: String?
+        var usable = false
+        do throws(StructuredFieldParser.ParseError) {
+            try StructuredFieldParser.read(signatureInput) {
+                (parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) in
+                try parser.dictionaryField {
+                    (parser: inout StructuredFieldParser, key: Range<Int>) throws(StructuredFieldParser.ParseError) in
+                    let isChosen = label.map { parser.bytes(key, equal: $0) } ?? (chosen == nil)
+                    guard isChosen, parser.skipEquals(before: UInt8(ascii: "(")) else {
+                        if isChosen { chosen = parser.string(key) }  // not an inner list: usable stays false
+                        _ = try parser.memberValue()
+                        return
+                    }
+                    chosen = parser.string(key)
+                    let start = parser.index
+                    parser.canonical = true
+                    usable = true
+                    try parser.innerList(
+                        { (parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) in
+                            if !(try readComponent(&parser)) { usable = false }
+                        },
+                        parameters: { (parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) in
+                            try parser.parameters { parser, key, value in
+                                if !readParameter(key: UnsafeBufferPointer(rebasing: parser.bytes[key]), value: value) { usable = false }
+                            }
+                        })
+                    if !parser.canonical { usable = false }
+                    canonicalRange = start..<parser.index
+                }
+            }
+        } catch {
+            return nil
+        }
+        guard usable else { return nil }
+        return chosen
+    }
+
+    /// Reads one inner-list item as a component; false when the general path must read it (it
+    /// is then parsed all the same, so that the rest of the field is checked).
+    private mutating func readComponent(_ parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) -> Bool {
+        let start = parser.index
+        guard parser.current == UInt8(ascii: "\"") else {
+            _ = try parser.item()
+            return false
+        }
+        let (name, escaped) = try parser.quotedStringRange()
+        guard parser.current != UInt8(ascii: ";") else {
+            _ = try parser.parameters()
+            return false
+        }
+        guard !escaped, !name.isEmpty, componentCount < Self.maxComponents else { return false }
+        let nameBytes = UnsafeBufferPointer(rebasing: parser.bytes[name])
+        var kind = Component.field
+        if nameBytes[0] == UInt8(ascii: "@") {
+            guard let derived = SignatureBase.DerivedComponent(bytes: nameBytes), Self.isRequestComponent(derived),
+                derivedComponents & Self.bit(derived) == 0  // not covered twice
+            else { return false }
+            derivedComponents |= Self.bit(derived)
+            kind = derived.rawValue
+        } else {
+            guard !nameBytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return false }
+            for index in 0..<componentCount where components[index].kind == Component.field {
+                if parser.sameBytes(components[index].name, name) { return false }  // covered twice
+            }
+        }
+        components[componentCount] = Component(start: UInt16(start), end: UInt16(parser.index), kind: kind)
+        componentCount += 1
+        return true
+    }
+
+    /// One of the member's parameters: those RFC 9421 §2.3 defines, each of its type. False for
+    /// the general path: a mistyped one, one given twice, an `alg` other than `hmac-sha256`, or one
+    /// the RFC does not define (the general path keeps those).
+    private mutating func readParameter(key: UnsafeBufferPointer<UInt8>, value: RFC9651BareItem) -> Bool {
+        func holds(_ literal: StaticString) -> Bool {
+            literal.utf8CodeUnitCount == key.count && memcmp(literal.utf8Start, key.baseAddress!, key.count) == 0
+        }
+        let bit: UInt8
+        switch value {
+        case .integer(let seconds) where holds("created"):
+            bit = 1
+            created = seconds
+        case .integer(let seconds) where holds("expires"):
+            bit = 2
+            expires = seconds
+        case .string(let id) where holds("keyid"):
+            bit = 4
+            keyID = id
+        case .string(let value) where holds("nonce"):
+            bit = 8
+            nonce = value
+        case .string(let algorithm) where holds("alg"):
+            guard algorithm == MessageSignature.algorithm else { return false }
+            bit = 16
+        case .string where holds("tag"):
+            bit = 32
+        default:
+            return false
+        }
+        guard parametersSeen & bit == 0 else { return false }
+        parametersSeen |= bit
+        return true
+    }
+
+    /// Reads the `Signature` member labelled `label` (every other member is checked); false for
+    /// the general path.
+    private mutating func readSignature(_ signature: String, label: String) -> Bool {
+        var read = false
+        do throws(StructuredFieldParser.ParseError) {
+            try StructuredFieldParser.read(signature) { (parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) in
+                try parser.dictionaryField {
+                    (parser: inout StructuredFieldParser, key: Range<Int>) throws(StructuredFieldParser.ParseError) in
+                    guard parser.bytes(key, equal: label), parser.skipEquals(before: UInt8(ascii: ":")) else {
+                        _ = try parser.memberValue()
+                        return
+                    }
+                    let encoded = UnsafeBufferPointer(rebasing: parser.bytes[try parser.byteSequenceRange()])
+                    _ = try parser.parameters()
+                    guard Base64.decodedCount(encoded) == MessageSignature.macLength else { return }
+                    read = withUnsafeMutableBytes(of: &mac) { Base64.decode(encoded, into: $0.assumingMemoryBound(to: UInt8.self)) }
+                }
+            }
+        } catch {
+            return false
+        }
+        return read
+    }
+
+    // MARK: Verifying
+
+    /// Builds the signature base over `request` and checks the signature under each key, as
+    /// ``MessageSignature/verify(_:request:candidates:_:)`` does: both MACs always computed and
+    /// compared in full. Nil, before any MAC, when the base cannot be built here (a covered field
+    /// absent or repeated, a value that is not ASCII, a base over ``baseCapacity``).
+    package func verify(
+        request: some SignableRequest, candidates first: any MessageAuthenticator, _ second: any MessageAuthenticator
+    ) -> (first: Bool, second: Bool)? {
+        var input = signatureInput
+        return input.withUTF8 { field in
+            withUnsafeTemporaryAllocation(byteCount: Self.baseCapacity, alignment: 16) { buffer in
+                var base = FixedByteWriter(buffer)
+                guard writeBase(field: field, request: request, to: &base) else { return nil }
+                let message = UnsafeRawBufferPointer(rebasing: buffer[0..<base.count])
+                return withUnsafeBytes(of: mac) { MessageSignature.matches($0, message: message, first, second) }
+            }
+        }
+    }
+
+    /// The signature base ``verify(request:candidates:_:)`` computes its MACs over; for the tests
+    /// and the fuzzer, which hold it to ``SignatureBase/make(for:request:)``'s.
+    func base(request: some SignableRequest) -> [UInt8]? {
+        var input = signatureInput
+        return input.withUTF8 { field in
+            withUnsafeTemporaryAllocation(byteCount: Self.baseCapacity, alignment: 16) { buffer in
+                var base = FixedByteWriter(buffer)
+                guard writeBase(field: field, request: request, to: &base) else { return nil }
+                return Array(buffer[0..<base.count])
+            }
+        }
+    }
+
+    private func writeBase(field: UnsafeBufferPointer<UInt8>, request: some SignableRequest, to base: inout FixedByteWriter) -> Bool {
+        for index in 0..<componentCount {
+            let component = components[index]
+            base.appendBytes(UnsafeBufferPointer(rebasing: field[component.item]))
+            base.appendByte(UInt8(ascii: ":"))
+            base.appendByte(UInt8(ascii: " "))
+            let valueStart = base.count
+            if let derived = component.derived {
+                SignatureBase.appendValue(of: derived, request: request, to: &base)
+            } else {
+                let nameBytes = UnsafeBufferPointer(rebasing: field[component.name])
+                let name = StructuredFieldParser.known(nameBytes) ?? String(decoding: nameBytes, as: UTF8.self)
+                guard let value = request.onlyFieldValue(name) else { return false }
+                base.appendUTF8(SignatureBase.trimmingWhitespace(value))
+            }
+            guard !base.overflowed, SignatureBase.isVisibleASCII(base.written(from: valueStart)) else { return false }
+            base.appendByte(UInt8(ascii: "\n"))
+        }
+        let label: StaticString = #""@signature-params": "#
+        base.appendBytes(UnsafeBufferPointer(start: label.utf8Start, count: label.utf8CodeUnitCount))
+        base.appendBytes(UnsafeBufferPointer(rebasing: field[canonicalRange]))
+        return !base.overflowed
+    }
+}
+
+/// Bytes written into a fixed buffer; what does not fit is dropped and marks the writer
+/// overflowed.
+struct FixedByteWriter: ByteSink {
+    private let buffer: UnsafeMutableRawBufferPointer
+    private(set) var count = 0
+    private(set) var overflowed = false
+
+    init(_ buffer: UnsafeMutableRawBufferPointer) {
+        self.buffer = buffer
+    }
+
+    mutating func appendByte(_ byte: UInt8) {
+        guard count < buffer.count else { return overflowed = true }
+        buffer[count] = byte
+        count += 1
+    }
+
+    mutating func appendBytes(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard bytes.count <= buffer.count - count else { return overflowed = true }
+        if let source = bytes.baseAddress { (buffer.baseAddress! + count).copyMemory(from: source, byteCount: bytes.count) }
+        count += bytes.count
+    }
+
+    /// What was written from `start` on.
+    func written(from start: Int) -> UnsafeBufferPointer<UInt8> {
+        UnsafeRawBufferPointer(rebasing: buffer[start..<count]).assumingMemoryBound(to: UInt8.self)
+    }
+}
