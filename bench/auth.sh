@@ -5,6 +5,8 @@
 #   bench/auth.sh [seconds] [connections] [rounds]    (defaults 5 s, 32, 3)
 #   PERF=1 bench/auth.sh ...                            also `perf record -g` the signed route
 #   PERF=1 PERF_ROUTE=open bench/auth.sh ...            … or another route, to compare profiles
+#   ROUTES="open signed" bench/auth.sh 3 32 15          only these runs, alternating: on a noisy
+#                                                       machine, many short adjacent pairs
 #
 # The routes, all in front of the same fast backend (nginx from memory, as bench/run.sh):
 #   /open/1/…    auth: none
@@ -121,16 +123,25 @@ run_wrk() { # name route round headers-array-name
 }
 
 echo "== wrk: ${DURATION}s × $ROUNDS rounds, $CONNECTIONS keep-alive https connections, 1 thread, on $(nproc) cores"
+RUNS=${ROUTES:-bare open keyed signed}
+REVERSED=$(printf '%s\n' $RUNS | tac | tr '\n' ' ')
 for round in $(seq 1 "$ROUNDS"); do
-  run_wrk bare open "$round" BARE
-  run_wrk open open "$round" ALL
-  run_wrk keyed keyed "$round" ALL
-  run_wrk signed signed "$round" ALL
+  # Forwards in odd rounds, backwards in even ones (ABBA), so that a drift of the machine's speed
+  # during a round does not always land on the same route.
+  order=$RUNS
+  [ $((round % 2)) = 0 ] && order=$REVERSED
+  for run in $order; do
+    case $run in
+      bare) run_wrk bare open "$round" BARE ;;
+      *) run_wrk "$run" "$run" "$round" ALL ;;
+    esac
+  done
 done
 
-python3 - "$WORK" "$HZ" "$ROUNDS" "$DURATION" <<'PY'
+python3 - "$WORK" "$HZ" "$ROUNDS" "$DURATION" $RUNS <<'PY'
 import re, statistics, sys
 work, hz, rounds, duration = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+names = sys.argv[5:]
 cpu = {(name, int(r)): int(t) for name, r, t in (line.split() for line in open(f"{work}/cpu"))}
 def run(name, r):
     text = open(f"{work}/{name}.{r}.wrk").read()
@@ -139,17 +150,20 @@ def run(name, r):
     return total, cpu[(name, r)] / hz * 1e6 / total, int(refused.group(1)) if refused else 0
 print(f"{'route':<8}{'req/s':>10}{'CPU/req':>11}{'extra':>10}{'non-2xx':>9}   per round (µs/req)")
 costs = {}
-for name in ("bare", "open", "keyed", "signed"):
+for name in names:
     runs = [run(name, r) for r in range(1, rounds + 1)]
     costs[name] = [c for _, c, _ in runs]
     cost = statistics.median(costs[name])
     rps = statistics.median(t for t, _, _ in runs) / duration
-    extra = "-" if name in ("bare", "open") else f"{cost - statistics.median(costs['open']):+.1f} µs"
+    extra = "-" if name in ("bare", "open") or "open" not in names else f"{cost - statistics.median(costs['open']):+.1f} µs"
     print(f"{name:<8}{rps:>10.0f}{cost:>8.1f} µs{extra:>10}{sum(n for _, _, n in runs):>9}   {[round(c, 1) for _, c, _ in runs]}")
 paired = lambda a, b: statistics.median(x - y for x, y in zip(costs[a], costs[b]))
-print(f"paired by round (median of the per-round differences): keyed {paired('keyed', 'open'):+.1f} µs, "
-      f"signed {paired('signed', 'open'):+.1f} µs over open with the same fields; the fields alone "
-      f"(open minus bare) {paired('open', 'bare'):+.1f} µs")
+parts = []
+if "open" in names:
+    parts += [f"{name} {paired(name, 'open'):+.1f} µs" for name in ("keyed", "signed") if name in names]
+    if "bare" in names: parts.append(f"the fields alone (open minus bare) {paired('open', 'bare'):+.1f} µs")
+if parts:
+    print("paired by round (median of the per-round differences), over open with the same fields: " + ", ".join(parts))
 print("(CPU of the gateway process only, median of the rounds; extra = over the open route, same request fields)")
 PY
 

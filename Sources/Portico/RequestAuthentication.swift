@@ -45,16 +45,21 @@ struct SignableRequestHead: SignableRequest {
 
 /// The header fields a signature check reads, found in one pass over the head: looked up one by
 /// one, they cost six scans of every field name and two arrays.
+///
+/// The pass notes where each field is and copies no value: a value is read where it is used.
+/// (Holding them as strings cost a reference count each way per field, again for each copy of
+/// this struct, and most of them are read once.)
 struct SignatureHeadFields {
-    /// `Signature-Input` and `Signature`, each field's lines joined with ", " (RFC 9110 §5.3).
-    var signatureInput: String?
-    var signature: String?
-    /// The first `Content-Digest` line, checked against the body later.
-    var contentDigest: String?
-    /// The first `Host` line: `@authority`.
-    var host: String?
-    var hasClientVersion = false
-    var hasClientPlatform = false
+    private let headers: HTTPHeaders
+    private var signatureInputAt: HTTPHeaders.Index?
+    private var signatureAt: HTTPHeaders.Index?
+    private var contentDigestAt: HTTPHeaders.Index?
+    private var hostAt: HTTPHeaders.Index?
+    /// Whether a signature field has more than one line (the lines are then joined).
+    private var signatureInputRepeated = false
+    private var signatureRepeated = false
+    private(set) var hasClientVersion = false
+    private(set) var hasClientPlatform = false
 
     /// `clientVersionHeader` and `clientPlatformHeader` are lowercase.
     ///
@@ -62,6 +67,7 @@ struct SignatureHeadFields {
     /// fields as (name, value) pairs copied every value (a reference count each way) just to
     /// compare names.
     init(_ headers: HTTPHeaders, clientVersionHeader: String, clientPlatformHeader: String) {
+        self.headers = headers
         let versionLength = clientVersionHeader.utf8.count
         let platformLength = clientPlatformHeader.utf8.count
         for index in headers.indices {
@@ -71,13 +77,13 @@ struct SignatureHeadFields {
             let length = name.utf8.count
             switch length {
             case 15 where HeaderName.matches(name, "signature-input"):
-                signatureInput = Self.appending(headers[index].value, to: signatureInput)
+                if signatureInputAt == nil { signatureInputAt = index } else { signatureInputRepeated = true }
             case 9 where HeaderName.matches(name, "signature"):
-                signature = Self.appending(headers[index].value, to: signature)
+                if signatureAt == nil { signatureAt = index } else { signatureRepeated = true }
             case 14 where HeaderName.matches(name, "content-digest"):
-                if contentDigest == nil { contentDigest = headers[index].value }
+                if contentDigestAt == nil { contentDigestAt = index }
             case 4 where HeaderName.matches(name, "host"):
-                if host == nil { host = headers[index].value }
+                if hostAt == nil { hostAt = index }
             default:
                 break
             }
@@ -88,9 +94,18 @@ struct SignatureHeadFields {
         }
     }
 
-    private static func appending(_ line: String, to value: String?) -> String {
-        guard let value else { return line }
-        return value + ", " + line
+    /// `Signature-Input` and `Signature`, each field's lines joined with ", " (RFC 9110 §5.3).
+    var signatureInput: String? { value(at: signatureInputAt, repeated: signatureInputRepeated, name: "signature-input") }
+    var signature: String? { value(at: signatureAt, repeated: signatureRepeated, name: "signature") }
+    /// The first `Content-Digest` line, checked against the body later.
+    var contentDigest: String? { contentDigestAt.map { headers[$0].value } }
+    /// The first `Host` line: `@authority`.
+    var host: String? { hostAt.map { headers[$0].value } }
+
+    private func value(at first: HTTPHeaders.Index?, repeated: Bool, name: String) -> String? {
+        guard let first else { return nil }
+        guard repeated else { return headers[first].value }
+        return headers.filter { HeaderName.matches($0.name, name) }.map(\.value).joined(separator: ", ")
     }
 }
 
@@ -193,7 +208,8 @@ struct RequestAuthenticator {
             if fields.signatureInput == nil && fields.signature == nil { return .failure(.signatureRequired()) }
             return .failure(.malformedSignature("Send both Signature-Input and Signature; only one of them is present."))
         }
-        if let view = SignatureView.read(label: requirements.label, signatureInput: signatureInputValue, signature: signatureValue),
+        var view = SignatureView(signatureInput: signatureInputValue)
+        if view.read(label: requirements.label, signature: signatureValue),
             let outcome = inPlaceSignature(
                 view, requirements: requirements, head: head, fields: fields, service: service, hasBody: hasBody, now: now)
         {

@@ -42,13 +42,17 @@ enum Base64 {
     /// a character is outside the alphabet. Written in place: appending byte by byte checked an
     /// array's capacity and uniqueness for each one.
     static func decode(_ encoded: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        guard output.count == decodedCount(encoded) else { return false }  // written without bounds checks below
         let length = unpaddedLength(encoded)
+        let sextets = Self.sextets
         var read = 0
         var written = 0
         while read + 4 <= length {
-            guard let a = sextet(encoded[read]), let b = sextet(encoded[read + 1]), let c = sextet(encoded[read + 2]),
-                let d = sextet(encoded[read + 3])
-            else { return false }
+            let a = sextets[Int(encoded[read])]
+            let b = sextets[Int(encoded[read + 1])]
+            let c = sextets[Int(encoded[read + 2])]
+            let d = sextets[Int(encoded[read + 3])]
+            guard (a | b | c | d) & 0xC0 == 0 else { return false }  // one test for the four
             let group = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
             output[written] = UInt8(truncatingIfNeeded: group >> 16)
             output[written + 1] = UInt8(truncatingIfNeeded: group >> 8)
@@ -59,7 +63,8 @@ enum Base64 {
         // Two or three characters left: one or two bytes, the leftover bits dropped.
         var group: UInt32 = 0
         for index in read..<length {
-            guard let value = sextet(encoded[index]) else { return false }
+            let value = sextets[Int(encoded[index])]
+            guard value & 0xC0 == 0 else { return false }
             group = group << 6 | UInt32(value)
         }
         switch length - read {
@@ -74,14 +79,14 @@ enum Base64 {
         return true
     }
 
-    private static func sextet(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte - UInt8(ascii: "A")
-        case UInt8(ascii: "a")...UInt8(ascii: "z"): byte - UInt8(ascii: "a") + 26
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0") + 52
-        case UInt8(ascii: "+"): 62
-        case UInt8(ascii: "/"): 63
-        default: nil
+    /// Each byte's value in the alphabet; 64 for the padding `=`, 0xFF for bytes outside both. A
+    /// table, so that decoding and the parser's byte-sequence check cost a load per character.
+    static let sextets: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (value, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8.enumerated() {
+            table[Int(byte)] = UInt8(value)
         }
-    }
+        table[Int(UInt8(ascii: "="))] = 64
+        return table
+    }()
 }

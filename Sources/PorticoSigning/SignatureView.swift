@@ -13,15 +13,14 @@ import RawStructuredFieldValues
 /// (``StructuredFieldParser``): every member of both fields is still parsed and checked. Whatever
 /// it does not cover (a non-canonical member, a component with parameters or an escaped name, a
 /// repeated or absent field, a non-ASCII value, a base over ``baseCapacity``, any error at all)
-/// makes ``read(label:signatureInput:signature:)`` or ``verify(request:candidates:_:)`` return
+/// makes ``read(label:signature:)`` return false or ``verify(request:candidates:_:)`` return
 /// nil, and the caller takes the general path (``SignatureFields/select(label:signatureInput:signature:)``
 /// and ``MessageSignature/verify(_:request:candidates:_:)``), which gives the exact answer or error.
 /// So the view never decides a case differently: where it answers, the tests and the fuzzer hold
 /// it to the general path's answer.
 package struct SignatureView: ~Copyable {
     /// One covered component: where its item (`"@method"`, `"date"`) is in `Signature-Input`, and
-    /// which derived component it is (``field``: a header field). Six bytes, so that the view
-    /// stays small.
+    /// which derived component it is (``field``: a header field).
     struct Component {
         var start: UInt16
         var end: UInt16
@@ -35,20 +34,47 @@ package struct SignatureView: ~Copyable {
         var derived: SignatureBase.DerivedComponent? { SignatureBase.DerivedComponent(rawValue: kind) }
     }
 
-    /// The most components a view holds; a signature covering more takes the general path.
-    static let maxComponents = 16
+    /// The components, in a fixed block inside the view (no array to allocate), one word each.
+    /// (`InlineArray` would say it plainly, but needs a runtime newer than the apps the client
+    /// library, which this module is part of, still supports.)
+    struct Components {
+        private var words:
+            (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+                (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        private(set) var count = 0
+        static let capacity = 16
+
+        subscript(index: Int) -> Component {
+            precondition(index >= 0 && index < count)
+            let word = withUnsafeBytes(of: words) { $0.load(fromByteOffset: index * 8, as: UInt64.self) }
+            return Component(
+                start: UInt16(truncatingIfNeeded: word), end: UInt16(truncatingIfNeeded: word >> 16),
+                kind: UInt8(truncatingIfNeeded: word >> 32))
+        }
+
+        /// False, adding nothing, when the block is full.
+        mutating func append(_ component: Component) -> Bool {
+            guard count < Self.capacity else { return false }
+            let word = UInt64(component.start) | UInt64(component.end) << 16 | UInt64(component.kind) << 32
+            withUnsafeMutableBytes(of: &words) { $0.storeBytes(of: word, toByteOffset: count * 8, as: UInt64.self) }
+            count += 1
+            return true
+        }
+    }
+
     /// The longest signature base built in place (on the stack); a longer one takes the general path.
     static let baseCapacity = 1024
 
     /// The `Signature-Input` field value: the components and the canonical text are ranges of it.
     let signatureInput: String
-    private var components = InlineArray<16, Component>(repeating: Component(start: 0, end: 0, kind: Component.field))
-    private(set) var componentCount = 0
+    /// A signature covering more than ``Components/capacity`` takes the general path.
+    private var components = Components()
     /// The derived components covered, one bit each (``SignatureBase/DerivedComponent``'s raw value).
     package private(set) var derivedComponents: UInt16 = 0
     /// The member's inner list and parameters: the `@signature-params` value, as received.
     private var canonicalRange = 0..<0
-    private var mac = InlineArray<32, UInt8>(repeating: 0)
+    /// The signature's 32 bytes.
+    private var mac: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
 
     package private(set) var keyID: String?
     package private(set) var created: Int64?
@@ -57,17 +83,24 @@ package struct SignatureView: ~Copyable {
     /// The parameters read so far, one bit each.
     private var parametersSeen: UInt8 = 0
 
-    private init(signatureInput: String) {
+    /// A view of `signatureInput`, not read yet (``read(label:signature:)``).
+    package init(signatureInput: String) {
         self.signatureInput = signatureInput
     }
 
-    /// The signature labelled `label` (or the first one when `label` is nil), read in place; nil
-    /// when the general path must read it (see the type's notes).
-    package static func read(label: String?, signatureInput: String, signature: String) -> SignatureView? {
+    /// Reads the signature labelled `label` (or the first one when `label` is nil); false when the
+    /// general path must read it (see the type's notes). Read into a view the caller holds: a view
+    /// returned as an optional was copied whole twice on its way out.
+    package mutating func read(label: String?, signature: String) -> Bool {
         // Positions are kept in 16 bits; a longer field (far past any real one) takes the general path.
-        guard signatureInput.utf8.count <= Int(UInt16.max) else { return nil }
+        guard signatureInput.utf8.count <= Int(UInt16.max), let chosen = readInput(label: label) else { return false }
+        return readSignature(signature, label: chosen)
+    }
+
+    /// ``read(label:signature:)`` into a new view; nil for the general path.
+    static func read(label: String?, signatureInput: String, signature: String) -> SignatureView? {
         var view = SignatureView(signatureInput: signatureInput)
-        guard let chosen = view.readInput(label: label), view.readSignature(signature, label: chosen) else { return nil }
+        guard view.read(label: label, signature: signature) else { return nil }
         return view
     }
 
@@ -95,7 +128,7 @@ package struct SignatureView: ~Copyable {
         var name = lowercaseName
         return input.withUTF8 { field in
             name.withUTF8 { name in
-                for index in 0..<componentCount where components[index].kind == Component.field {
+                for index in 0..<components.count where components[index].kind == Component.field {
                     if UnsafeBufferPointer(rebasing: field[components[index].name]).elementsEqual(name) { return true }
                 }
                 return false
@@ -157,7 +190,7 @@ package struct SignatureView: ~Copyable {
             _ = try parser.parameters()
             return false
         }
-        guard !escaped, !name.isEmpty, componentCount < Self.maxComponents else { return false }
+        guard !escaped, !name.isEmpty, components.count < Components.capacity else { return false }
         let nameBytes = UnsafeBufferPointer(rebasing: parser.bytes[name])
         var kind = Component.field
         if nameBytes[0] == UInt8(ascii: "@") {
@@ -168,13 +201,11 @@ package struct SignatureView: ~Copyable {
             kind = derived.rawValue
         } else {
             guard !nameBytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return false }
-            for index in 0..<componentCount where components[index].kind == Component.field {
+            for index in 0..<components.count where components[index].kind == Component.field {
                 if parser.sameBytes(components[index].name, name) { return false }  // covered twice
             }
         }
-        components[componentCount] = Component(start: UInt16(start), end: UInt16(parser.index), kind: kind)
-        componentCount += 1
-        return true
+        return components.append(Component(start: UInt16(start), end: UInt16(parser.index), kind: kind))
     }
 
     /// One of the member's parameters: those RFC 9421 §2.3 defines, each of its type. False for
@@ -226,7 +257,11 @@ package struct SignatureView: ~Copyable {
                     let encoded = UnsafeBufferPointer(rebasing: parser.bytes[try parser.byteSequenceRange()])
                     _ = try parser.parameters()
                     guard Base64.decodedCount(encoded) == MessageSignature.macLength else { return }
-                    read = withUnsafeMutableBytes(of: &mac) { Base64.decode(encoded, into: $0.assumingMemoryBound(to: UInt8.self)) }
+                    read = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: MessageSignature.macLength) { bytes in
+                        guard Base64.decode(encoded, into: bytes) else { return false }
+                        withUnsafeMutableBytes(of: &mac) { $0.copyMemory(from: UnsafeRawBufferPointer(bytes)) }
+                        return true
+                    }
                 }
             }
         } catch {
@@ -246,10 +281,10 @@ package struct SignatureView: ~Copyable {
     ) -> (first: Bool, second: Bool)? {
         var input = signatureInput
         return input.withUTF8 { field in
-            withUnsafeTemporaryAllocation(byteCount: Self.baseCapacity, alignment: 16) { buffer in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.baseCapacity) { buffer in
                 var base = FixedByteWriter(buffer)
                 guard writeBase(field: field, request: request, to: &base) else { return nil }
-                let message = UnsafeRawBufferPointer(rebasing: buffer[0..<base.count])
+                let message = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[0..<base.count]))
                 return withUnsafeBytes(of: mac) { MessageSignature.matches($0, message: message, first, second) }
             }
         }
@@ -260,7 +295,7 @@ package struct SignatureView: ~Copyable {
     func base(request: some SignableRequest) -> [UInt8]? {
         var input = signatureInput
         return input.withUTF8 { field in
-            withUnsafeTemporaryAllocation(byteCount: Self.baseCapacity, alignment: 16) { buffer in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.baseCapacity) { buffer in
                 var base = FixedByteWriter(buffer)
                 guard writeBase(field: field, request: request, to: &base) else { return nil }
                 return Array(buffer[0..<base.count])
@@ -269,7 +304,7 @@ package struct SignatureView: ~Copyable {
     }
 
     private func writeBase(field: UnsafeBufferPointer<UInt8>, request: some SignableRequest, to base: inout FixedByteWriter) -> Bool {
-        for index in 0..<componentCount {
+        for index in 0..<components.count {
             let component = components[index]
             base.appendBytes(UnsafeBufferPointer(rebasing: field[component.item]))
             base.appendByte(UInt8(ascii: ":"))
@@ -296,11 +331,11 @@ package struct SignatureView: ~Copyable {
 /// Bytes written into a fixed buffer; what does not fit is dropped and marks the writer
 /// overflowed.
 struct FixedByteWriter: ByteSink {
-    private let buffer: UnsafeMutableRawBufferPointer
+    private let buffer: UnsafeMutableBufferPointer<UInt8>
     private(set) var count = 0
     private(set) var overflowed = false
 
-    init(_ buffer: UnsafeMutableRawBufferPointer) {
+    init(_ buffer: UnsafeMutableBufferPointer<UInt8>) {
         self.buffer = buffer
     }
 
@@ -312,12 +347,12 @@ struct FixedByteWriter: ByteSink {
 
     mutating func appendBytes(_ bytes: UnsafeBufferPointer<UInt8>) {
         guard bytes.count <= buffer.count - count else { return overflowed = true }
-        if let source = bytes.baseAddress { (buffer.baseAddress! + count).copyMemory(from: source, byteCount: bytes.count) }
+        if let source = bytes.baseAddress { (buffer.baseAddress! + count).initialize(from: source, count: bytes.count) }
         count += bytes.count
     }
 
     /// What was written from `start` on.
     func written(from start: Int) -> UnsafeBufferPointer<UInt8> {
-        UnsafeRawBufferPointer(rebasing: buffer[start..<count]).assumingMemoryBound(to: UInt8.self)
+        UnsafeBufferPointer(rebasing: buffer[start..<count])
     }
 }

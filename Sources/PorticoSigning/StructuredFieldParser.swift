@@ -62,6 +62,7 @@ struct StructuredFieldParser {
     ///
     /// `member` is called for each member with its key's bytes, the parser standing just after the
     /// key; it must read the member's value (``memberValue()`` reads any).
+    @inline(__always)
     mutating func dictionaryField(_ member: (inout StructuredFieldParser, Range<Int>) throws(ParseError) -> Void) throws(ParseError) {
         skipSpaces()
         // The keys seen so far, as byte ranges: a field almost always has one member, so the first
@@ -122,6 +123,7 @@ struct StructuredFieldParser {
     }
 
     /// The same, with the list's parameters read by `parameters`, standing after the `)`.
+    @inline(__always)
     mutating func innerList(
         _ item: (inout StructuredFieldParser) throws(ParseError) -> Void,
         parameters: (inout StructuredFieldParser) throws(ParseError) -> Void
@@ -172,6 +174,7 @@ struct StructuredFieldParser {
 
     /// §4.2.3.2, handing each parameter as written (its key's range and its value) to `parameter`;
     /// repeated keys are the caller's to settle.
+    @inline(__always)
     mutating func parameters(_ parameter: (inout StructuredFieldParser, Range<Int>, RFC9651BareItem) -> Void) throws(ParseError) {
         while current == UInt8(ascii: ";") {
             index += 1
@@ -267,20 +270,18 @@ struct StructuredFieldParser {
         index += 1  // the opening quote
         let start = index
         var escaped = false
-        while let byte = current {
+        // Straight over the buffer: the names and parameters of a signature are mostly strings.
+        while index < bytes.count {
+            let byte = bytes[index]
             index += 1
-            switch byte {
-            case UInt8(ascii: "\\"):
-                guard let next = current, next == UInt8(ascii: "\"") || next == UInt8(ascii: "\\") else {
+            if byte == UInt8(ascii: "\"") { return (start..<(index - 1), escaped) }
+            if byte == UInt8(ascii: "\\") {
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") || bytes[index] == UInt8(ascii: "\\") else {
                     throw fail("a string may escape only \" and \\")
                 }
                 escaped = true
                 index += 1
-            case UInt8(ascii: "\""):
-                return (start..<(index - 1), escaped)
-            case 0x20...0x7E:
-                continue
-            default:
+            } else if byte < 0x20 || byte > 0x7E {
                 throw fail("a string holds a byte that is not visible ASCII or a space")
             }
         }
@@ -304,8 +305,9 @@ struct StructuredFieldParser {
     mutating func byteSequenceRange() throws(ParseError) -> Range<Int> {
         index += 1  // ":"
         let start = index
+        let sextets = Base64.sextets  // the table read once, not once a byte
         while let byte = current, byte != UInt8(ascii: ":") {
-            guard StructuredFieldBytes.isBase64Byte(byte) else { throw fail("a byte sequence holds a character outside base64") }
+            guard sextets[Int(byte)] != 0xFF else { throw fail("a byte sequence holds a character outside base64") }
             index += 1
         }
         guard current == UInt8(ascii: ":") else { throw fail("a byte sequence without its closing \":\"") }
