@@ -5,8 +5,9 @@
 #   bench/auth.sh [seconds] [connections] [rounds]    (defaults 5 s, 32, 3)
 #   PERF=1 bench/auth.sh ...                            also `perf record -g` the signed route
 #   PERF=1 PERF_ROUTE=open bench/auth.sh ...            … or another route, to compare profiles
-#   ROUTES="open signed" bench/auth.sh 3 32 15          only these runs, alternating: on a noisy
-#                                                       machine, many short adjacent pairs
+#   ROUTES="open signed" bench/auth.sh 3 32 16          only these runs (any of bare open keyed
+#                                                       signed, each once): on a noisy machine,
+#                                                       many short adjacent pairs
 #
 # The routes, all in front of the same fast backend (nginx from memory, as bench/run.sh):
 #   /open/1/…    auth: none
@@ -14,9 +15,11 @@
 #   /signed/1/…  auth: signature, signed by http-message-signatures (an independent RFC 9421
 #                implementation, from PyPI) over six components: @method @authority @path @query
 #                date content-digest (of the empty body), no nonce, so that wrk can replay it.
-# Each round runs wrk on the three in turn; the CPU of the gateway process (utime + stime from
-# /proc) divided by the requests answered gives µs per request, and the report is the median round's
-# difference to the open route. Loopback only; it ends by itself.
+# ("bare" is the open route sent only Date and Content-Digest.) Each round runs wrk on each route in
+# turn, forwards in odd rounds and backwards in even ones, so an even number of rounds balances the
+# order; the CPU of the gateway process (utime + stime from /proc) divided by the requests answered
+# gives µs per request, and the report is each route's median round and the median of the per-round
+# differences to the open route. Loopback only; it ends by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
@@ -26,6 +29,11 @@ CONNECTIONS=${2:-32}
 ROUNDS=${3:-3}
 BACKEND_PORT=18201
 PORTICO_PORT=18202
+RUNS=${ROUTES:-bare open keyed signed}
+for run in $RUNS; do
+  case " bare open keyed signed " in *" $run "*) ;; *) echo "ROUTES: no route \"$run\" (bare open keyed signed)" >&2; exit 2 ;; esac
+  [ "$(printf '%s\n' $RUNS | grep -cx "$run")" = 1 ] || { echo "ROUTES: \"$run\" named twice" >&2; exit 2; }
+done
 WORK=$(mktemp -d /tmp/portico-auth.XXXXXX)
 trap bench_kill_pids EXIT
 
@@ -123,7 +131,6 @@ run_wrk() { # name route round headers-array-name
 }
 
 echo "== wrk: ${DURATION}s × $ROUNDS rounds, $CONNECTIONS keep-alive https connections, 1 thread, on $(nproc) cores"
-RUNS=${ROUTES:-bare open keyed signed}
 REVERSED=$(printf '%s\n' $RUNS | tac | tr '\n' ' ')
 for round in $(seq 1 "$ROUNDS"); do
   # Forwards in odd rounds, backwards in even ones (ABBA), so that a drift of the machine's speed
@@ -160,10 +167,10 @@ for name in names:
 paired = lambda a, b: statistics.median(x - y for x, y in zip(costs[a], costs[b]))
 parts = []
 if "open" in names:
-    parts += [f"{name} {paired(name, 'open'):+.1f} µs" for name in ("keyed", "signed") if name in names]
+    parts += [f"{name} {paired(name, 'open'):+.1f} µs over open with the same fields" for name in ("keyed", "signed") if name in names]
     if "bare" in names: parts.append(f"the fields alone (open minus bare) {paired('open', 'bare'):+.1f} µs")
 if parts:
-    print("paired by round (median of the per-round differences), over open with the same fields: " + ", ".join(parts))
+    print("paired by round (median of the per-round differences): " + "; ".join(parts))
 print("(CPU of the gateway process only, median of the rounds; extra = over the open route, same request fields)")
 PY
 

@@ -130,19 +130,16 @@ public enum SignatureBase {
         }
 
         init?(bytes name: UnsafeBufferPointer<UInt8>) {
-            func holds(_ literal: StaticString) -> Bool {
-                literal.utf8CodeUnitCount == name.count && memcmp(literal.utf8Start, name.baseAddress!, name.count) == 0
-            }
             let found: DerivedComponent? =
                 switch name.count {
-                case 5: holds("@path") ? .path : nil
-                case 6: holds("@query") ? .query : nil
-                case 7: holds("@method") ? .method : holds("@scheme") ? .scheme : holds("@status") ? .status : nil
-                case 10: holds("@authority") ? .authority : nil
-                case 11: holds("@target-uri") ? .targetURI : nil
-                case 12: holds("@query-param") ? .queryParameter : nil
-                case 15: holds("@request-target") ? .requestTarget : nil
-                case 17: holds("@signature-params") ? .signatureParameters : nil
+                case 5: name.holds("@path") ? .path : nil
+                case 6: name.holds("@query") ? .query : nil
+                case 7: name.holds("@method") ? .method : name.holds("@scheme") ? .scheme : name.holds("@status") ? .status : nil
+                case 10: name.holds("@authority") ? .authority : nil
+                case 11: name.holds("@target-uri") ? .targetURI : nil
+                case 12: name.holds("@query-param") ? .queryParameter : nil
+                case 15: name.holds("@request-target") ? .requestTarget : nil
+                case 17: name.holds("@signature-params") ? .signatureParameters : nil
                 default: nil
                 }
             guard let found else { return nil }

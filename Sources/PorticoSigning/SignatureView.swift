@@ -80,6 +80,7 @@ package struct SignatureView: ~Copyable {
     package private(set) var created: Int64?
     package private(set) var expires: Int64?
     package private(set) var nonce: String?
+    private var wasRead = false
     /// The parameters read so far, one bit each.
     private var parametersSeen: UInt8 = 0
 
@@ -91,7 +92,11 @@ package struct SignatureView: ~Copyable {
     /// Reads the signature labelled `label` (or the first one when `label` is nil); false when the
     /// general path must read it (see the type's notes). Read into a view the caller holds: a view
     /// returned as an optional was copied whole twice on its way out.
+    ///
+    /// A view reads once: a second call would read on top of the first one's components.
     package mutating func read(label: String?, signature: String) -> Bool {
+        precondition(!wasRead, "a SignatureView reads one signature")
+        wasRead = true
         // Positions are kept in 16 bits; a longer field (far past any real one) takes the general path.
         guard signatureInput.utf8.count <= Int(UInt16.max), let chosen = readInput(label: label) else { return false }
         return readSignature(signature, label: chosen)
@@ -212,27 +217,24 @@ package struct SignatureView: ~Copyable {
     /// the general path: a mistyped one, one given twice, an `alg` other than `hmac-sha256`, or one
     /// the RFC does not define (the general path keeps those).
     private mutating func readParameter(key: UnsafeBufferPointer<UInt8>, value: RFC9651BareItem) -> Bool {
-        func holds(_ literal: StaticString) -> Bool {
-            literal.utf8CodeUnitCount == key.count && memcmp(literal.utf8Start, key.baseAddress!, key.count) == 0
-        }
         let bit: UInt8
         switch value {
-        case .integer(let seconds) where holds("created"):
+        case .integer(let seconds) where key.holds("created"):
             bit = 1
             created = seconds
-        case .integer(let seconds) where holds("expires"):
+        case .integer(let seconds) where key.holds("expires"):
             bit = 2
             expires = seconds
-        case .string(let id) where holds("keyid"):
+        case .string(let id) where key.holds("keyid"):
             bit = 4
             keyID = id
-        case .string(let value) where holds("nonce"):
+        case .string(let value) where key.holds("nonce"):
             bit = 8
             nonce = value
-        case .string(let algorithm) where holds("alg"):
+        case .string(let algorithm) where key.holds("alg"):
             guard algorithm == MessageSignature.algorithm else { return false }
             bit = 16
-        case .string where holds("tag"):
+        case .string where key.holds("tag"):
             bit = 32
         default:
             return false

@@ -366,18 +366,15 @@ struct StructuredFieldParser {
     static func known(_ text: UnsafeBufferPointer<UInt8>) -> String? {
         // Each name is written twice, as the bytes to compare and as the string to return (a
         // string literal costs nothing to hand out; one made from a `StaticString` is built).
-        func holds(_ literal: StaticString) -> Bool {
-            literal.utf8CodeUnitCount == text.count && memcmp(literal.utf8Start, text.baseAddress!, text.count) == 0
-        }
         switch text.count {
-        case 3: return holds("alg") ? "alg" : holds("tag") ? "tag" : nil
-        case 4: return holds("date") ? "date" : nil
-        case 5: return holds("@path") ? "@path" : holds("keyid") ? "keyid" : holds("nonce") ? "nonce" : nil
-        case 6: return holds("@query") ? "@query" : nil
-        case 7: return holds("@method") ? "@method" : holds("created") ? "created" : holds("expires") ? "expires" : nil
-        case 10: return holds("@authority") ? "@authority" : nil
-        case 11: return holds("@target-uri") ? "@target-uri" : holds("hmac-sha256") ? "hmac-sha256" : nil
-        case 14: return holds("content-digest") ? "content-digest" : nil
+        case 3: return text.holds("alg") ? "alg" : text.holds("tag") ? "tag" : nil
+        case 4: return text.holds("date") ? "date" : nil
+        case 5: return text.holds("@path") ? "@path" : text.holds("keyid") ? "keyid" : text.holds("nonce") ? "nonce" : nil
+        case 6: return text.holds("@query") ? "@query" : nil
+        case 7: return text.holds("@method") ? "@method" : text.holds("created") ? "created" : text.holds("expires") ? "expires" : nil
+        case 10: return text.holds("@authority") ? "@authority" : nil
+        case 11: return text.holds("@target-uri") ? "@target-uri" : text.holds("hmac-sha256") ? "hmac-sha256" : nil
+        case 14: return text.holds("content-digest") ? "content-digest" : nil
         default: return nil
         }
     }
