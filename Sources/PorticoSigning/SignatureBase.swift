@@ -124,22 +124,16 @@ public enum SignatureBase {
         case method, targetURI, authority, scheme, requestTarget, path, query, queryParameter, signatureParameters, status
 
         init?(_ name: String) {
-            var name = name
-            guard let found = name.withUTF8({ Self(bytes: $0) }) else { return nil }
-            self = found
-        }
-
-        init?(bytes name: UnsafeBufferPointer<UInt8>) {
             let found: DerivedComponent? =
-                switch name.count {
-                case 5: name.holds("@path") ? .path : nil
-                case 6: name.holds("@query") ? .query : nil
-                case 7: name.holds("@method") ? .method : name.holds("@scheme") ? .scheme : name.holds("@status") ? .status : nil
-                case 10: name.holds("@authority") ? .authority : nil
-                case 11: name.holds("@target-uri") ? .targetURI : nil
-                case 12: name.holds("@query-param") ? .queryParameter : nil
-                case 15: name.holds("@request-target") ? .requestTarget : nil
-                case 17: name.holds("@signature-params") ? .signatureParameters : nil
+                switch name.utf8.count {
+                case 5: name == "@path" ? .path : nil
+                case 6: name == "@query" ? .query : nil
+                case 7: name == "@method" ? .method : name == "@scheme" ? .scheme : name == "@status" ? .status : nil
+                case 10: name == "@authority" ? .authority : nil
+                case 11: name == "@target-uri" ? .targetURI : nil
+                case 12: name == "@query-param" ? .queryParameter : nil
+                case 15: name == "@request-target" ? .requestTarget : nil
+                case 17: name == "@signature-params" ? .signatureParameters : nil
                 default: nil
                 }
             guard let found else { return nil }

@@ -199,7 +199,9 @@ package struct SignatureView: ~Copyable {
         let nameBytes = UnsafeBufferPointer(rebasing: parser.bytes[name])
         var kind = Component.field
         if nameBytes[0] == UInt8(ascii: "@") {
-            guard let derived = SignatureBase.DerivedComponent(bytes: nameBytes), Self.isRequestComponent(derived),
+            // Every derived name is a known one (a literal, not a string built from the bytes).
+            guard let derived = StructuredFieldParser.known(nameBytes).flatMap(SignatureBase.DerivedComponent.init),
+                Self.isRequestComponent(derived),
                 derivedComponents & Self.bit(derived) == 0  // not covered twice
             else { return false }
             derivedComponents |= Self.bit(derived)

@@ -360,21 +360,55 @@ struct StructuredFieldParser {
         return String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
     }
 
-    /// The component names and parameter keys nearly every signature holds, as literals: a
-    /// verifier reads a dozen of them per request, and building each string from its bytes (a
-    /// UTF-8 check, then the string) cost more than finding it here.
+    /// The component names and parameter keys nearly every signature holds, and every derived
+    /// component's name, as literals: a verifier reads a dozen of them per request, and building
+    /// each string from its bytes (a UTF-8 check, then the string) cost more than finding it here.
+    /// (``SignatureView`` also finds derived components through it, as strings.)
     static func known(_ text: UnsafeBufferPointer<UInt8>) -> String? {
         // Each name is written twice, as the bytes to compare and as the string to return (a
         // string literal costs nothing to hand out; one made from a `StaticString` is built).
         switch text.count {
-        case 3: return text.holds("alg") ? "alg" : text.holds("tag") ? "tag" : nil
-        case 4: return text.holds("date") ? "date" : nil
-        case 5: return text.holds("@path") ? "@path" : text.holds("keyid") ? "keyid" : text.holds("nonce") ? "nonce" : nil
-        case 6: return text.holds("@query") ? "@query" : nil
-        case 7: return text.holds("@method") ? "@method" : text.holds("created") ? "created" : text.holds("expires") ? "expires" : nil
-        case 10: return text.holds("@authority") ? "@authority" : nil
-        case 11: return text.holds("@target-uri") ? "@target-uri" : text.holds("hmac-sha256") ? "hmac-sha256" : nil
-        case 14: return text.holds("content-digest") ? "content-digest" : nil
+        case 3:
+            if text.holds("alg") { return "alg" }
+            if text.holds("tag") { return "tag" }
+            return nil
+        case 4:
+            if text.holds("date") { return "date" }
+            return nil
+        case 5:
+            if text.holds("@path") { return "@path" }
+            if text.holds("keyid") { return "keyid" }
+            if text.holds("nonce") { return "nonce" }
+            return nil
+        case 6:
+            if text.holds("@query") { return "@query" }
+            return nil
+        case 7:
+            if text.holds("@method") { return "@method" }
+            if text.holds("created") { return "created" }
+            if text.holds("expires") { return "expires" }
+            if text.holds("@scheme") { return "@scheme" }
+            if text.holds("@status") { return "@status" }
+            return nil
+        case 10:
+            if text.holds("@authority") { return "@authority" }
+            return nil
+        case 11:
+            if text.holds("@target-uri") { return "@target-uri" }
+            if text.holds("hmac-sha256") { return "hmac-sha256" }
+            return nil
+        case 12:
+            if text.holds("@query-param") { return "@query-param" }
+            return nil
+        case 14:
+            if text.holds("content-digest") { return "content-digest" }
+            return nil
+        case 15:
+            if text.holds("@request-target") { return "@request-target" }
+            return nil
+        case 17:
+            if text.holds("@signature-params") { return "@signature-params" }
+            return nil
         default: return nil
         }
     }
