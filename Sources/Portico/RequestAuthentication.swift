@@ -225,28 +225,24 @@ struct RequestAuthenticator {
         let input = signature.input
 
         // The parameters and the coverage every signature needs, before any key is looked at.
-        guard let keyID = input.keyID else { return .failure(.signatureIncomplete("The signature parameters must include keyid.")) }
-        guard let created = input.created else { return .failure(.signatureIncomplete("The signature parameters must include created.")) }
-        if requirements.requireNonce && input.nonce == nil {
-            return .failure(.signatureIncomplete("The signature parameters must include a nonce (a fresh random value per request)."))
+        let keyID: String
+        let created: Int64
+        switch Self.requiredParameters(keyID: input.keyID, created: input.created, nonce: input.nonce, requirements: requirements) {
+        case .success(let parameters): (keyID, created) = parameters
+        case .failure(let problem): return .failure(problem)
         }
-        if let nonce = input.nonce, nonce.utf8.count > Self.maxNonceLength {
-            return .failure(.malformedSignature("The nonce is longer than \(Self.maxNonceLength) characters."))
-        }
+        let request = SignableRequestHead(head: head, scheme: scheme, host: fields.host)
         if let missing = requirements.firstMissing(
-            from: input.components, hasQuery: SignableRequestHead.queryOffset(in: head.uri) != nil, hasBody: hasBody,
+            from: input.components, hasQuery: request.queryOffset != nil, hasBody: hasBody,
             hasClientVersion: fields.hasClientVersion, hasClientPlatform: fields.hasClientPlatform)
         {
             return .failure(.signatureIncomplete("The signature must cover \(missing); it covers \(Self.list(input.components))."))
         }
-
-        // The time window: created within the allowed skew, expires (if given) still ahead.
-        let skew = requirements.maxClockSkew
-        if abs(now - created) > skew { return .failure(.clockSkew(created: created, now: now, allowed: skew)) }
-        if let expires = input.expires, expires <= now { return .failure(.signatureExpired(expires: expires, now: now)) }
+        if let problem = Self.windowProblem(created: created, expires: input.expires, now: now, requirements: requirements) {
+            return .failure(problem)
+        }
 
         // The MACs: the current secret and the previous one (or stand-ins), always both.
-        let request = SignableRequestHead(head: head, scheme: scheme, host: fields.host)
         let candidates = credentials.candidates(for: keyID, now: now)
         let verified: Bool
         do {
@@ -257,7 +253,7 @@ struct RequestAuthenticator {
         }
         return verdict(
             verified, credential: candidates.credential, keyID: keyID, created: created, expires: input.expires, nonce: input.nonce,
-            maxClockSkew: skew, service: service, contentDigest: fields.contentDigest, now: now)
+            maxClockSkew: requirements.maxClockSkew, service: service, contentDigest: fields.contentDigest, now: now)
     }
 
     /// The checks above on a signature read in place (``SignatureView``), in the same order and
@@ -268,23 +264,47 @@ struct RequestAuthenticator {
         _ view: borrowing SignatureView, requirements: SignatureRequirements, head: HTTPRequestHead, fields: SignatureHeadFields,
         service: ServicePolicy, hasBody: Bool, now: Int64
     ) -> Result<Authentication, Problem>? {
-        guard let keyID = view.keyID, let created = view.created else { return nil }
-        if requirements.requireNonce && view.nonce == nil { return nil }
-        if let nonce = view.nonce, nonce.utf8.count > Self.maxNonceLength { return nil }
+        guard
+            case .success(let (keyID, created)) = Self.requiredParameters(
+                keyID: view.keyID, created: view.created, nonce: view.nonce, requirements: requirements)
+        else { return nil }
         let request = SignableRequestHead(head: head, scheme: scheme, host: fields.host)
         guard
             requirements.isCovered(
                 by: view, hasQuery: request.queryOffset != nil, hasBody: hasBody, hasClientVersion: fields.hasClientVersion,
-                hasClientPlatform: fields.hasClientPlatform)
+                hasClientPlatform: fields.hasClientPlatform),
+            Self.windowProblem(created: created, expires: view.expires, now: now, requirements: requirements) == nil
         else { return nil }
-        if abs(now - created) > requirements.maxClockSkew { return nil }
-        if let expires = view.expires, expires <= now { return nil }
         let candidates = credentials.candidates(for: keyID, now: now)
         guard let matches = view.verify(request: request, candidates: candidates.first, candidates.second) else { return nil }
         return verdict(
             matches.first || (matches.second && candidates.secondCounts), credential: candidates.credential, keyID: keyID,
             created: created, expires: view.expires, nonce: view.nonce, maxClockSkew: requirements.maxClockSkew, service: service,
             contentDigest: fields.contentDigest, now: now)
+    }
+
+    /// The parameters every signature needs, checked the same way whichever reading found them:
+    /// `keyid` and `created`, a nonce where the policy requires one, and no nonce too long to keep.
+    private static func requiredParameters(
+        keyID: String?, created: Int64?, nonce: String?, requirements: SignatureRequirements
+    ) -> Result<(keyID: String, created: Int64), Problem> {
+        guard let keyID else { return .failure(.signatureIncomplete("The signature parameters must include keyid.")) }
+        guard let created else { return .failure(.signatureIncomplete("The signature parameters must include created.")) }
+        if requirements.requireNonce && nonce == nil {
+            return .failure(.signatureIncomplete("The signature parameters must include a nonce (a fresh random value per request)."))
+        }
+        if let nonce, nonce.utf8.count > maxNonceLength {
+            return .failure(.malformedSignature("The nonce is longer than \(maxNonceLength) characters."))
+        }
+        return .success((keyID, created))
+    }
+
+    /// The time window: `created` within the allowed skew, `expires` (if given) still ahead.
+    private static func windowProblem(created: Int64, expires: Int64?, now: Int64, requirements: SignatureRequirements) -> Problem? {
+        let skew = requirements.maxClockSkew
+        if abs(now - created) > skew { return .clockSkew(created: created, now: now, allowed: skew) }
+        if let expires, expires <= now { return .signatureExpired(expires: expires, now: now) }
+        return nil
     }
 
     /// What follows the MACs, whichever reading computed them.

@@ -20,6 +20,11 @@ extension ByteSink {
         text.withUTF8 { appendBytes($0) }
     }
 
+    /// Appends a literal's bytes in one copy.
+    mutating func appendLiteral(_ literal: StaticString) {
+        appendBytes(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
     /// Appends `text`'s UTF-8 bytes in one copy.
     mutating func appendUTF8(_ text: Substring) {
         var text = text

@@ -31,9 +31,12 @@ public enum SignatureBase {
             try requireASCII(base[valueStart...], component: component)
             base.append(UInt8(ascii: "\n"))
         }
-        base.append(contentsOf: #""@signature-params": "#.utf8)
+        base.appendLiteral(signatureParametersLine)
         try input.write(to: &base)
     }
+
+    /// How the base's last line starts; its value is the `@signature-params` text.
+    static let signatureParametersLine: StaticString = #""@signature-params": "#
 
     /// The value of one component, before it is checked for ASCII.
     public static func componentValue(_ component: ComponentIdentifier, request: some SignableRequest) throws(SigningError) -> String {
@@ -83,15 +86,16 @@ public enum SignatureBase {
     }
 
     /// The value of a derived component that takes no parameters and is always present in a
-    /// request: `@method`, `@target-uri`, `@authority`, `@scheme`, `@request-target`, `@path`,
-    /// `@query`. (The others are ``appendDerivedValue(_:request:to:)``'s alone.)
+    /// request (``DerivedComponent/isPlainRequestComponent``): `@method`, `@target-uri`,
+    /// `@authority`, `@scheme`, `@request-target`, `@path`, `@query`. (The others are
+    /// ``appendDerivedValue(_:request:to:)``'s alone.)
     static func appendValue(of derived: DerivedComponent, request: some SignableRequest, to out: inout some ByteSink) {
         switch derived {
         case .method:
             out.appendUTF8(request.method)
         case .targetURI:
             appendLowercased(request.scheme, to: &out)
-            out.appendBytes(UnsafeBufferPointer(start: Self.schemeSeparator.utf8Start, count: 3))
+            out.appendLiteral("://")
             appendNormalizedAuthority(request, to: &out)
             out.appendUTF8(request.requestTarget)
         case .authority:
@@ -116,8 +120,6 @@ public enum SignatureBase {
         }
     }
 
-    private static let schemeSeparator: StaticString = "://"
-
     /// The derived component names RFC 9421 §2.2 defines, told apart by length first: a `switch`
     /// over the names as strings compared a name with each in turn, for every covered component.
     enum DerivedComponent: UInt8 {
@@ -138,6 +140,15 @@ public enum SignatureBase {
                 }
             guard let found else { return nil }
             self = found
+        }
+
+        /// Whether it is a request's, takes no parameters and is always present: one
+        /// ``SignatureBase/appendValue(of:request:to:)`` writes.
+        var isPlainRequestComponent: Bool {
+            switch self {
+            case .method, .targetURI, .authority, .scheme, .requestTarget, .path, .query: true
+            case .queryParameter, .signatureParameters, .status: false
+            }
         }
     }
 
