@@ -46,6 +46,11 @@ struct AdminAPI: Sendable {
             guard let host else { return false }
             var name = Substring(host)
             if name.hasPrefix("["), let close = name.firstIndex(of: "]") {
+                // Only a port may follow the literal.
+                let rest = name[name.index(after: close)...]
+                guard rest.isEmpty || (rest.first == ":" && rest.utf8.dropFirst().allSatisfy { $0 &- UInt8(ascii: "0") < 10 }) else {
+                    return true
+                }
                 name = name[name.index(after: name.startIndex)..<close]
             } else if let colon = name.lastIndex(of: ":"), name.firstIndex(of: ":") == colon {
                 name = name[..<colon]

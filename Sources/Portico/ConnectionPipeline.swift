@@ -37,7 +37,8 @@ struct ConnectionPipeline: Sendable {
     /// Adds the handlers to a connection's pipeline, after any TLS handler already in it. Runs on
     /// the channel's event loop.
     func configure(_ pipeline: ChannelPipeline.SynchronousOperations) throws {
-        let timeouts = ConnectionTimeoutHandler(headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout)
+        let timeouts = ConnectionTimeoutHandler(
+            headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout, minBodyRate: limits.minBodyRate)
         try pipeline.addHandler(timeouts)
         // Pipelining and parse errors are the gateway handler's own work (see GatewayHandler).
         try pipeline.configureHTTPServerPipeline(

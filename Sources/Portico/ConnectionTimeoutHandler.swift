@@ -27,7 +27,7 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     typealias OutboundIn = IOData
     typealias OutboundOut = ByteBuffer
 
-    private var machine = ConnectionTimeoutStateMachine()
+    private var machine: ConnectionTimeoutStateMachine
     private var timer: Scheduled<Void>?
     /// When the scheduled timer task runs; `nil` when none is scheduled.
     private var wakeUp: NIODeadline?
@@ -42,10 +42,13 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     private let idleTimeout: TimeAmount
     private let sendTimeout: TimeAmount
 
-    init(headTimeout: TimeAmount, idleTimeout: TimeAmount, sendTimeout: TimeAmount) {
+    /// - Parameter minBodyRate: bytes per second a body must keep up with once `headTimeout` has
+    ///   passed since its head; 0 for no minimum.
+    init(headTimeout: TimeAmount, idleTimeout: TimeAmount, sendTimeout: TimeAmount, minBodyRate: Int = 0) {
         self.headTimeout = headTimeout
         self.idleTimeout = idleTimeout
         self.sendTimeout = sendTimeout
+        self.machine = ConnectionTimeoutStateMachine(minBodyRate: minBodyRate, bodyGrace: headTimeout)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -71,7 +74,7 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        perform(machine.bytesReceived(), context: context)
+        perform(machine.bytesReceived(unwrapInboundIn(data).readableBytes, now: context.eventLoop.now), context: context)
         context.fireChannelRead(data)
     }
 
@@ -123,7 +126,7 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
 
     func requestHeadReceived(expectsBody: Bool) {
         guard let context else { return }
-        perform(machine.requestHeadReceived(expectsBody: expectsBody), context: context)
+        perform(machine.requestHeadReceived(expectsBody: expectsBody, now: context.eventLoop.now), context: context)
     }
 
     func drainStarted() {
@@ -158,6 +161,9 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
                 readDeadline = newDeadline
             case .head:
                 newDeadline = now + headTimeout
+                readDeadline = newDeadline
+            case .body(let notAfter):
+                newDeadline = notAfter.map { min($0, now + headTimeout) } ?? now + headTimeout
                 readDeadline = newDeadline
             case .send:
                 newDeadline = now + sendTimeout

@@ -1,3 +1,5 @@
+import NIOCore
+
 /// Decides which timers guard a connection at each point of its life, and what happens when one fires.
 ///
 /// Kept apart from the channel handler so it can be tested without a channel: each event returns an
@@ -10,7 +12,9 @@
 /// - `readingHead`: a request's first byte arrived; the head timer runs from that byte (a deadline,
 ///   not reset by further bytes, so a client dribbling one byte at a time cannot hold on).
 /// - `readingBody`: the head is in and a body is expected; the same timeout applies to each pause
-///   between body bytes.
+///   between body bytes, and, with a minimum body rate, the body must also keep up with it once the
+///   grace period has passed: it is due by `head + grace + received / rate` (mod_reqtimeout's
+///   `MinRate`), so a client dribbling a byte within every pause cannot hold the connection for ever.
 /// - `draining`: the request was answered before its body arrived, and the rest of a small body is
 ///   read and dropped; it must arrive within the head timeout from the answer (a deadline, as for
 ///   the head), or the connection closes.
@@ -26,11 +30,17 @@ struct ConnectionTimeoutStateMachine {
     enum State: Equatable {
         case idle
         case readingHead
-        case readingBody
+        case readingBody(BodyProgress)
         case draining
         /// `sawMoreBytes`: bytes of a pipelined request arrived while this one was being handled.
         case handling(sawMoreBytes: Bool)
         case closed
+    }
+
+    /// A body being received: since when, and how much of it.
+    struct BodyProgress: Equatable {
+        var started: NIODeadline
+        var received: Int
     }
 
     /// Where the connection's outbound bytes stand.
@@ -47,8 +57,12 @@ struct ConnectionTimeoutStateMachine {
     enum Timer: Equatable {
         /// The read timer, as the keep-alive idle timeout.
         case idle
-        /// The read timer, as the head (and body pause) timeout.
+        /// The read timer, as the head timeout (a deadline from the head's first byte, or from an
+        /// early answer while a body is drained).
         case head
+        /// The read timer while a body arrives: the pause timeout from now, or `notAfter` if that is
+        /// sooner (the minimum rate's deadline; nil without one).
+        case body(notAfter: NIODeadline?)
         /// The send timer: no write progress for the send timeout.
         case send
     }
@@ -73,6 +87,17 @@ struct ConnectionTimeoutStateMachine {
 
     private(set) var state: State = .idle
     private(set) var sending: Sending = .caughtUp
+    /// Bytes per second a body must keep up with after the grace period; 0: no minimum.
+    private let minBodyRate: Int
+    private let bodyGrace: TimeAmount
+
+    /// - Parameters:
+    ///   - minBodyRate: `limits.minBodyRate`, bytes per second; 0 turns the rate check off.
+    ///   - bodyGrace: how long a body may take before the rate applies (the head timeout).
+    init(minBodyRate: Int = 0, bodyGrace: TimeAmount = .zero) {
+        self.minBodyRate = minBodyRate
+        self.bodyGrace = bodyGrace
+    }
 
     /// The connection became active: wait for its first request.
     mutating func connectionOpened() -> Action {
@@ -80,13 +105,16 @@ struct ConnectionTimeoutStateMachine {
         return .startTimer(.idle)
     }
 
-    mutating func bytesReceived() -> Action {
+    /// `count` bytes arrived at `now`.
+    mutating func bytesReceived(_ count: Int, now: NIODeadline) -> Action {
         switch state {
         case .idle:
             state = .readingHead
             return .startTimer(.head)
-        case .readingBody:
-            return .startTimer(.head)
+        case .readingBody(var progress):
+            progress.received += count
+            state = .readingBody(progress)
+            return .startTimer(.body(notAfter: bodyDeadline(progress)))
         case .handling:
             state = .handling(sawMoreBytes: true)
             return .none
@@ -97,16 +125,17 @@ struct ConnectionTimeoutStateMachine {
 
     /// The request was answered early and the rest of its body is being read and dropped.
     mutating func drainStarted() -> Action {
-        guard state == .readingBody else { return .none }
+        guard case .readingBody = state else { return .none }
         state = .draining
         return .startTimer(.head)
     }
 
-    mutating func requestHeadReceived(expectsBody: Bool) -> Action {
+    mutating func requestHeadReceived(expectsBody: Bool, now: NIODeadline) -> Action {
         guard state != .closed else { return .none }
         if expectsBody {
-            state = .readingBody
-            return .startTimer(.head)
+            let progress = BodyProgress(started: now, received: 0)
+            state = .readingBody(progress)
+            return .startTimer(.body(notAfter: bodyDeadline(progress)))
         }
         state = .handling(sawMoreBytes: false)
         return .cancelTimer
@@ -132,6 +161,15 @@ struct ConnectionTimeoutStateMachine {
             // An early answer (the body is still arriving); the read timers keep running.
             return .none
         }
+    }
+
+    /// When a body that has brought `progress.received` bytes so far must be whole at the minimum
+    /// rate: the grace period, plus a second for every `minBodyRate` bytes received.
+    private func bodyDeadline(_ progress: BodyProgress) -> NIODeadline? {
+        guard minBodyRate > 0 else { return nil }
+        let earned = Int64(progress.received).multipliedReportingOverflow(by: 1_000_000_000)
+        let allowance = earned.overflow ? Int64.max / 2 : earned.partialValue / Int64(minBodyRate)
+        return progress.started + bodyGrace + .nanoseconds(allowance)
     }
 
     /// The read timer expired.

@@ -12,6 +12,8 @@ struct ClientConnection {
     var addressSubject: String?
     /// What the TLS handshake established; nil on a plain-HTTP listener.
     var tls: TLSConnectionInfo?
+    /// The certificate SNI chose for the connection; a request's `Host` must choose the same.
+    var certificate: TLSCertificateChoice?
 }
 
 /// One request in progress and what the stages have found out about it so far.
@@ -83,10 +85,13 @@ final class Exchange {
         self.requestID = requestID
         self.policy = policy
         self.client = client
-        self.keepAlive = head.isKeepAlive
         let declaredLength = head.headers.first(name: "content-length").flatMap(Int.init)
         self.declaredLength = declaredLength
-        self.expectsBody = (declaredLength ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
+        let transferCoded = head.headers.contains(name: "transfer-encoding")
+        self.expectsBody = (declaredLength ?? 0) > 0 || transferCoded
+        // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding is treated as faultily framed,
+        // and the connection closes after the response (a 1.0 peer may frame what follows otherwise).
+        self.keepAlive = head.isKeepAlive && !(transferCoded && head.version == .http1_0)
         self.expectation = head.version == .http1_1 ? head.headers.first(name: "expect") : nil
         self.awaitingContinue = expectation.map { HeaderName.matches($0, "100-continue") } ?? false
         let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]

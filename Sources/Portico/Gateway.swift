@@ -122,7 +122,8 @@ public final class Gateway: Sendable {
                     store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
                     scheme: tls == nil ? "http" : "https", listener: listener.name, accessLogWriter: accessLogWriter,
                     metrics: metrics, logger: logger, codeHandlers: codeHandlers, fleet: fleet)
-                let connections = ListenerConnections(listener: listener.name, limit: limits.maxConnections, logger: logger)
+                let connections = ListenerConnections(
+                    listener: listener.name, limit: limits.maxConnections, perAddressLimit: limits.maxConnectionsPerAddress, logger: logger)
                 let channel: any Channel
                 do {
                     channel = try await bootstrap(services: services, limits: limits, tls: tls, connections: connections)
@@ -205,9 +206,10 @@ public final class Gateway: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { [self] channel in
-                // Over the listener's limit: closed before any state is made for it.
-                guard connections.admit() else { return channel.close() }
-                channel.closeFuture.whenComplete { _ in connections.release() }
+                // Over the listener's or the address's limit: closed before any state is made for it.
+                let address = ClientAddress.rateLimitSubject(channel.remoteAddress)
+                guard connections.admit(address: address) else { return channel.close() }
+                channel.closeFuture.whenComplete { _ in connections.release(address: address) }
                 self.track(channel)
                 return channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations

@@ -102,6 +102,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         switch event {
         case let completed as TLSHandshakeCompleted:
             client.tls = completed.info
+            client.certificate = completed.certificate
             services.metrics?.tlsHandshakeCompleted()
         case is ChannelShouldQuiesceEvent:
             pipelined.removeAll()
@@ -451,6 +452,13 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     /// The upstream client's events for `exchange`; stale ones (a cancelled exchange) are dropped.
     func handlerReceived(_ events: UpstreamEvents, for exchange: Exchange) {
         guard let context, machine.isCurrent(exchange) else { return }
+        var events = events
+        if events.head == nil, events.body != nil, !exchange.responseStarted {
+            // A body part is never written before a head: whatever these bytes are, they are not
+            // an answer the client can read. The clients refuse this themselves; this is the last line.
+            exchange.task?.cancel()
+            events = UpstreamEvents(result: .failure(ResponseFraming.bodyBeforeHead))
+        }
         if let upstreamHead = events.head {
             if exchange.head.version == .http1_0 && upstreamHead.contentLength == nil {
                 exchange.keepAlive = false  // an HTTP/1.0 client can only see the end of such a body as a close

@@ -123,6 +123,15 @@ extension Problem {
             type: typePrefix + "malformed-request", title: "Malformed request", status: .badRequest, detail: detail, closesConnection: true)
     }
 
+    /// RFC 9110 §15.5.20: the request was sent on a connection established for another server;
+    /// a client may retry it on a new connection.
+    static func misdirectedRequest() -> Problem {
+        Problem(
+            type: typePrefix + "misdirected-request", title: "Misdirected request", status: .misdirectedRequest,
+            detail: "The Host of this request selects another certificate than the one this TLS connection was made for; "
+                + "send it on a connection made for that host.")
+    }
+
     static func badRequest(_ detail: String) -> Problem {
         Problem(type: typePrefix + "bad-request", title: "Bad request", status: .badRequest, detail: detail)
     }
@@ -174,6 +183,15 @@ extension Problem {
         Problem(
             type: typePrefix + "unknown-api-version", title: "Unknown API version", status: .notFound,
             detail: "Service \(service) has no version \(version); available: \(available.map(String.init).joined(separator: ", ")).",
+            extensions: [("service", service)])
+    }
+
+    /// The path's `{version}` segment and the `apiVersion` query parameter (or two of those) name
+    /// different versions: which one the backend reads is anybody's guess.
+    static func conflictingVersions(service: String) -> Problem {
+        Problem(
+            type: typePrefix + "conflicting-api-versions", title: "Conflicting API versions", status: .badRequest,
+            detail: "The request names more than one API version (in its path and its apiVersion parameter); name one.",
             extensions: [("service", service)])
     }
 

@@ -14,7 +14,18 @@ enum ProxyForwarding {
     /// Request fields the gateway sets itself (or, for `expect`, has already answered) instead of
     /// passing on.
     static let replacedOnRequest = [
-        "host", "content-length", "x-forwarded-proto", "x-forwarded-host", "x-request-id", "expect",
+        "host", "content-length", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-for", "x-request-id", "expect",
+    ]
+
+    /// Request fields through which a proxy tells a backend who the client is or what it asked for.
+    /// No client is a trusted proxy, so a client's own are dropped: a backend that trusts
+    /// `X-Real-IP` or `Forwarded` would otherwise take the client's word for its address, and one
+    /// that honours `X-Original-URL` or `X-Rewrite-URL` (IIS, some PHP frameworks) would serve a
+    /// path the gateway never routed.
+    static let droppedOnRequest = [
+        "forwarded", "x-real-ip", "x-original-url", "x-rewrite-url", "x-forwarded-port", "x-forwarded-prefix",
+        "x-forwarded-server", "x-forwarded-scheme", "x-original-forwarded-for", "x-client-ip", "true-client-ip",
+        "x-cluster-client-ip",
     ]
 
     /// Response fields the gateway sets itself. `Content-Length` is among them: the client's framing
@@ -87,22 +98,19 @@ enum ProxyForwarding {
         let listed = connectionListed(head.headers)
         var headers = HTTPHeaders()
         headers.reserveCapacity(head.headers.count + 5)
-        var forwardedFor: String?
         for (name, value) in head.headers {
-            if HeaderName.matches(name, "x-forwarded-for") {
-                forwardedFor = forwardedFor.map { "\($0), \(value)" } ?? value
+            if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnRequest)
+                || HeaderName.matchesAny(name, droppedOnRequest)
+            {
                 continue
             }
-            if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnRequest) { continue }
             if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
             if let credentialHeader, HeaderName.matches(name, credentialHeader) { continue }
             headers.add(name: name, value: value)
         }
-        if let clientAddress {
-            forwardedFor = forwardedFor.map { "\($0), \(clientAddress)" } ?? clientAddress
-        }
         headers.add(name: "Host", value: backend.hostHeader)
-        if let forwardedFor { headers.add(name: "X-Forwarded-For", value: forwardedFor) }
+        // The peer's address alone: what a client wrote in the field is its own claim.
+        if let clientAddress { headers.add(name: "X-Forwarded-For", value: clientAddress) }
         headers.add(name: "X-Forwarded-Proto", value: scheme)
         if let host = head.headers.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: host) }
         headers.add(name: "X-Request-Id", value: requestID)

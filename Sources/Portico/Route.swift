@@ -9,9 +9,13 @@ final class RoutedRequest {
     let service: CompiledService
     /// The service's compiled limits and versions.
     let rules: ServiceRules
-    /// The version the request names, from the service path's `{version}` segment or the
-    /// `apiVersion` query parameter; the version stage checks it.
-    let requestedVersion: Substring?
+    /// The version the service path's `{version}` segment names.
+    let pathVersion: Substring?
+    /// Every `apiVersion` query parameter's value, in order; usually none.
+    let queryVersions: [Substring]
+    /// The version the request names, from the service path's `{version}` segment or else the
+    /// `apiVersion` query parameter; the version stage checks it, and that no other one differs.
+    var requestedVersion: Substring? { pathVersion ?? queryVersions.first }
     /// Normalised path after the service prefix (empty or starting with `/`).
     let remainder: Substring
     /// The whole normalised path.
@@ -21,12 +25,13 @@ final class RoutedRequest {
     let versionless: Bool
 
     init(
-        service: CompiledService, rules: ServiceRules, requestedVersion: Substring?, remainder: Substring, path: Substring,
-        query: Substring?, versionless: Bool = false
+        service: CompiledService, rules: ServiceRules, pathVersion: Substring?, queryVersions: [Substring] = [], remainder: Substring,
+        path: Substring, query: Substring?, versionless: Bool = false
     ) {
         self.service = service
         self.rules = rules
-        self.requestedVersion = requestedVersion
+        self.pathVersion = pathVersion
+        self.queryVersions = queryVersions
         self.remainder = remainder
         self.path = path
         self.query = query
@@ -53,6 +58,9 @@ enum Route {
             rawPath = uri[...]
             query = nil
         }
+        if let query, query.utf8.contains(UInt8(ascii: "#")) {
+            return .failure(.badRequest(PathNormalizer.Rejection.fragment.description))
+        }
         let normalized: PathNormalizer.Normalized
         switch PathNormalizer.normalize(rawPath) {
         case .failure(let rejection): return .failure(.badRequest(rejection.description))
@@ -70,11 +78,11 @@ enum Route {
                 .badRequest(
                     "The request path holds an encoded '/' or '\\' (%2F, %5C) inside a segment, which this service does not accept."))
         }
-        let requested: Substring? = match.path.version ?? query.flatMap { Self.queryParameter("apiVersion", in: $0) }
         return .success(
             RoutedRequest(
-                service: service, rules: rules, requestedVersion: requested, remainder: match.path.remainder, path: path, query: query,
-                versionless: match.versionless))
+                service: service, rules: rules, pathVersion: match.path.version,
+                queryVersions: query.map { Self.queryParameters("apiVersion", in: $0) } ?? [], remainder: match.path.remainder, path: path,
+                query: query, versionless: match.versionless))
     }
 
     /// The `Host` field's host, lowercased, without the port, as routes compare it.
@@ -92,11 +100,13 @@ enum Route {
         return alreadyLowercase ? name : Substring(name.lowercased())
     }
 
-    static func queryParameter(_ name: String, in query: Substring) -> Substring? {
+    /// Every value of the query parameter `name`, in order (no array is made when there is none).
+    static func queryParameters(_ name: String, in query: Substring) -> [Substring] {
+        var values: [Substring] = []
         for pair in query.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            if parts[0] == name { return parts.count > 1 ? parts[1] : "" }
+            if parts[0] == name { values.append(parts.count > 1 ? parts[1] : "") }
         }
-        return nil
+        return values
     }
 }

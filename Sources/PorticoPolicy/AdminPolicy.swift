@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The admin listener: health, readiness, metrics, policy reload and inspection.
 ///
 /// It is a listener of its own, never one of the public ones, so that an operator's firewall can
@@ -18,8 +24,26 @@ public struct AdminPolicy: Sendable, Hashable {
         self.token = token
     }
 
-    /// Whether `address` only accepts connections from this machine.
+    /// Whether `address` names this machine only: an IP literal in a loopback range (`127.0.0.0/8`,
+    /// `::1`, or `::ffff:127.0.0.0/104`, the IPv4 range as a dual-stack socket shows it), or exactly
+    /// `localhost` (given in lowercase).
+    ///
+    /// Only literals are read: a host *name* that merely starts like one
+    /// (`127.0.0.1.rebind.attacker.example`) resolves wherever its owner likes, which is how a
+    /// DNS-rebinding page reaches a loopback listener while naming its own host.
     public static func isLoopback(_ address: String) -> Bool {
-        address == "::1" || address == "localhost" || address.hasPrefix("127.")
+        if address == "localhost" { return true }
+        var v4 = in_addr()
+        // glibc's inet_pton takes the four-part dotted quad alone (no "127.1", no octal or hex).
+        if inet_pton(AF_INET, address, &v4) == 1 {
+            return withUnsafeBytes(of: &v4) { $0[0] == 127 }
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, address, &v6) == 1 else { return false }
+        return withUnsafeBytes(of: &v6) { bytes in
+            let isLoopback = bytes[0..<15].allSatisfy { $0 == 0 } && bytes[15] == 1
+            let isMappedLoopback = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF && bytes[12] == 127
+            return isLoopback || isMappedLoopback
+        }
     }
 }

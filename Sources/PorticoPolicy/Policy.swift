@@ -48,11 +48,19 @@ public struct LimitsPolicy: Sendable, Hashable {
     /// Time from a request's first byte until its head is complete, and the longest pause while its
     /// body arrives. Past it the client gets 408 and the connection closes.
     public var headTimeout: Duration = .seconds(10)
+    /// The slowest a body may arrive, in bytes per second, once ``headTimeout`` has passed since its
+    /// head (the grace period): a body must be whole by `head + headTimeout + received / rate`, so a
+    /// client dribbling a byte now and then cannot hold its connection for ever (mod_reqtimeout's
+    /// `MinRate`). `0` turns it off, leaving only the pause limit.
+    public var minBodyRate: Int = 500
     /// How long a keep-alive connection may sit between requests before the gateway closes it.
     public var idleTimeout: Duration = .seconds(60)
     /// Client connections one listener keeps open at once; one more is closed as soon as it is
     /// accepted, so a flood of connections cannot use up the process's file descriptors.
     public var maxConnections: Int = 10_000
+    /// Client connections one address (an IPv6 client's /64) may keep open on one listener; more
+    /// are closed at accept, so that one client cannot take every place of ``maxConnections``.
+    public var maxConnectionsPerAddress: Int = 1024
     /// How long response bytes may wait to be written without any progress (a write completing)
     /// before the connection is closed at once. A client that stops reading would otherwise hold its
     /// connection and the bytes queued for it for ever. 60 s, like nginx's `send_timeout`.

@@ -219,6 +219,7 @@ struct PolicyDocumentReader {
     private func readLimits(_ value: PolicyValue) -> LimitsPolicy? {
         let known = [
             "maxBodyBytes", "maxHeadBytes", "maxHeaderCount", "headTimeout", "idleTimeout", "sendTimeout", "maxConnections",
+            "maxConnectionsPerAddress", "minBodyRate",
         ]
         guard let fields = value.fields(known: known) else { return nil }
         var limits = LimitsPolicy()
@@ -236,6 +237,10 @@ struct PolicyDocumentReader {
         limits.idleTimeout = fields.optional("idleTimeout", default: limits.idleTimeout) { $0.duration() }
         limits.sendTimeout = fields.optional("sendTimeout", default: limits.sendTimeout) { $0.duration() }
         limits.maxConnections = fields.optional("maxConnections", default: limits.maxConnections) { $0.int(in: 1...10_000_000) }
+        limits.maxConnectionsPerAddress = fields.optional("maxConnectionsPerAddress", default: limits.maxConnectionsPerAddress) {
+            $0.int(in: 1...10_000_000)
+        }
+        limits.minBodyRate = fields.optional("minBodyRate", default: limits.minBodyRate) { $0.byteCount(allowingZero: true) }
         return limits
     }
 

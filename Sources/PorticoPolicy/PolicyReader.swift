@@ -170,9 +170,10 @@ struct PolicyValue {
     }
 
     /// A positive byte count: a plain integer or one with a unit (`16KiB`, `1MiB`, `1MB`).
-    func byteCount() -> Int? {
-        guard let text = scalar?.string, let count = PolicyValue.parseByteCount(text), count > 0 else {
-            error("expected a positive size such as 16384, 16KiB or 1MiB, found \(describe())")
+    /// A size such as `16384`, `16KiB` or `1MiB`; `0` too when `allowingZero` (a limit it turns off).
+    func byteCount(allowingZero: Bool = false) -> Int? {
+        guard let text = scalar?.string, let count = PolicyValue.parseByteCount(text), count > 0 || (allowingZero && count == 0) else {
+            error("expected a \(allowingZero ? "" : "positive ")size such as 16384, 16KiB or 1MiB, found \(describe())")
             return nil
         }
         return count

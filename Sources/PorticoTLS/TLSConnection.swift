@@ -216,6 +216,9 @@ final class TLSConnection {
         }
     }
 
+    /// The `SSL_CTX` the connection is served by: the default one, or the one SNI moved it to.
+    var servingContext: OpaquePointer? { SSL_get_SSL_CTX(ssl) }
+
     var info: TLSConnectionInfo {
         var alpn: UnsafePointer<UInt8>?
         var alpnLength: UInt32 = 0

@@ -83,6 +83,23 @@ public final class TLSContext: @unchecked Sendable {
         contexts.dropFirst().first { portico_tls_ctx_certificate_matches($0, name) == 1 }
     }
 
+    /// How many certificates the listener has; with one, every name selects it.
+    public var certificateCount: Int { contexts.count }
+
+    /// Which certificate a handshake naming `serverName` is served with, as an index into the
+    /// policy's list: the rule of the SNI callback, applied to any name (a request's `Host`, say).
+    public func certificateIndex(forServerName serverName: String) -> Int {
+        guard contexts.count > 1 else { return 0 }
+        return serverName.withCString { name in
+            contexts.indices.dropFirst().first { portico_tls_ctx_certificate_matches(contexts[$0], name) == 1 } ?? 0
+        }
+    }
+
+    /// The index of `context` (one of these, as OpenSSL reports a connection's), 0 if none.
+    func certificateIndex(of context: OpaquePointer?) -> Int {
+        contexts.firstIndex { $0 == context } ?? 0
+    }
+
     private static func makeContext(
         _ configuration: TLSConfiguration, files: TLSConfiguration.CertificateFiles, index: Int
     ) throws(TLSConfigurationError) -> OpaquePointer {

@@ -3,6 +3,25 @@ import NIOCore
 /// Sent up the pipeline (as a user inbound event) when the handshake completes.
 public struct TLSHandshakeCompleted: Sendable {
     public let info: TLSConnectionInfo
+    /// The certificate the handshake was served with, among the listener's.
+    public let certificate: TLSCertificateChoice
+}
+
+/// Which of its listener's certificates a connection was served with (SNI's choice), so that a
+/// request on it can be held to that choice: a request whose `Host` would have selected another
+/// certificate was sent on a connection meant for another server (RFC 9110 §15.5.20's 421).
+public struct TLSCertificateChoice: Sendable {
+    let context: TLSContext
+    /// The index in the policy's list of the listener's certificates.
+    public let index: Int
+
+    /// Whether the listener has more than one certificate (with one, every name selects it).
+    public var hasAlternatives: Bool { context.certificateCount > 1 }
+
+    /// Whether a handshake naming `host` would have been served this same certificate.
+    public func isSelected(byHost host: String) -> Bool {
+        !hasAlternatives || context.certificateIndex(forServerName: host) == index
+    }
 }
 
 /// Asks, as a user outbound event, for the connection to be closed at once, dropping whatever is
@@ -44,6 +63,8 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     }
 
     private let connection: TLSConnection
+    /// The listener's context the connection started on (SNI may have moved it to another of its certificates).
+    private let tlsContext: TLSContext
     private let handshakeTimeout: TimeAmount
     private let closeTimeout: TimeAmount
     private var state = State.handshaking
@@ -67,6 +88,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     public init?(context: TLSContext) {
         guard let connection = TLSConnection(context: context) else { return nil }
         self.connection = connection
+        self.tlsContext = context
         self.handshakeTimeout = TimeAmount(context.configuration.handshakeTimeout)
         self.closeTimeout = TimeAmount(context.configuration.closeTimeout)
     }
@@ -116,7 +138,8 @@ public final class TLSServerHandler: ChannelDuplexHandler {
             stopHandshakeTimer()
             state = .active
             writeCiphertext(context: context, promise: nil)
-            context.fireUserInboundEventTriggered(TLSHandshakeCompleted(info: connection.info))
+            let certificate = TLSCertificateChoice(context: tlsContext, index: tlsContext.certificateIndex(of: connection.servingContext))
+            context.fireUserInboundEventTriggered(TLSHandshakeCompleted(info: connection.info, certificate: certificate))
             if flushPending {
                 flushPending = false
                 encryptPendingWrites(context: context)

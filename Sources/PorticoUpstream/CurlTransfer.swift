@@ -89,8 +89,13 @@ final class CurlTransfer {
             if status >= 200 && !headReceived { return receivedHeadEnd() }
         } else if bytes.starts(with: "HTTP/".utf8) {
             // A new status line (after a 1xx, or the first one): start the head again.
+            guard !headReceived else { return refuse(UpstreamError(.badResponse, detail: "a second response head arrived")) }
             status = Self.statusCode(in: bytes)
             headers.removeAll(keepingCapacity: true)
+            if status >= 100 && status < 200 {
+                interimCount += 1
+                if case .failure(let error) = ResponseFraming.interim(status: status, count: interimCount) { return refuse(error) }
+            }
         } else if bytes[0] == UInt8(ascii: " ") || bytes[0] == UInt8(ascii: "\t") {
             // obs-fold: a continuation of the previous field value (RFC 9112 §5.2).
             if !headers.isEmpty { headers[headers.count - 1].value += " " + Self.trimmed(bytes[...]) }
@@ -99,6 +104,17 @@ final class CurlTransfer {
             headers.append((name, Self.trimmed(bytes[(colon + 1)...])))
         }
         return true
+    }
+
+    /// Interim (1xx) heads seen so far (``ResponseFraming/interim(status:count:)``).
+    private var interimCount = 0
+
+    /// Fails the exchange with `error` and keeps libcurl from reusing the connection; returns false
+    /// for the callback to abort the transfer.
+    private func refuse(_ error: UpstreamError) -> Bool {
+        if framingFailure == nil { framingFailure = error }
+        if let easy { _ = portico_easy_setopt_long(easy, CURLOPT_FORBID_REUSE, 1) }
+        return false
     }
 
     /// The final head is complete: check its framing, then ship it at once, or hold it with its
@@ -165,6 +181,12 @@ final class CurlTransfer {
         // libcurl reported excess in the read these bytes came from: refuse them, so a streamed
         // body stops short of its declared length and the client sees it cut off.
         if framingFailure != nil { return .abort }
+        // Only a final head frames a body: bytes before it (after a 101 libcurl followed, say) are
+        // the backend's raw stream, and must never be written to a client.
+        guard framing != nil else {
+            _ = refuse(ResponseFraming.bodyBeforeHead)
+            return .abort
+        }
         if case .length(let declared)? = framing?.body, bodyReceived + bytes.count == declared, backendSentExcess() {
             framingFailure = UpstreamError(.badResponse, detail: "backend sent more than the \(declared) bytes its Content-Length declared")
             return .abort

@@ -9,7 +9,7 @@
 /// and values that are not plain decimal digits (libcurl reads `+5` as 5 and `0x5` as 0).
 /// Repeated *identical* values are tolerated and read as one, as RFC 9110 §8.6 allows: some
 /// frameworks repeat the field, and the value is not in doubt.
-struct ResponseFraming: Equatable, Sendable {
+public struct ResponseFraming: Equatable, Sendable {
     /// Bodies declared this long or shorter are held back, head included, until the exchange ended
     /// cleanly with exactly the declared length; then head, body and end are shipped together.
     ///
@@ -43,6 +43,37 @@ struct ResponseFraming: Equatable, Sendable {
     /// describes the representation, not bytes that follow (RFC 9110 §8.6).
     var contentLength: Int?
     var body: Body
+
+    /// Interim (1xx) heads one response may carry before its final head; a backend sending more is
+    /// cut off rather than followed for ever.
+    static let maxInterimResponses = 8
+
+    /// What both clients do with an interim (1xx) head, the `count`th of its response.
+    ///
+    /// - `101 Switching Protocols` is refused: the gateway never asks to switch (it removes
+    ///   `Upgrade` from requests), and what follows a 101 is the backend's raw bytes, which must
+    ///   never reach a client as if they were an HTTP response.
+    /// - `100 Continue`, `102 Processing`, `103 Early Hints` and any other 1xx are dropped: the
+    ///   gateway has sent the whole request already (so `100` means nothing to it), and Early Hints
+    ///   are not forwarded, since they would reach the client before the gateway's own checks of the
+    ///   final answer and an HTTP/1.0 client cannot take them. The final head follows.
+    /// - More than ``maxInterimResponses`` are refused.
+    ///
+    /// A refusal fails the exchange (the client gets 502) and the backend connection is discarded.
+    static func interim(status: Int, count: Int) -> Result<Void, UpstreamError> {
+        if status == 101 {
+            return .failure(UpstreamError(.badResponse, detail: "the backend switched protocols (101), which was never asked for"))
+        }
+        if count > maxInterimResponses {
+            return .failure(
+                UpstreamError(.badResponse, detail: "the backend sent more than \(maxInterimResponses) interim (1xx) responses"))
+        }
+        return .success(())
+    }
+
+    /// Body bytes that arrive before a final head: what they are cannot be known, so the exchange
+    /// fails (the client gets 502) and the connection is discarded.
+    public static let bodyBeforeHead = UpstreamError(.badResponse, detail: "the backend sent body bytes before a final response head")
 
     /// Reads the framing of a final (non-1xx) response head.
     /// - Parameters:

@@ -165,9 +165,14 @@ final class UpstreamConnectionPool: NIOScheduledCallbackHandler {
                 channel.eventLoop.makeCompletedFuture {
                     var encoder = HTTPRequestEncoder.Configuration()
                     encoder.automaticallySetFramingHeaders = false  // the exchange frames its request itself
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers(
-                        leftOverBytesStrategy: .fireError, encoderConfiguration: encoder)
-                    try channel.pipeline.syncOperations.addHandler(bound.value)
+                    // NIO's own client set-up, with interim (1xx) heads forwarded rather than dropped:
+                    // the exchange holds them to ``ResponseFraming/interim(status:count:)`` (NIO would
+                    // drop any number of them).
+                    let decoder = HTTPResponseDecoder(leftOverBytesStrategy: .fireError, informationalResponseStrategy: .forward)
+                    try channel.pipeline.syncOperations.addHandlers([
+                        HTTPRequestEncoder(configuration: encoder), ByteToMessageHandler(decoder), NIOHTTPRequestHeadersValidator(),
+                        bound.value,
+                    ])
                 }
             }
         let future = address.map { connecting.connect(to: $0) } ?? connecting.connect(host: origin.host, port: origin.port)

@@ -76,6 +76,8 @@ struct UpstreamConnectionStateMachine {
     private var isHeadRequest = false
     private var requestSent = false
     private var headReceived = false
+    /// Interim (1xx) heads of the current response so far (``ResponseFraming/interim(status:count:)``).
+    private var interimResponses = 0
     private var responseComplete = false
     /// Both sides allow keep-alive and the response's length is known from its framing.
     private var reusable = false
@@ -108,6 +110,7 @@ struct UpstreamConnectionStateMachine {
         reusable = keepAlive
         requestSent = false
         headReceived = false
+        interimResponses = 0
         responseComplete = false
         holdingResponse = false
         outstanding = 0
@@ -139,8 +142,13 @@ struct UpstreamConnectionStateMachine {
     mutating func headReceived(_ head: HTTPResponseHead) -> Action {
         switch state {
         case .sendingRequest, .awaitingHead:
-            if head.status == .switchingProtocols {
-                return failure(transport: false, detail: "the backend switched protocols, which was never asked for")
+            let status = Int(head.status.code)
+            if status >= 100 && status < 200 {
+                interimResponses += 1
+                if case .failure(let error) = ResponseFraming.interim(status: status, count: interimResponses) {
+                    return failure(transport: false, detail: error.detail)
+                }
+                return .none  // dropped; the final head follows
             }
             // The same rules as the libcurl path: what NIO's decoder tolerates (identical repeated
             // lengths, say) is judged alike, and the receiver forwards only the checked length.

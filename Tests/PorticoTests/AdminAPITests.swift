@@ -78,11 +78,33 @@ struct AdminAPITests {
             #expect(posted.status == 403)
             #expect(posted.header("content-type") == "application/problem+json")
             #expect(gateway.gateway.store.revision.generation == before)
-            // DNS rebinding: a public name pointed at 127.0.0.1 keeps that name in Host.
-            let rebound = try await offThePool { try gateway.adminRequest("GET", "/admin/policy", host: "attacker.example:9901") }
-            #expect(rebound.status == 403)
+            // DNS rebinding: a public name pointed at 127.0.0.1 keeps that name in Host, including
+            // names that start like a loopback address.
+            let rebindingHosts = [
+                "attacker.example:9901", "127.0.0.1.rebind.attacker.example:9901", "127.0.0.1.nip.io", "localhost.attacker.example",
+                "127.attacker.example", "[::1].attacker.example", "localhost.:9901", "127.1:9901",
+            ]
+            for host in rebindingHosts {
+                let rebound = try await offThePool { try gateway.adminRequest("GET", "/admin/policy", host: host) }
+                #expect(rebound.status == 403, "\(host)")
+                #expect(try await offThePool { try gateway.adminRequest("GET", "/metrics", host: host) }.status == 403, "\(host)")
+            }
             // A local tool's request still works.
             #expect(try await offThePool { try gateway.adminRequest("GET", "/admin/policy") }.status == 200)
+        }
+    }
+
+    @Test("loopback means an IP literal in a loopback range or exactly localhost, never a name that starts like one")
+    func loopbackLiterals() {
+        for address in ["127.0.0.1", "127.0.0.2", "127.255.255.254", "::1", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "localhost"] {
+            #expect(AdminPolicy.isLoopback(address), "\(address)")
+        }
+        let outside = [
+            "127.0.0.1.rebind.attacker.example", "127.attacker.example", "127.1", "0177.0.0.1", "127.0.0.1 ", "localhost.",
+            "localhost.attacker.example", "::2", "::ffff:10.0.0.1", "10.0.0.1", "0.0.0.0", "::", "", "128.0.0.1", "1.127.0.0",
+        ]
+        for address in outside {
+            #expect(!AdminPolicy.isLoopback(address), "\(address)")
         }
     }
 

@@ -201,6 +201,45 @@ struct BucketResolutionTests {
         }
     }
 
+    @Test("only canonical versions are versions: 01, +1, 1.0, V1 name none, whatever the backend would make of them")
+    func canonicalVersions() async throws {
+        try await withGateway(policy: Self.policy) { gateway, servers in
+            let client = try gateway.connect()
+            for version in ["01", "+1", "-1", "1.0", "V1", "v01", "0x1", "1%20"] {
+                let path = try client.request("GET", "/api/\(version)/things/x")
+                #expect(path.status == 404, "\(version)")
+                #expect(path.json?["type"] as? String == "urn:portico:problem:unknown-api-version", "\(version)")
+                let query = try client.request("GET", "/api/things/x?apiVersion=\(version)")
+                #expect(query.status == 404, "\(version)")
+            }
+            #expect(servers[0].requestsReceived == 0)
+            // The canonical forms are served, as named.
+            #expect(try client.request("GET", "/api/2/things/x").header("X-API-Version") == "2")
+            #expect(try client.request("GET", "/api/v2/things/x").header("X-API-Version") == "2")
+            #expect(try client.request("GET", "/api/things/x?apiVersion=2").header("X-API-Version") == "2")
+        }
+    }
+
+    @Test("a request that names two different versions (path and query, or the query twice) gets 400; the same one twice is served")
+    func conflictingVersions() async throws {
+        try await withGateway(policy: Self.policy) { gateway, servers in
+            let client = try gateway.connect()
+            for target in [
+                "/api/1/things/x?apiVersion=2", "/api/v1/things/x?apiVersion=2", "/api/things/x?apiVersion=1&apiVersion=2",
+                "/api/1/things/x?apiVersion=1&apiVersion=2", "/api/1/things/x?apiVersion=01",
+            ] {
+                let response = try client.request("GET", target)
+                #expect(response.status == 400, "\(target)")
+                #expect(response.json?["type"] as? String == "urn:portico:problem:conflicting-api-versions", "\(target)")
+            }
+            #expect(servers[0].requestsReceived == 0)
+            let same = try client.request("GET", "/api/1/things/x?apiVersion=1")
+            #expect(same.status == 200)
+            #expect(same.header("X-API-Version") == "1")
+            #expect(try client.request("GET", "/api/v2/things/x?apiVersion=2&apiVersion=v2").header("X-API-Version") == "2")
+        }
+    }
+
     @Test("answers carry X-API-Version, and Vary on the fields that chose it")
     func varyAndVersionFields() async throws {
         try await withGateway(policy: Self.policy) { gateway, _ in

@@ -42,6 +42,52 @@ struct ConnectionLimitTests {
         }
     }
 
+    @Test("one address holds at most maxConnectionsPerAddress connections; another address still gets in; a freed place is taken again")
+    func maxConnectionsPerAddress() async throws {
+        let policy = { (ports: [Int]) in "limits: { maxConnections: 10, maxConnectionsPerAddress: 2 }\n" + echoServicePolicy(ports) }
+        try await withGateway(policy: policy) { gateway, _ in
+            var held: [RawHTTPClient] = []
+            for _ in 0..<2 {
+                let client = try gateway.connect()
+                #expect(try client.request("GET", "/echo").status == 200)
+                held.append(client)
+            }
+            // A third from the same address is closed at accept, without an answer.
+            let refused = try gateway.connect()
+            try? refused.send("GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(refused.waitForClose())
+            #expect(refused.unreadBytes == 0)
+            #expect(gateway.gateway.refusedConnections["test"] == 1)
+            // Another client is not locked out by the first one's connections.
+            let other = try gateway.connect(socketOptions: .init(sourceAddress: "127.0.0.2"))
+            #expect(try other.request("GET", "/echo").status == 200)
+            // The held connections still work, and a place freed is taken again.
+            #expect(try held[0].request("GET", "/echo").status == 200)
+            held.removeLast().hangUp()
+            #expect(await eventually { gateway.gateway.openConnections == 2 })
+            #expect(try gateway.connect().request("GET", "/echo").status == 200)
+        }
+    }
+
+    @Test("the per-address count is kept per address subject, and an address is forgotten with its last connection")
+    func perAddressCounting() {
+        let connections = ListenerConnections(listener: "t", limit: 5, perAddressLimit: 2, logger: Logger(label: "test"))
+        #expect(connections.admit(address: "192.0.2.1"))
+        #expect(connections.admit(address: "192.0.2.1"))
+        #expect(!connections.admit(address: "192.0.2.1"))
+        #expect(connections.admit(address: "2001:db8:1:2::/64"))
+        #expect(connections.admit(address: nil))
+        #expect(connections.admit(address: "192.0.2.2"))
+        // The listener is full now (5), whichever address asks.
+        #expect(!connections.admit(address: "192.0.2.3"))
+        #expect(connections.refusedCount == 2)
+        connections.release(address: "192.0.2.1")
+        #expect(connections.openConnections(from: "192.0.2.1") == 1)
+        #expect(connections.admit(address: "192.0.2.1"))
+        connections.release(address: "192.0.2.2")
+        #expect(connections.openConnections(from: "192.0.2.2") == 0)
+    }
+
     @Test("the per-address rate limit counts an IPv6 client by its /64 and an IPv4-mapped one by its IPv4 address")
     func addressSubjects() throws {
         func subject(_ text: String) throws -> String? {

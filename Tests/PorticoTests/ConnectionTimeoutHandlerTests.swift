@@ -32,11 +32,11 @@ struct ConnectionTimeoutHandlerTests {
     }
 
     static func setUp(
-        head: TimeAmount = .seconds(10), idle: TimeAmount = .seconds(60), send: TimeAmount = .seconds(1)
+        head: TimeAmount = .seconds(10), idle: TimeAmount = .seconds(60), send: TimeAmount = .seconds(1), minBodyRate: Int = 0
     ) throws -> Setup {
         let channel = EmbeddedChannel()
         let socket = StuckSocket()
-        let handler = ConnectionTimeoutHandler(headTimeout: head, idleTimeout: idle, sendTimeout: send)
+        let handler = ConnectionTimeoutHandler(headTimeout: head, idleTimeout: idle, sendTimeout: send, minBodyRate: minBodyRate)
         try channel.pipeline.syncOperations.addHandler(socket)
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
@@ -193,6 +193,40 @@ struct ConnectionTimeoutHandlerTests {
         setup.advance(.milliseconds(400))
         #expect(try setup.written().hasPrefix("HTTP/1.1 408 "))
         #expect(!setup.channel.isActive)
+    }
+
+    @Test("a body dribbled a byte within every pause is cut off with 408 once it falls behind the minimum rate")
+    func slowBody() throws {
+        // The attack, scaled: one byte every 1.5 s, each pause inside the 10 s head timeout.
+        let setup = try Self.setUp(head: .seconds(10), idle: .seconds(60), send: .seconds(60), minBodyRate: 100)
+        try setup.channel.writeInbound(ByteBuffer(string: "POST / HTTP/1.1\r\ncontent-length: 1000\r\n\r\n"))
+        setup.handler.requestHeadReceived(expectsBody: true)
+        var sent = 0
+        var elapsed = TimeAmount.zero
+        while setup.channel.isActive && elapsed < .seconds(60) {
+            try setup.channel.writeInbound(ByteBuffer(string: "b"))
+            sent += 1
+            setup.advance(.milliseconds(1500))
+            elapsed = elapsed + .milliseconds(1500)
+        }
+        #expect(try setup.written().hasPrefix("HTTP/1.1 408 "))
+        #expect(!setup.channel.isActive)
+        // Cut off after the grace period and the few bytes' allowance, not at the 60 s bound.
+        #expect(sent == 7)  // bytes at 0, 1.5 … 9 s; due at 10.07 s, found at the wake-up of 10.5 s
+    }
+
+    @Test("a body that keeps up with the minimum rate may take far longer than the grace period")
+    func bodyAtRate() throws {
+        let setup = try Self.setUp(head: .seconds(10), idle: .seconds(60), send: .seconds(60), minBodyRate: 100)
+        try setup.channel.writeInbound(ByteBuffer(string: "POST / HTTP/1.1\r\ncontent-length: 6000\r\n\r\n"))
+        setup.handler.requestHeadReceived(expectsBody: true)
+        for _ in 0..<60 {
+            setup.advance(.seconds(1))
+            try setup.channel.writeInbound(ByteBuffer(repeating: UInt8(ascii: "b"), count: 100))
+        }
+        #expect(setup.channel.isActive)
+        setup.handler.requestEndReceived()
+        #expect(try setup.written().isEmpty)
     }
 
     @Test("a 408 the client never reads is dropped after the send timeout")

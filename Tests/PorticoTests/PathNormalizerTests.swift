@@ -39,6 +39,56 @@ struct PathNormalizerTests {
         }
     }
 
+    /// A dot-segment followed by a path parameter, which Tomcat, Jetty and Spring strip before
+    /// removing dot-segments: `..;` is `..` to them.
+    static let parameterForms: [String] = dotForms.flatMap { dots in
+        ["\(dots);", "\(dots);x", "\(dots);jsessionid=0A1B", "\(dots)%3B", "\(dots)%3bx", "\(dots);a;b"]
+    }
+
+    @Test("a dot-segment before a path parameter is refused wherever it stands", arguments: parameterForms)
+    func dotSegmentsBeforeParameters(segment: String) {
+        for path in ["/\(segment)", "/\(segment)/", "/a/\(segment)", "/a/\(segment)/b", "/\(segment)/a", "/a/b/\(segment)"] {
+            #expect(Self.rejection(path) == .dotSegment, "\(path)")
+        }
+    }
+
+    @Test("path parameters that do not hide a dot-segment are kept")
+    func parametersKept() {
+        for path in ["/a;b", "/a/b;v=1/c", "/a/...;x", "/a/.x;y", "/a/;x", "/a/x;..", "/a/x;../b", "/a/%3B..", "/a;/b"] {
+            #expect(Self.normalized(path) == path, "\(path)")
+        }
+    }
+
+    @Test("a '#' is refused wherever it stands")
+    func fragmentRefused() {
+        for path in ["/#", "/a#b/c", "/a/b#", "/#/a", "/a/%2e#"] {
+            #expect(Self.rejection(path) == .fragment, "\(path)")
+        }
+        #expect(Self.normalized("/a/%23b") == "/a/%23b")  // encoded, it is data
+    }
+
+    /// Percent-encoded bytes that are not UTF-8: overlong forms of '.' and '/', surrogates, code
+    /// points past U+10FFFF, stray continuation bytes, bytes that never start a sequence, and
+    /// sequences cut short by the end of a segment or by an ASCII byte.
+    static let invalidUTF8: [String] = [
+        "%C0%AE", "%C0%AF", "%C1%81", "%E0%80%AE", "%F0%80%80%AE", "%ED%A0%80", "%ED%BF%BF", "%F4%90%80%80", "%F5%80%80%80",
+        "%80", "%BF", "%FE", "%FF", "%C3", "%E2%82", "%F0%9F%98", "%C3%28", "%E2%28%A1", "%C3a",
+    ]
+
+    @Test("encoded bytes that are not UTF-8 are refused wherever they stand", arguments: invalidUTF8)
+    func invalidUTF8Refused(bytes: String) {
+        for path in ["/\(bytes)", "/\(bytes)/", "/a/\(bytes)", "/a/x\(bytes)y/b", "/\(bytes)/a"] {
+            #expect(Self.rejection(path) == .invalidUTF8, "\(path)")
+        }
+    }
+
+    @Test("encoded UTF-8 of every length is accepted")
+    func validUTF8Accepted() {
+        for path in ["/%C3%A9", "/%E2%82%AC", "/%F0%9F%98%80", "/%EF%BF%BF", "/%F4%8F%BF%BF", "/%ED%9F%BF", "/a/%C2%80b"] {
+            #expect(Self.normalized(path) == path, "\(path)")
+        }
+    }
+
     @Test("encoded slashes and backslashes are reported, not decoded", arguments: ["%2f", "%2F", "%5c", "%5C"])
     func encodedSlashes(slash: String) throws {
         for path in ["/a/\(slash)", "/a/b\(slash)c", "/\(slash)/a", "/a/..\(slash)x"] {

@@ -48,6 +48,47 @@ struct PathTraversalTests {
         }
     }
 
+    @Test(
+        "a dot-segment before a path parameter ('..;', '%2e%2e;', '.;'), at any position, gets 400 and reaches no backend",
+        arguments: PathNormalizerTests.parameterForms)
+    func dotSegmentsBeforeParameters(form: String) async throws {
+        try await withGateway(policy: Self.policy) { gateway, servers in
+            let client = try gateway.connect()
+            for target in Self.positions(of: form) + ["/api/\(form)/stockquote/AAPL"] {
+                let response = try client.request("GET", target)
+                #expect(response.status == 400, "\(target)")
+                #expect(response.json?["type"] as? String == "urn:portico:problem:bad-request", "\(target)")
+            }
+            #expect(servers[0].requestsReceived == 0)
+        }
+    }
+
+    @Test("a '#' anywhere in the request target gets 400 and reaches no backend")
+    func fragments() async throws {
+        try await withGateway(policy: Self.policy) { gateway, servers in
+            let client = try gateway.connect()
+            let targets = Self.positions(of: "a#b") + ["/api/1/stockquote#", "/api/1/stockquote/AAPL?x=1#frag", "/api/1/stockquote/AAPL?#"]
+            for target in targets {
+                let response = try client.request("GET", target)
+                #expect(response.status == 400, "\(target)")
+                #expect(response.json?["type"] as? String == "urn:portico:problem:bad-request", "\(target)")
+            }
+            #expect(servers[0].requestsReceived == 0)
+        }
+    }
+
+    @Test("encoded bytes that are not UTF-8 (overlong '%C0%AE'), at any position, get 400", arguments: PathNormalizerTests.invalidUTF8)
+    func invalidUTF8(form: String) async throws {
+        try await withGateway(policy: Self.policy) { gateway, servers in
+            let client = try gateway.connect()
+            for target in Self.positions(of: form) + ["/api/\(form)/stockquote/AAPL"] {
+                let response = try client.request("GET", target)
+                #expect(response.status == 400, "\(target)")
+            }
+            #expect(servers[0].requestsReceived == 0)
+        }
+    }
+
     @Test("an encoded slash or backslash inside a segment gets 400 by default", arguments: slashForms)
     func encodedSlashes(form: String) async throws {
         try await withGateway(policy: Self.policy) { gateway, servers in

@@ -43,6 +43,8 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
         var receiveBufferSize: Int32?
         /// Seconds after which a blocked send gives up (`SO_SNDTIMEO`); nil blocks for ever.
         var sendTimeout: Double?
+        /// The loopback address to connect from (`127.0.0.2`, say: another client to the gateway).
+        var sourceAddress: String?
     }
 
     /// A blocking TCP socket connected to 127.0.0.1:`port`, whose reads give up after
@@ -55,6 +57,18 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
         if let seconds = options.sendTimeout {
             var timeout = Self.timeval(seconds)
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
+        if let source = options.sourceAddress {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                close(fd)
+                return nil
+            }
         }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

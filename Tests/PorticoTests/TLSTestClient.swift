@@ -31,8 +31,11 @@ final class TLSTestClient: @unchecked Sendable {  // one thread at a time uses a
     private let context: OpaquePointer
     private let ssl: OpaquePointer
     private var buffer: [UInt8] = []
+    /// The name the handshake asked for (SNI).
+    let serverName: String?
 
     init(port: Int, options: Options = Options()) throws {
+        serverName = options.serverName
         guard let context = portico_tls_client_context_new(options.minVersion, options.maxVersion) else {
             throw Failure(description: "cannot create a client context")
         }
@@ -106,10 +109,12 @@ final class TLSTestClient: @unchecked Sendable {  // one thread at a time uses a
         }
     }
 
-    /// Sends a request and reads a response framed by Content-Length.
-    func request(_ method: String, _ target: String, headers: [(String, String)] = [], body: String? = nil) throws -> RawHTTPClient.Response
-    {
-        var text = "\(method) \(target) HTTP/1.1\r\nHost: localhost\r\n"
+    /// Sends a request and reads a response framed by Content-Length. `host` is `Host`'s value;
+    /// by default, the name the handshake asked for (SNI), as a browser sends it.
+    func request(
+        _ method: String, _ target: String, headers: [(String, String)] = [], body: String? = nil, host: String? = nil
+    ) throws -> RawHTTPClient.Response {
+        var text = "\(method) \(target) HTTP/1.1\r\nHost: \(host ?? serverName ?? "localhost")\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         if let body { text += "Content-Length: \(body.utf8.count)\r\n" }
         text += "\r\n" + (body ?? "")

@@ -99,6 +99,30 @@ struct TLSTests {
         }
     }
 
+    @Test("a request whose Host selects another certificate than its connection's SNI gets 421; one that selects the same passes")
+    func misdirected() async throws {
+        try await withGateway(tls: Self.twoCertificates, policy: echoServicePolicy) { gateway, servers throws in
+            var options = TLSTestClient.Options()
+            options.caFile = nil
+            // (SNI, Host, status): Host is compared by the certificate it would select, port ignored.
+            let cases: [(String?, String, Int)] = [
+                ("other.test", "localhost", 421), ("localhost", "other.test", 421), (nil, "other.test", 421),
+                ("other.test", "other.test:8443", 200), ("other.test", "OTHER.test", 200), ("localhost", "localhost:443", 200),
+                ("unknown.test", "localhost", 200), (nil, "127.0.0.1", 200), ("unknown.test", "elsewhere.test", 200),
+            ]
+            for (sni, host, status) in cases {
+                options.serverName = sni
+                let client = try TLSTestClient(port: gateway.port, options: options)
+                let response = try client.request("GET", "/echo/x", host: host)
+                #expect(response.status == status, "SNI \(sni ?? "none"), Host \(host)")
+                if status == 421 {
+                    #expect(response.json?["type"] as? String == "urn:portico:problem:misdirected-request")
+                }
+            }
+            #expect(servers[0].requestsReceived == 6)
+        }
+    }
+
     /// The subject of the certificate the gateway presents for an SNI name (after a request succeeds).
     static func subject(port: Int, name: String?, verify: Bool) throws -> String? {
         var options = TLSTestClient.Options()

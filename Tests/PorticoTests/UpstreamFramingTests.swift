@@ -120,6 +120,67 @@ struct UpstreamFramingTests {
         }
     }
 
+    // MARK: Interim (1xx) answers
+
+    /// A backend that switches protocols unasked, then writes what looks like a response of its own.
+    static let forgedAfter101 =
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: Upgrade\r\n\r\n"
+        + "HTTP/1.1 200 OK\r\nSet-Cookie: session=attacker\r\nContent-Length: 7\r\n\r\nforged!"
+
+    static let earlyHints = "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+
+    @Test(
+        "an unrequested 101 is a 502 on both clients: its bytes never reach the client, a pipelined request keeps its own answer",
+        arguments: clients)
+    func unrequestedSwitch(upstream: String) async throws {
+        try await withBackend([.text(Self.forgedAfter101)], client: upstream) { gateway, backend in
+            let client = try gateway.connect()
+            try client.send("GET /inventory/item HTTP/1.1\r\nHost: t\r\n\r\nGET /inventory/ok HTTP/1.1\r\nHost: t\r\n\r\n")
+            let first = try client.readResponse()
+            #expect(first.status == 502)
+            #expect(first.json?["type"] as? String == "urn:portico:problem:backend-unavailable")
+            #expect(first.header("set-cookie") == nil)
+            #expect(!first.bodyText.contains("forged"))
+            let second = try client.readResponse()
+            #expect(second.status == 200)
+            #expect(second.bodyText == "ok")
+            // The connection the backend switched was not kept: the second request needed a new one.
+            #expect(backend.connectionsAccepted == 2)
+        }
+    }
+
+    @Test("100, 102 and 103 before the final answer are dropped: the client gets the final answer alone", arguments: clients)
+    func interimDropped(upstream: String) async throws {
+        let interim =
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n" + Self.earlyHints
+            + String(repeating: Self.earlyHints, count: 5)
+        let steps: [ScriptedBackend.Step] = [.text(interim), .text("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal")]
+        try await withBackend(steps, client: upstream) { gateway, _ in
+            let client = try gateway.connect()
+            try client.send("GET /inventory/item HTTP/1.1\r\nHost: t\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.bodyText == "final")
+            #expect(response.header("link") == nil)
+            try expectStillServing(client)
+        }
+    }
+
+    @Test("a backend that sends interim answers without end is cut off with a 502", arguments: clients)
+    func endlessInterim(upstream: String) async throws {
+        // The backend then waits, its connection open, until the test is over.
+        let testOver = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: Void.self)
+        defer { testOver.succeed() }
+        let steps: [ScriptedBackend.Step] = [.text(String(repeating: Self.earlyHints, count: 64)), .after(testOver.futureResult), .close]
+        try await withBackend(steps, client: upstream) { gateway, _ in
+            let client = try gateway.connect()
+            let response = try client.request("GET", "/inventory/item")
+            #expect(response.status == 502)
+            #expect(response.json?["type"] as? String == "urn:portico:problem:backend-unavailable")
+            try expectStillServing(client)
+        }
+    }
+
     @Test(
         "a large body that breaks its length ends the client's connection short of the length it was promised", arguments: [false, true],
         clients)

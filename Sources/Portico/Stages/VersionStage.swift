@@ -45,7 +45,13 @@ struct VersionStage: RequestStage {
         }
         let version: Int?
         if let requested = routed.requestedVersion {
-            version = Int(requested.first == "v" ? requested.dropFirst() : requested)
+            version = Self.number(requested)
+            // Every other version the request names must be the same one: a backend may read
+            // the path's where the gateway read the query's, or the other way round.
+            let others = routed.pathVersion == nil ? routed.queryVersions.dropFirst() : routed.queryVersions[...]
+            if version != nil, others.contains(where: { Self.number($0) != version }) {
+                return .answer(.conflictingVersions(service: rules.name))
+            }
         } else {
             version = mapped ?? routed.service.defaultVersion
         }
@@ -65,6 +71,22 @@ struct VersionStage: RequestStage {
         case .facade, .code: exchange.facade = served.facade
         }
         return .proceed
+    }
+
+    /// The version a request names, in its one canonical spelling: decimal digits without a
+    /// leading zero, optionally after a `v` (`2`, `v2`). Anything else (`02`, `+2`, `2.0`, `V2`)
+    /// names no version: the gateway and a backend parsing the forwarded path could disagree on it.
+    static func number(_ text: Substring) -> Int? {
+        var digits = text.utf8[...]
+        if digits.first == UInt8(ascii: "v") { digits = digits.dropFirst() }
+        guard let first = digits.first, digits.count <= 9, first != UInt8(ascii: "0") || digits.count == 1 else { return nil }
+        var value = 0
+        for byte in digits {
+            let digit = byte &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            value = value * 10 + Int(digit)
+        }
+        return value
     }
 
     /// The platform field's value in lowercase, as buckets name platforms; sliced, not copied,

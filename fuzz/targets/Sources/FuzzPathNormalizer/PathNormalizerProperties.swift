@@ -9,12 +9,19 @@ enum PathNormalizerProperties {
             preconditionFailure("a normalised path is refused when normalised again: \(normalized.path)")
         }
         precondition(again == normalized, "normalising twice changed \(normalized.path) into \(again.path)")
-        // No dot-segment, raw backslash or encoded NUL survives, in any encoding.
+        // No dot-segment, raw backslash, fragment or encoded NUL survives, in any encoding; nor a
+        // dot-segment before a path parameter (`..;x`, `.%3Bx`), which some servers strip first.
         for segment in output.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            let beforeParameters = decoded(Array(segment)).split(
+                separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false)[0]
             precondition(
-                segment.elementsEqual(".".utf8) == false && segment.elementsEqual("..".utf8) == false, "a dot-segment was accepted")
+                beforeParameters.elementsEqual(".".utf8) == false && beforeParameters.elementsEqual("..".utf8) == false,
+                "a dot-segment was accepted")
         }
         precondition(!output.contains(UInt8(ascii: "\\")), "a backslash was accepted")
+        precondition(!output.contains(UInt8(ascii: "#")), "a fragment was accepted")
+        // What the path spells is UTF-8: no overlong, surrogate or truncated sequence.
+        precondition(String(validating: decoded(output), as: UTF8.self) != nil, "bytes that are not UTF-8 were accepted")
         // What stays encoded is well-formed, uppercase, and not an unreserved character.
         var encodedSlash = false
         var index = 0
@@ -51,6 +58,10 @@ enum PathNormalizerProperties {
             precondition(bytes.contains(UInt8(ascii: "%")), "refused for an encoding it does not have")
         case .dotSegment:
             precondition(bytes.contains(UInt8(ascii: ".")) || bytes.contains(UInt8(ascii: "%")), "refused for a dot it does not have")
+        case .fragment: precondition(bytes.contains(UInt8(ascii: "#")), "refused for a '#' it does not have")
+        case .invalidUTF8:
+            // A String holds valid UTF-8, so only percent-encoded bytes can be invalid.
+            precondition(bytes.contains(UInt8(ascii: "%")), "refused as not UTF-8 without any encoded byte")
         }
     }
 
