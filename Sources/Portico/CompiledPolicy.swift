@@ -36,6 +36,8 @@ public final class CompiledPolicy: Sendable {
     let locator: CompiledLocator?
     /// The metrics this policy's requests update (none for a policy compiled without a gateway).
     let requestMetrics: RequestMetrics?
+    /// `limits.authFailures`: how many failed authentications a client address may cause.
+    let authFailureLimit: CompiledRateLimit?
 
     public convenience init(_ snapshot: PolicySnapshot) {
         self.init(snapshot, metrics: nil)
@@ -66,6 +68,7 @@ public final class CompiledPolicy: Sendable {
         signatureRequirements = SignatureRequirements(
             policy.signatures, clientVersionHeader: policy.clients.versionHeader, clientPlatformHeader: policy.clients.platformHeader)
         apiKeyHeader = policy.apiKeys.header.lowercased()
+        authFailureLimit = policy.limits.authFailures.map { CompiledRateLimit(kind: .authFailures, name: "", policy: $0) }
         clientVersionHeader = policy.clients.versionHeader
         clientPlatformHeader = policy.clients.platformHeader
         if let locator = policy.locator {

@@ -24,7 +24,12 @@ final class CompiledRateLimit: Sendable {
         self.name = name
         self.policy = policy
         self.gcra = GCRALimit(policy)
-        let identifier = kind == .address ? "address.\(name)" : "\(kind.rawValue).\(name)"
+        let identifier =
+            switch kind {
+            case .address: "address.\(name)"
+            case .authFailures: "auth-failures"
+            case .tier, .backend: "\(kind.rawValue).\(name)"
+            }
         self.identifier = identifier
         self.policyField = "\"\(identifier)\";q=\(policy.count);w=\(policy.periodSeconds)"
     }

@@ -51,7 +51,8 @@ public final class FleetStore: Sendable {
     enum Verdict: Equatable {
         /// Every limit admitted the request (their decisions, in order) and its nonce is recorded.
         case admitted([RateLimitDecision])
-        /// Limit `index` refused; the decisions up to and including it.
+        /// Limit `index` refused; the decisions up to and including it. The nonce is recorded all
+        /// the same (or, without room, its key marked): the request must never pass later.
         case limited(index: Int, [RateLimitDecision])
         case replayed
         case nonceQuotaExceeded(retryAfter: Int64)
@@ -68,8 +69,8 @@ public final class FleetStore: Sendable {
         }
         var keys: [String] = []
         var arguments: [String] = [String(draws.count)]
-        keys.reserveCapacity(draws.count + 2)
-        arguments.reserveCapacity(3 * draws.count + 7)
+        keys.reserveCapacity(draws.count + 3)
+        arguments.reserveCapacity(3 * draws.count + 8)
         for draw in draws {
             keys.append(FleetKeys.bucket(draw.key))
             let limit = draw.limit.gcra
@@ -80,7 +81,8 @@ public final class FleetStore: Sendable {
         if let nonce {
             keys.append(FleetKeys.nonce(keyID: nonce.keyID, nonce: nonce.nonce))
             keys.append(FleetKeys.nonceBudget(keyID: nonce.keyID))
-            arguments += ["1", nonce.nonce, String(nonce.expiry), String(nonce.quota)]
+            keys.append(FleetKeys.refusalMark(keyID: nonce.keyID))
+            arguments += ["1", nonce.nonce, String(nonce.expiry), String(nonce.quota), String(nonce.created)]
         } else {
             arguments.append("0")
         }
@@ -159,6 +161,9 @@ enum FleetKeys {
     static func nonce(keyID: String, nonce: String) -> String { "portico:n:\(part(keyID))\(part(nonce))" }
 
     static func nonceBudget(keyID: String) -> String { "portico:nb:\(part(keyID))" }
+
+    /// The key's refusal mark (``NonceStore``): the latest `created` of its signatures that found no room.
+    static func refusalMark(keyID: String) -> String { "portico:nm:\(part(keyID))" }
 
     private static func part(_ text: String) -> String { "\(text.utf8.count):\(text)" }
 }

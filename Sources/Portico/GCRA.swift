@@ -100,6 +100,12 @@ public struct GCRAState: Sendable {
         return RateLimitDecision(allowed: true, remaining: remaining, resetNanos: Self.nanos(owed, limit), retryAfterNanos: 0)
     }
 
+    /// What ``acquire(now:)`` would decide at `now`, leaving the bucket as it is.
+    public func peek(now: Int64) -> RateLimitDecision {
+        var copy = self
+        return copy.acquire(now: now)
+    }
+
     /// Whether the bucket owes nothing at `now`: then it behaves exactly like a new one, and can be
     /// forgotten without changing any decision.
     public func isIdle(at now: Int64) -> Bool {

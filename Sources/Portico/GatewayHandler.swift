@@ -224,7 +224,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             case .proceed:
                 continue
             case .answer(let problem):
-                return perform(machine.stagesFinished(exchange, answer: problem), context: context)
+                return stagesAnswered(exchange, with: problem, context: context)
             case .suspend(let future):
                 return resume(exchange, after: future, at: index, context: context)
             }
@@ -240,13 +240,32 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
             case .success(.proceed):
                 self.runStages(exchange, from: index, context: context)
             case .success(.answer(let problem)):
-                self.perform(self.machine.stagesFinished(exchange, answer: problem), context: context)
+                self.stagesAnswered(exchange, with: problem, context: context)
             case .success(.suspend(let next)):
                 self.resume(exchange, after: next, at: index, context: context)
             case .failure:
-                self.perform(self.machine.stagesFinished(exchange, answer: .stageFailed()), context: context)
+                self.stagesAnswered(exchange, with: .stageFailed(), context: context)
             }
         }
+    }
+
+    /// A stage refused the request. If it was signed genuinely and its nonce is not recorded yet
+    /// (a limit, the version stage or a failed suspension refused it after authentication), the
+    /// nonce is recorded now, in the key's share: a refused request can never be admitted later.
+    private func stagesAnswered(_ exchange: Exchange, with problem: Problem, context: ChannelHandlerContext) {
+        if let nonce = exchange.pendingNonce {
+            exchange.pendingNonce = nil
+            let now = RequestAuthenticator.now()
+            if let fleet = services.fleet {
+                // The fleet's store decides as for an admitted request; if Redis cannot answer,
+                // this gateway's store keeps it.
+                let nonces = services.nonces
+                fleet.decide([], nonce: nonce, on: context.eventLoop).whenFailure { _ in _ = nonce.record(in: nonces, now: now) }
+            } else {
+                _ = nonce.record(in: services.nonces, now: now)
+            }
+        }
+        perform(machine.stagesFinished(exchange, answer: problem), context: context)
     }
 
     // MARK: Actions

@@ -18,6 +18,8 @@ public final class GatewayMetrics: Sendable {
     /// Rate-limit refusals, by the limit that refused.
     enum RefusalKind: String, CaseIterable {
         case tier, address, backend
+        /// `limits.authFailures`: an address's failed authentications (429).
+        case authFailures = "auth_failures"
         /// The key's share of the nonce store (429).
         case nonceQuota = "nonce_quota"
         /// The backend's `maxConcurrent` (503).
@@ -27,7 +29,7 @@ public final class GatewayMetrics: Sendable {
     /// Problem types that count as authentication failures, with the label each counts under.
     static let authenticationFailures = [
         "api-key-required", "api-key-invalid", "signature-required", "malformed-signature", "signature-incomplete", "clock-skew",
-        "signature-expired", "signature-invalid", "signature-replayed", "key-revoked", "key-not-allowed",
+        "signature-expired", "signature-invalid", "signature-replayed", "key-revoked", "key-not-allowed", "signature-too-large",
     ]
 
     /// Status classes `1xx`…`5xx`, indexed by `status / 100 - 1`.

@@ -1,21 +1,32 @@
 import NIOConcurrencyHelpers
 import Synchronization
 
-/// Remembers the nonces of accepted signatures for as long as those signatures could be replayed.
+/// Remembers the nonces of genuine signatures (admitted, or refused by a limit) for as long as
+/// those signatures could be replayed.
 ///
 /// A protocol so that a store shared by a fleet of gateways (Redis, say) can replace the in-memory
 /// one. Whatever the store, it must fail closed: a nonce is never forgotten before its `expiry`.
 /// And no key may take more than its `quota` of it, so that one key (extracted from a shipped app,
 /// say) cannot fill the store and lock every other key out.
+///
+/// A nonce that finds no room (the key's quota is used up, or the store is full) is not recorded,
+/// but its signature must still never be admitted later: the key's *refusal mark* is raised to the
+/// signature's `created` instead, and every signature of that key created at or before the mark is
+/// refused the same way (429 or 503, with `Retry-After`) until the mark's expiry, whatever its
+/// nonce. The key was refused meanwhile anyway; its signatures created after the mark pass as soon
+/// as it has room again.
 public protocol NonceStore: Sendable {
-    /// Whether `nonce` is recorded for `keyID` and still live: a cheap look before the request
-    /// draws from its key's rate limit, so that replaying a captured request cannot drain the
-    /// victim key's bucket. ``insert(keyID:nonce:expiry:now:quota:)`` still decides.
-    func contains(keyID: String, nonce: String, now: Int64) -> Bool
+    /// How `nonce` of `keyID` would be refused right now (nil: it would not be): recorded and
+    /// still live (`.replayed`), or under the key's refusal mark (`.quotaExceeded`, `.full`). A
+    /// cheap look before the request draws from its key's rate limit, so that replaying a captured
+    /// request cannot drain the victim key's bucket; ``insert(keyID:nonce:created:expiry:now:quota:)``
+    /// still decides.
+    func check(keyID: String, nonce: String, created: Int64, now: Int64) -> NonceInsertion?
 
-    /// Records `nonce` for `keyID` until `expiry` (seconds since 1970), unless it is already there,
-    /// the key already holds `quota` live nonces, or the store is full.
-    func insert(keyID: String, nonce: String, expiry: Int64, now: Int64, quota: Int) -> NonceInsertion
+    /// Records `nonce` for `keyID` until `expiry` (seconds since 1970), unless it is already there
+    /// (or under the key's refusal mark), the key already holds `quota` live nonces, or the store
+    /// is full; in those last two cases the key's refusal mark is raised to `created`.
+    func insert(keyID: String, nonce: String, created: Int64, expiry: Int64, now: Int64, quota: Int) -> NonceInsertion
 }
 
 public enum NonceInsertion: Sendable, Equatable {
@@ -41,6 +52,35 @@ public final class InMemoryNonceStore: NonceStore {
         var expiries: [String: Int64] = [:]
         /// The same expiries, for the earliest one (a refused key's `Retry-After`).
         var heap = ExpiryHeap<Void>()
+        /// Signatures created at or before `created` are refused until `expiry` (see ``NonceStore``),
+        /// as the refusal that raised the mark last was (`storeFull`), with a retry at `retryAt`.
+        var refusalMark: (created: Int64, expiry: Int64, storeFull: Bool, retryAt: Int64)?
+
+        /// The refusal of a signature created at `created` under the mark at `now`, if it is under it.
+        func markedRefusal(created: Int64, now: Int64) -> NonceInsertion? {
+            guard let mark = refusalMark, mark.expiry > now, created <= mark.created else { return nil }
+            let retryAfter = max(1, mark.retryAt - now)
+            return mark.storeFull ? .full(retryAfter: retryAfter) : .quotaExceeded(retryAfter: retryAfter)
+        }
+
+        /// Raises the refusal mark to cover a signature created at `created` that expires at
+        /// `expiry`, refused as `refusal` (`.quotaExceeded` or `.full`).
+        mutating func mark(created: Int64, expiry: Int64, now: Int64, refusal: NonceInsertion) {
+            var storeFull = false
+            var retryAfter: Int64 = 1
+            switch refusal {
+            case .quotaExceeded(let seconds): retryAfter = seconds
+            case .full(let seconds): (storeFull, retryAfter) = (true, seconds)
+            case .inserted, .replayed: return
+            }
+            let (markCreated, markExpiry) = refusalMark.flatMap { $0.expiry > now ? ($0.created, $0.expiry) : nil } ?? (created, expiry)
+            refusalMark = (max(markCreated, created), max(markExpiry, expiry), storeFull, now + retryAfter)
+        }
+
+        /// Whether it holds anything live at `now` (otherwise it is dropped).
+        func holdsAnything(at now: Int64) -> Bool {
+            !expiries.isEmpty || (refusalMark.map { $0.expiry > now } ?? false)
+        }
     }
 
     private struct Shard {
@@ -60,7 +100,7 @@ public final class InMemoryNonceStore: NonceStore {
                     key.heap.removeMin()
                     dropped += 1
                 }
-                if !key.expiries.isEmpty { keys[keyID] = key }
+                if key.holdsAnything(at: now) { keys[keyID] = key }
             }
             return dropped
         }
@@ -89,21 +129,26 @@ public final class InMemoryNonceStore: NonceStore {
         shards[Int(UInt(bitPattern: keyID.hashValue) % UInt(shards.count))]
     }
 
-    public func contains(keyID: String, nonce: String, now: Int64) -> Bool {
+    public func check(keyID: String, nonce: String, created: Int64, now: Int64) -> NonceInsertion? {
         shard(for: keyID).withLockedValue { shard in
-            guard let expiry = shard.keys[keyID]?.expiries[nonce] else { return false }
-            return expiry > now
+            guard let key = shard.keys[keyID] else { return nil }
+            if let expiry = key.expiries[nonce], expiry > now { return .replayed }
+            return key.markedRefusal(created: created, now: now)
         }
     }
 
-    public func insert(keyID: String, nonce: String, expiry: Int64, now: Int64, quota: Int) -> NonceInsertion {
-        let first = insertInShard(keyID: keyID, nonce: nonce, expiry: expiry, now: now, quota: quota)
-        guard case .full = first else { return first }
+    public func insert(keyID: String, nonce: String, created: Int64, expiry: Int64, now: Int64, quota: Int) -> NonceInsertion {
+        let insert = { self.insertInShard(keyID: keyID, nonce: nonce, created: created, expiry: expiry, now: now, quota: quota) }
+        let (first, byMark) = insert()
+        // A full store is swept once before it refuses, unless the key's mark refused it.
+        guard case .full = first, !byMark else { return first }
         // Entries of keys that went quiet stay counted until their shard is next written: sweep
         // them all before refusing, once a second at most.
         guard lastSweep.exchange(now, ordering: .relaxed) < now else {
             let earliest = earliestAfterSweep.load(ordering: .relaxed)
-            return earliest == .max || earliest <= now ? first : .full(retryAfter: earliest - now)
+            let refusal = earliest == .max || earliest <= now ? first : .full(retryAfter: earliest - now)
+            markFull(keyID: keyID, created: created, expiry: expiry, now: now, refusal: refusal)
+            return refusal
         }
         var earliest = Int64.max
         for shard in shards {
@@ -113,29 +158,47 @@ public final class InMemoryNonceStore: NonceStore {
             }
         }
         earliestAfterSweep.store(earliest, ordering: .relaxed)
-        let second = insertInShard(keyID: keyID, nonce: nonce, expiry: expiry, now: now, quota: quota)
+        let (second, _) = insert()
         guard case .full = second else { return second }
-        return .full(retryAfter: earliest == .max ? 1 : max(1, earliest - now))
+        let refusal = NonceInsertion.full(retryAfter: earliest == .max ? 1 : max(1, earliest - now))
+        markFull(keyID: keyID, created: created, expiry: expiry, now: now, refusal: refusal)
+        return refusal
     }
 
-    private func insertInShard(keyID: String, nonce: String, expiry: Int64, now: Int64, quota: Int) -> NonceInsertion {
+    /// Marks `keyID` for a nonce that a full store could not take: its signature must not pass later.
+    private func markFull(keyID: String, created: Int64, expiry: Int64, now: Int64, refusal: NonceInsertion) {
+        shard(for: keyID).withLockedValue { shard in
+            var key = shard.keys.removeValue(forKey: keyID) ?? KeyNonces()
+            key.mark(created: created, expiry: expiry, now: now, refusal: refusal)
+            shard.keys[keyID] = key
+        }
+    }
+
+    /// One attempt in the key's shard (a full store is marked by the caller, which may sweep and try
+    /// again); `byMark` when the key's refusal mark answered.
+    private func insertInShard(
+        keyID: String, nonce: String, created: Int64, expiry: Int64, now: Int64, quota: Int
+    ) -> (result: NonceInsertion, byMark: Bool) {
         shard(for: keyID).withLockedValue { shard in
             live.wrappingSubtract(shard.purge(now: now), ordering: .relaxed)
             // Taken out and put back, so that it is mutated in place rather than copied.
             var key = shard.keys.removeValue(forKey: keyID) ?? KeyNonces()
-            defer { if !key.expiries.isEmpty { shard.keys[keyID] = key } }
-            if key.expiries[nonce] != nil { return .replayed }  // live: the purge dropped the rest
+            defer { if key.holdsAnything(at: now) { shard.keys[keyID] = key } }
+            if key.expiries[nonce] != nil { return (.replayed, false) }  // live: the purge dropped the rest
+            if let refusal = key.markedRefusal(created: created, now: now) { return (refusal, true) }
             if key.expiries.count >= quota {
-                return .quotaExceeded(retryAfter: max(1, (key.heap.min?.expiry ?? now + 1) - now))
+                let refusal = NonceInsertion.quotaExceeded(retryAfter: max(1, (key.heap.min?.expiry ?? now + 1) - now))
+                key.mark(created: created, expiry: expiry, now: now, refusal: refusal)
+                return (refusal, false)
             }
             guard live.wrappingAdd(1, ordering: .relaxed).newValue <= capacity else {
                 live.wrappingSubtract(1, ordering: .relaxed)
-                return .full(retryAfter: max(1, (shard.heap.min?.expiry ?? now + 1) - now))
+                return (.full(retryAfter: max(1, (shard.heap.min?.expiry ?? now + 1) - now)), false)
             }
             key.expiries[nonce] = expiry
             key.heap.insert((expiry, ()))
             shard.heap.insert((expiry, (keyID, nonce)))
-            return .inserted
+            return (.inserted, false)
         }
     }
 

@@ -18,6 +18,9 @@ extension Problem {
         case .backend:
             detail = "The backend \(limit.name) is receiving all the requests it accepts (\(limit.policy)); retry in \(retryAfter) s."
             extensions.append(("backend", limit.name))
+        case .authFailures:
+            detail =
+                "Too many requests from your address failed authentication (\(limit.policy)); requests are not verified for \(retryAfter) s."
         }
         var problem = Problem(
             type: typePrefix + "rate-limited", title: "Too many requests", status: .tooManyRequests, detail: detail, extensions: extensions)

@@ -266,6 +266,15 @@ extension Problem {
         Problem(type: typePrefix + "malformed-signature", title: "Malformed signature", status: .badRequest, detail: detail)
     }
 
+    /// A signature that asks for more work than the gateway does for one: more covered components
+    /// than `signatures.maxComponents`, or a base longer than `signatures.maxBaseBytes`. Refused
+    /// before the work, naming the limit (`limit` and its value).
+    static func signatureTooLarge(limit: String, value: Int, detail: String) -> Problem {
+        var problem = unauthorized("signature-too-large", title: "Signature too large", detail: detail)
+        problem.extensions = [("limit", limit), (limit, String(value))]
+        return problem
+    }
+
     /// A well-formed signature that lacks a parameter or a component the policy requires.
     static func signatureIncomplete(_ detail: String) -> Problem {
         unauthorized("signature-incomplete", title: "Signature incomplete", detail: detail)

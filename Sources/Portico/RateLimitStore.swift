@@ -10,6 +10,8 @@ public struct RateLimitKey: Hashable, Sendable {
         case tier
         /// One client address's unauthenticated calls to one service.
         case address
+        /// One client address's failed authentications, whatever the service.
+        case authFailures
     }
 
     public let scope: Scope
@@ -37,6 +39,9 @@ public struct RateLimitKey: Hashable, Sendable {
 public protocol RateLimitStore: Sendable {
     /// Draws one request from the bucket `key` under `limit` at `now` (monotonic nanoseconds).
     func acquire(_ key: RateLimitKey, limit: GCRALimit, now: Int64) -> RateLimitDecision
+
+    /// What ``acquire(_:limit:now:)`` would decide at `now`, without drawing.
+    func peek(_ key: RateLimitKey, limit: GCRALimit, now: Int64) -> RateLimitDecision
 }
 
 /// Rate-limit buckets in memory, in shards with a lock each so that event loops seldom meet.
@@ -80,6 +85,12 @@ public final class InMemoryRateLimitStore: RateLimitStore {
             shard.buckets[key] = state
             return decision
         }
+    }
+
+    public func peek(_ key: RateLimitKey, limit: GCRALimit, now: Int64) -> RateLimitDecision {
+        let shard = shards[Int(UInt(bitPattern: key.hashValue) % UInt(shards.count))]
+        let state = shard.withLockedValue { shard in shard.buckets[key].flatMap { $0.limit == limit ? $0 : nil } }
+        return (state ?? GCRAState(limit: limit, now: now)).peek(now: now)
     }
 
     /// Buckets held now, idle ones not yet swept included.

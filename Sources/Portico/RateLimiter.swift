@@ -6,6 +6,8 @@ import PorticoPolicy
 struct AppliedLimit {
     enum Kind: String, Sendable {
         case tier, address, backend
+        /// `limits.authFailures`: failed authentications from one client address.
+        case authFailures = "auth_failures"
     }
 
     /// The compiled limit drawn from, with its identifier and `RateLimit-Policy` text.
@@ -82,6 +84,25 @@ public final class RateLimiter: Sendable {
             if let refusal = Self.apply(decision, of: draw, service: service.name, tightest: &tightest) { return .failure(refusal) }
         }
         return .success(tightest)
+    }
+
+    /// The refusal (429) for a client address that has used up its failed authentications
+    /// (`limits.authFailures`): its requests to authenticated services are then answered without
+    /// any verification. Looks at the bucket without drawing from it: only failures draw.
+    func authFailuresRefusal(address: String?, limit: CompiledRateLimit?, service: String) -> Problem? {
+        guard let limit else { return nil }
+        let decision = store.peek(Self.authFailuresKey(address), limit: limit.gcra, now: clock())
+        return decision.allowed ? nil : .rateLimited(AppliedLimit(limit: limit, service: service, decision: decision))
+    }
+
+    /// Counts one failed authentication against the client address.
+    func recordAuthFailure(address: String?, limit: CompiledRateLimit?) {
+        guard let limit else { return }
+        _ = store.acquire(Self.authFailuresKey(address), limit: limit.gcra, now: clock())
+    }
+
+    private static func authFailuresKey(_ address: String?) -> RateLimitKey {
+        RateLimitKey(scope: .authFailures, name: "", subject: address ?? "unknown")
     }
 
     /// Draws one request from `backend`'s own limit, for a request the gateway makes on its own

@@ -116,26 +116,36 @@ struct Authentication {
     var tier: String?
     /// The `Content-Digest` value to check against the whole body before anything is forwarded.
     var contentDigest: String?
-    /// The signature's nonce, recorded only once the key's rate limit has admitted the request.
+    /// The signature's nonce, recorded by the rate-limit stage, or when a later stage refuses the request.
     var nonce: PendingNonce?
 }
 
 /// A verified signature's nonce, not yet recorded.
 ///
-/// Recording waits for the rate-limit stage: a key flooding signed requests is refused by its own
-/// limit before its nonces take room in the store that every key shares.
+/// The rate-limit stage records it (in the key's share of the store), whether the key's limits
+/// admit the request or refuse it; a request another stage refuses after authentication has it
+/// recorded as it is answered (``GatewayHandler``). Either way a genuine request, once refused, can
+/// never be admitted later: its nonce is recorded, or, where its key has no room left, the key's
+/// refusal mark covers it (``NonceStore``).
 struct PendingNonce {
     let keyID: String
     let nonce: String
+    /// The signature's `created`, which a refusal mark is compared with.
+    let created: Int64
     /// When the signature stops being acceptable, and so when the nonce may be forgotten.
     let expiry: Int64
     /// The key's share of the store.
     let quota: Int
 
     /// Records the nonce; a problem if it was recorded meanwhile (a replay racing the original) or
-    /// there is no room for it.
+    /// there is no room for it (its key is then marked).
     func record(in store: any NonceStore, now: Int64) -> Problem? {
-        switch store.insert(keyID: keyID, nonce: nonce, expiry: expiry, now: now, quota: quota) {
+        Self.problem(for: store.insert(keyID: keyID, nonce: nonce, created: created, expiry: expiry, now: now, quota: quota))
+    }
+
+    /// The answer to a signature the store refuses, or nil when it took it.
+    static func problem(for insertion: NonceInsertion) -> Problem? {
+        switch insertion {
         case .inserted: nil
         case .replayed: .signatureReplayed()
         case .quotaExceeded(let retryAfter): .nonceQuotaExceeded(retryAfter: retryAfter)
@@ -218,9 +228,10 @@ struct RequestAuthenticator {
         let signature: SignatureFields.Signature
         do {
             signature = try SignatureFields.select(
-                label: requirements.label, signatureInput: signatureInputValue, signature: signatureValue)
+                label: requirements.label, signatureInput: signatureInputValue, signature: signatureValue,
+                maxComponents: requirements.maxComponents)
         } catch {
-            return .failure(.malformedSignature(Self.sentence(error.description)))
+            return .failure(Self.problem(for: error))
         }
         let input = signature.input
 
@@ -246,10 +257,11 @@ struct RequestAuthenticator {
         let candidates = credentials.candidates(for: keyID, now: now)
         let verified: Bool
         do {
-            let matches = try MessageSignature.verify(signature, request: request, candidates: candidates.first, candidates.second)
+            let matches = try MessageSignature.verify(
+                signature, request: request, candidates: candidates.first, candidates.second, maxBaseBytes: requirements.maxBaseBytes)
             verified = matches.first || (matches.second && candidates.secondCounts)
         } catch {
-            return .failure(.malformedSignature(Self.sentence(error.description)))
+            return .failure(Self.problem(for: error))
         }
         return verdict(
             verified, credential: candidates.credential, keyID: keyID, created: created, expires: input.expires, nonce: input.nonce,
@@ -264,7 +276,7 @@ struct RequestAuthenticator {
         _ view: borrowing SignatureView, requirements: SignatureRequirements, head: HTTPRequestHead, fields: SignatureHeadFields,
         service: ServicePolicy, hasBody: Bool, now: Int64
     ) -> Result<Authentication, Problem>? {
-        guard
+        guard view.componentCount <= requirements.maxComponents,
             case .success(let (keyID, created)) = Self.requiredParameters(
                 keyID: view.keyID, created: view.created, nonce: view.nonce, requirements: requirements)
         else { return nil }
@@ -320,10 +332,12 @@ struct RequestAuthenticator {
         // here, before it can draw from the key's rate limit.
         var pending: PendingNonce?
         if let nonce {
-            if nonces.contains(keyID: keyID, nonce: nonce, now: now) { return .failure(.signatureReplayed()) }
+            if let refusal = nonces.check(keyID: keyID, nonce: nonce, created: created, now: now).flatMap(PendingNonce.problem) {
+                return .failure(refusal)
+            }
             var expiry = created + maxClockSkew + 1
             if let expires { expiry = min(expiry, expires) }
-            pending = PendingNonce(keyID: keyID, nonce: nonce, expiry: expiry, quota: credential.nonceQuota)
+            pending = PendingNonce(keyID: keyID, nonce: nonce, created: created, expiry: expiry, quota: credential.nonceQuota)
         }
         return .success(Authentication(keyID: keyID, tier: credential.tier, contentDigest: contentDigest, nonce: pending))
     }
@@ -341,6 +355,23 @@ struct RequestAuthenticator {
 
     private static func list(_ components: [ComponentIdentifier]) -> String {
         components.isEmpty ? "nothing" : components.map(\.description).joined(separator: " ")
+    }
+
+    /// The answer to a signature the signing module refused: too much work asked for is named by
+    /// its limit (`signature-too-large`); anything else is malformed, in the module's words.
+    private static func problem(for error: SigningError) -> Problem {
+        switch error {
+        case .tooManyComponents(let limit):
+            .signatureTooLarge(
+                limit: "maxComponents", value: limit,
+                detail: "The signature covers more than \(limit) components, the most this gateway verifies (signatures.maxComponents).")
+        case .baseTooLarge(let limit):
+            .signatureTooLarge(
+                limit: "maxBaseBytes", value: limit,
+                detail: "The signature base would be longer than \(limit) bytes, the most this gateway builds (signatures.maxBaseBytes).")
+        default:
+            .malformedSignature(sentence(error.description))
+        }
     }
 
     private static func sentence(_ text: String) -> String {

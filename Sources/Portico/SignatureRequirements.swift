@@ -19,6 +19,9 @@ final class SignatureRequirements: Sendable {
     /// How far `created` may be from the gateway's clock, either way, in seconds.
     let maxClockSkew: Int64
     let requireNonce: Bool
+    /// The most components a signature may cover, and the longest base built for one.
+    let maxComponents: Int
+    let maxBaseBytes: Int
     /// The policy's `signatures.requiredComponents`, in its order.
     let always: [ComponentIdentifier]
     /// The client-version field, as a component.
@@ -41,6 +44,8 @@ final class SignatureRequirements: Sendable {
         label = policy.label
         maxClockSkew = policy.maxClockSkew.components.seconds
         requireNonce = policy.requireNonce
+        maxComponents = policy.maxComponents
+        maxBaseBytes = policy.maxBaseBytes
         always = policy.requiredComponents.map { ComponentIdentifier($0) }
         clientVersion = .field(clientVersionHeader)
         self.clientVersionHeader = clientVersionHeader.lowercased()

@@ -27,6 +27,13 @@ public struct SignaturePolicy: Sendable, Hashable {
     /// The share of the nonce store a key without a rate-limit tier may hold; `nil` is a tenth of
     /// ``nonceCacheSize``. (A tier's keys get the tier's `nonceQuota`, or what its rate allows.)
     public var defaultNonceQuota: Int?
+    /// The most components one signature may cover; a signature covering more is refused (401)
+    /// before any signature base is built. Real signers cover about ten.
+    public var maxComponents: Int = 32
+    /// The longest signature base the gateway builds, in bytes; a longer one is refused (401)
+    /// before any MAC is computed. It bounds the MACs' work whatever the components repeat. At
+    /// least 1 KiB.
+    public var maxBaseBytes: Int = 8 * 1024
 
     /// How long a nonce may have to be remembered after it was recorded: a signature is accepted
     /// while `created` is within the skew of the gateway's clock either way, so its nonce is kept

@@ -58,6 +58,11 @@ public struct LimitsPolicy: Sendable, Hashable {
     /// Client connections one listener keeps open at once; one more is closed as soon as it is
     /// accepted, so a flood of connections cannot use up the process's file descriptors.
     public var maxConnections: Int = 10_000
+    /// Failed authentications (401 answers of the authenticate stage) one client address (an IPv6
+    /// client's /64) may cause: past it, its requests to authenticated services get 429 before
+    /// any verification, so a flood of forged signatures costs the gateway almost nothing. Each
+    /// gateway counts on its own, also in fleet mode. `nil` (`off` in the file): no limit.
+    public var authFailures: RateLimitPolicy? = RateLimitPolicy(count: 10, period: .seconds(1), burst: 100)
     /// Client connections one address (an IPv6 client's /64) may keep open on one listener; more
     /// are closed at accept, so that one client cannot take every place of ``maxConnections``.
     public var maxConnectionsPerAddress: Int = 1024

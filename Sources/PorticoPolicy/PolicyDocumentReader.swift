@@ -219,7 +219,7 @@ struct PolicyDocumentReader {
     private func readLimits(_ value: PolicyValue) -> LimitsPolicy? {
         let known = [
             "maxBodyBytes", "maxHeadBytes", "maxHeaderCount", "headTimeout", "idleTimeout", "sendTimeout", "maxConnections",
-            "maxConnectionsPerAddress", "minBodyRate",
+            "maxConnectionsPerAddress", "minBodyRate", "authFailures",
         ]
         guard let fields = value.fields(known: known) else { return nil }
         var limits = LimitsPolicy()
@@ -241,6 +241,9 @@ struct PolicyDocumentReader {
             $0.int(in: 1...10_000_000)
         }
         limits.minBodyRate = fields.optional("minBodyRate", default: limits.minBodyRate) { $0.byteCount(allowingZero: true) }
+        limits.authFailures = fields.optional("authFailures", default: limits.authFailures) { value -> RateLimitPolicy?? in
+            value.isWord("off") ? .some(nil) : readRateLimit(value).map { .some($0) }
+        }
         return limits
     }
 
@@ -270,7 +273,10 @@ struct PolicyDocumentReader {
     }
 
     private func readSignatures(_ value: PolicyValue) -> SignaturePolicy? {
-        let known = ["maxClockSkew", "requireNonce", "label", "requiredComponents", "nonceCacheSize", "defaultNonceQuota"]
+        let known = [
+            "maxClockSkew", "requireNonce", "label", "requiredComponents", "nonceCacheSize", "defaultNonceQuota", "maxComponents",
+            "maxBaseBytes",
+        ]
         guard let fields = value.fields(known: known) else { return nil }
         var policy = SignaturePolicy()
         policy.maxClockSkew = fields.optional("maxClockSkew", default: policy.maxClockSkew) { $0.duration() }
@@ -297,6 +303,15 @@ struct PolicyDocumentReader {
         }
         policy.nonceCacheSize = fields.optional("nonceCacheSize", default: policy.nonceCacheSize) { $0.int(in: 16...100_000_000) }
         policy.defaultNonceQuota = fields.optional("defaultNonceQuota") { $0.int(in: 1...100_000_000) }
+        policy.maxComponents = fields.optional("maxComponents", default: policy.maxComponents) { $0.int(in: 1...1024) }
+        policy.maxBaseBytes = fields.optional("maxBaseBytes", default: policy.maxBaseBytes) { value in
+            guard let bytes = value.byteCount() else { return nil }
+            guard (1024...1024 * 1024).contains(bytes) else {
+                value.error("expected between 1024 bytes (1KiB) and 1MiB, found \(bytes)")
+                return nil
+            }
+            return bytes
+        }
         return policy
     }
 

@@ -106,6 +106,11 @@ struct PolicyValue {
         return nil
     }
 
+    /// Whether the value is the plain word `word` (`off`, say), without reporting anything when not.
+    func isWord(_ word: String) -> Bool {
+        scalar.map { $0.style == .plain && $0.string == word } ?? false
+    }
+
     func string() -> String? {
         guard let scalar else {
             error("expected a string, found \(kindName)")

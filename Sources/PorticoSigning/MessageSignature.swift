@@ -39,13 +39,16 @@ public enum MessageSignature {
     /// generic function made the caller run its unspecialised body, building the base through
     /// witness tables. Generic over the request alone, it is specialised for the caller's request
     /// type; the two MACs are the only dynamic calls.
+    ///
+    /// - Parameter maxBaseBytes: the longest signature base built (``SignatureBase/write(for:request:to:maxBytes:)``);
+    ///   a longer one throws before any MAC is computed.
     public static func verify<Request: SignableRequest>(
         _ signature: SignatureFields.Signature, request: Request, candidates first: any MessageAuthenticator,
-        _ second: any MessageAuthenticator
+        _ second: any MessageAuthenticator, maxBaseBytes: Int = .max
     ) throws(SigningError) -> (first: Bool, second: Bool) {
         try checkAlgorithm(signature.input)
         var base: [UInt8] = []
-        try SignatureBase.write(for: signature.input, request: request, to: &base)
+        try SignatureBase.write(for: signature.input, request: request, to: &base, maxBytes: maxBaseBytes)
         return base.withUnsafeBytes { message in
             signature.value.withUnsafeBytes { presented in matches(presented, message: message, first, second) }
         }

@@ -20,19 +20,100 @@ public enum SignatureBase {
     }
 
     /// Appends the signature base of `input` over `request` to `base`.
-    public static func write(for input: SignatureInput, request: some SignableRequest, to base: inout [UInt8]) throws(SigningError) {
-        base.reserveCapacity(base.count + 64 * (input.components.count + 2))
+    ///
+    /// Its cost is linear in the size of the request: what several components read (the query for
+    /// `@query-param`, a dictionary field for `;key=`) is parsed once per base and looked up after
+    /// that (``RequestReadings``), so a signature covering hundreds of query parameters costs one
+    /// pass over the query, not one per parameter.
+    ///
+    /// - Parameter maxBytes: the longest base built; one that would be longer throws
+    ///   ``SigningError/baseTooLarge(limit:)`` as soon as it is, so a verifier never computes a MAC
+    ///   over more than this (the components' values can otherwise repeat the whole head dozens of
+    ///   times).
+    public static func write(
+        for input: SignatureInput, request: some SignableRequest, to base: inout [UInt8], maxBytes: Int = .max
+    ) throws(SigningError) {
+        let start = base.count
+        base.reserveCapacity(base.count + min(64 * (input.components.count + 2), maxBytes))
+        var readings = RequestReadings()
         for component in input.components {
             try component.write(to: &base)
             base.append(UInt8(ascii: ":"))
             base.append(UInt8(ascii: " "))
             let valueStart = base.count
-            try appendValue(component, request: request, to: &base)
+            try appendValue(component, request: request, readings: &readings, to: &base)
             try requireASCII(base[valueStart...], component: component)
             base.append(UInt8(ascii: "\n"))
+            if base.count - start > maxBytes { throw .baseTooLarge(limit: maxBytes) }
         }
         base.appendLiteral(signatureParametersLine)
         try input.write(to: &base)
+        if base.count - start > maxBytes { throw .baseTooLarge(limit: maxBytes) }
+    }
+
+    /// What the components of one base read from the request more than once, read once: the
+    /// query's parameters (`@query-param`) and each dictionary field (`;key=`), parsed when the
+    /// first component needs them.
+    struct RequestReadings {
+        /// Each query parameter's first value, re-encoded, and how often its name occurs.
+        private var queryParameters: [String: (value: String, count: Int)]?
+        /// Each dictionary field read so far, by field name (lowercase): parsed, with where each key
+        /// is; or nil when the field is absent or not a dictionary (``DictionaryMember`` says which).
+        private var dictionaries: [String: Result<(dictionary: StructuredDictionary, positions: [String: Int]), Unreadable>] = [:]
+
+        /// Why a field gives no dictionary.
+        enum Unreadable: Error {
+            case absent, notADictionary
+        }
+
+        /// The value of the query parameter `name` (re-encoded, as `@query-param` signs it), with
+        /// the number of times the name occurs.
+        mutating func queryParameter(_ name: String, request: some SignableRequest) -> (value: String, count: Int)? {
+            if queryParameters == nil {
+                let target = request.requestTarget
+                let query = request.queryOffset.map { Substring(target.utf8.dropFirst($0 + 1)) } ?? ""
+                var parameters: [String: (value: String, count: Int)] = [:]
+                for pair in QueryParameters.encodedPairs(query) {
+                    parameters[pair.name, default: (pair.value, 0)].count += 1
+                }
+                queryParameters = parameters
+            }
+            return queryParameters![name]
+        }
+
+        enum DictionaryMember {
+            case member(StructuredDictionary.Value)
+            /// The field has no such member, or there is no such field.
+            case absent
+            /// The field is not a structured dictionary.
+            case notADictionary
+        }
+
+        /// The member `key` of the field `name` read as a dictionary; `combined` gives the field's
+        /// lines joined (nil when it has none), asked for the first time the field is read only.
+        mutating func dictionaryMember(_ key: String, field name: String, combined: () -> String?) -> DictionaryMember {
+            let parsed: Result<(dictionary: StructuredDictionary, positions: [String: Int]), Unreadable>
+            if let known = dictionaries[name] {
+                parsed = known
+            } else {
+                if let text = combined() {
+                    if let dictionary = try? StructuredDictionary.parse(text) {
+                        let positions = Dictionary(dictionary.members.enumerated().map { ($1.key, $0) }) { first, _ in first }
+                        parsed = .success((dictionary, positions))
+                    } else {
+                        parsed = .failure(.notADictionary)
+                    }
+                } else {
+                    parsed = .failure(.absent)
+                }
+                dictionaries[name] = parsed
+            }
+            switch parsed {
+            case .failure(.absent): return .absent
+            case .failure(.notADictionary): return .notADictionary
+            case .success(let (dictionary, positions)): return positions[key].map { .member(dictionary.members[$0].value) } ?? .absent
+            }
+        }
     }
 
     /// How the base's last line starts; its value is the `@signature-params` text.
@@ -41,24 +122,25 @@ public enum SignatureBase {
     /// The value of one component, before it is checked for ASCII.
     public static func componentValue(_ component: ComponentIdentifier, request: some SignableRequest) throws(SigningError) -> String {
         var value: [UInt8] = []
-        try appendValue(component, request: request, to: &value)
+        var readings = RequestReadings()
+        try appendValue(component, request: request, readings: &readings, to: &value)
         return String(decoding: value, as: UTF8.self)
     }
 
     private static func appendValue(
-        _ component: ComponentIdentifier, request: some SignableRequest, to out: inout [UInt8]
+        _ component: ComponentIdentifier, request: some SignableRequest, readings: inout RequestReadings, to out: inout [UInt8]
     ) throws(SigningError) {
         if component.isDerived {
-            try appendDerivedValue(component, request: request, to: &out)
+            try appendDerivedValue(component, request: request, readings: &readings, to: &out)
         } else {
-            out.appendUTF8(try fieldValue(component, request: request))
+            out.appendUTF8(try fieldValue(component, request: request, readings: &readings))
         }
     }
 
     // MARK: Derived components (§2.2)
 
     private static func appendDerivedValue(
-        _ component: ComponentIdentifier, request: some SignableRequest, to out: inout [UInt8]
+        _ component: ComponentIdentifier, request: some SignableRequest, readings: inout RequestReadings, to out: inout [UInt8]
     ) throws(SigningError) {
         guard let derived = DerivedComponent(component.name) else { throw .unsupportedComponent(component.name) }
         if derived != .queryParameter, !component.parameters.isEmpty {
@@ -70,12 +152,11 @@ public enum SignatureBase {
             guard component.parameters.count == 1, case .string(let name)? = component.parameter("name") else {
                 throw .invalidComponent("@query-param takes exactly one parameter, name=\"…\"")
             }
-            let target = request.requestTarget
-            let query = request.queryOffset.map { Substring(target.utf8.dropFirst($0 + 1)) } ?? ""
-            let matches = QueryParameters.encodedPairs(query).filter { $0.name == name }
-            guard let first = matches.first else { throw .componentNotInMessage(component.serialized) }
-            guard matches.count == 1 else { throw .ambiguousQueryParameter(name) }
-            out.appendUTF8(first.value)
+            guard let parameter = readings.queryParameter(name, request: request) else {
+                throw .componentNotInMessage(component.serialized)
+            }
+            guard parameter.count == 1 else { throw .ambiguousQueryParameter(name) }
+            out.appendUTF8(parameter.value)
         case .signatureParameters:
             throw .invalidComponent("@signature-params cannot be a covered component")
         case .status:
@@ -199,7 +280,9 @@ public enum SignatureBase {
 
     // MARK: Header fields (§2.1)
 
-    private static func fieldValue(_ component: ComponentIdentifier, request: some SignableRequest) throws(SigningError) -> String {
+    private static func fieldValue(
+        _ component: ComponentIdentifier, request: some SignableRequest, readings: inout RequestReadings
+    ) throws(SigningError) -> String {
         var byteSequence = false
         var dictionaryKey: String?
         for (key, value) in component.parameters {
@@ -213,24 +296,37 @@ public enum SignatureBase {
         if byteSequence && dictionaryKey != nil {
             throw .invalidComponent("\(component): bs and key cannot be combined")
         }
+        if let dictionaryKey {
+            // Read and parsed once per field, however many of its members are covered.
+            let found = readings.dictionaryMember(dictionaryKey, field: component.name) {
+                let lines = request.fieldValues(component.name)
+                return lines.isEmpty ? nil : lines.map(trimmingWhitespace).joined(separator: ", ")
+            }
+            return try dictionaryMember(found, key: dictionaryKey, component: component)
+        }
         // The usual case, one line: no arrays to make, map and join.
-        if !byteSequence, dictionaryKey == nil, let only = request.onlyFieldValue(component.name) { return trimmingWhitespace(only) }
+        if !byteSequence, let only = request.onlyFieldValue(component.name) { return trimmingWhitespace(only) }
         let lines = request.fieldValues(component.name)
         guard !lines.isEmpty else { throw .componentNotInMessage(component.serialized) }
         let trimmed = lines.map(trimmingWhitespace)
         if byteSequence {
             return trimmed.map { ":" + Data($0.utf8).base64EncodedString() + ":" }.joined(separator: ", ")
         }
-        let combined = trimmed.joined(separator: ", ")
-        guard let dictionaryKey else { return combined }
-        return try dictionaryMember(combined, key: dictionaryKey, component: component)
+        return trimmed.joined(separator: ", ")
     }
 
-    private static func dictionaryMember(_ value: String, key: String, component: ComponentIdentifier) throws(SigningError) -> String {
-        guard let dictionary = try? StructuredDictionary.parse(value) else {
+    private static func dictionaryMember(
+        _ found: RequestReadings.DictionaryMember, key: String, component: ComponentIdentifier
+    ) throws(SigningError) -> String {
+        let member: StructuredDictionary.Value
+        switch found {
+        case .notADictionary:
             throw .malformedField(field: component.name, reason: "it is not a structured dictionary, so key=\"\(key)\" cannot apply")
+        case .absent:
+            throw .componentNotInMessage(component.serialized)
+        case .member(let value):
+            member = value
         }
-        guard let member = dictionary[key] else { throw .componentNotInMessage(component.serialized) }
         var bytes: [UInt8] = []
         do {
             try StructuredFieldWriter.appendMemberValue(member, to: &bytes)

@@ -23,9 +23,16 @@ public enum SignatureFields {
     /// straight into ``SignatureInput`` and the signature's bytes, with no dictionary of items in
     /// between: building and then converting one cost about half of a verification. The errors
     /// come in the order reading the dictionaries first would give them; the tests and the fuzzer
-    /// check the result against that reading (``dictionaryReading(label:signatureInput:signature:)``).
-    public static func select(label: String?, signatureInput: String, signature: String) throws(SigningError) -> Signature {
-        let input = try InputMember.read(signatureInput, label: label)
+    /// check the result against that reading (``dictionaryReading(label:signatureInput:signature:maxComponents:)``).
+    ///
+    /// - Parameter maxComponents: the most components the chosen signature may cover; more is
+    ///   ``SigningError/tooManyComponents(limit:)``. The items past it are still parsed, but not
+    ///   made into components or compared with the others, so a long list costs a verifier no
+    ///   more than reading its bytes.
+    public static func select(
+        label: String?, signatureInput: String, signature: String, maxComponents: Int = .max
+    ) throws(SigningError) -> Signature {
+        let input = try InputMember.read(signatureInput, label: label, maxComponents: maxComponents)
         let chosen = label ?? input.firstLabel
         let value = try SignatureMember.read(signature, label: chosen)
         guard let chosen else { throw .malformedField(field: "Signature-Input", reason: "it is empty") }
@@ -101,7 +108,7 @@ public enum SignatureFields {
     /// it (it costs twice the time); it is the reference the tests and the fuzzer hold `select` to,
     /// result for result and error for error.
     static func dictionaryReading(
-        label: String?, signatureInput: String, signature: String
+        label: String?, signatureInput: String, signature: String, maxComponents: Int = .max
     ) throws(SigningError) -> SignatureFields.Signature {
         let inputs = try SignatureFields.dictionary(signatureInput, field: "Signature-Input")
         let signatures = try SignatureFields.dictionary(signature, field: "Signature")
@@ -123,6 +130,7 @@ public enum SignatureFields {
         }
         var components: [ComponentIdentifier] = []
         for item in items {
+            if components.count == maxComponents { throw .tooManyComponents(limit: maxComponents) }
             let component = try ComponentIdentifier(parsed: item)
             if components.contains(component) { throw .invalidComponent("\(component) is covered more than once") }
             components.append(component)
@@ -148,7 +156,7 @@ public enum SignatureFields {
 
         /// Read into a local, not into `self` from an initialiser: the closures then borrow it in
         /// place (a profile showed the initialiser's `self` copied in and out of them).
-        static func read(_ value: String, label: String?) throws(SigningError) -> InputMember {
+        static func read(_ value: String, label: String?, maxComponents: Int) throws(SigningError) -> InputMember {
             var reading = InputMember()
             try SignatureFields.readMembers(of: value, field: "Signature-Input") {
                 (parser: inout Parser, key: Range<Int>) throws(Parser.ParseError) in
@@ -175,6 +183,7 @@ public enum SignatureFields {
                     let item = try parser.item()
                     guard reading.componentError == nil else { return }
                     do throws(SigningError) {
+                        if reading.components.count == maxComponents { throw .tooManyComponents(limit: maxComponents) }
                         let component = try ComponentIdentifier(parsed: item)
                         if reading.components.contains(component) {
                             throw .invalidComponent("\(component) is covered more than once")

@@ -69,6 +69,8 @@ package struct SignatureView: ~Copyable {
     let signatureInput: String
     /// A signature covering more than ``Components/capacity`` takes the general path.
     private var components = Components()
+    /// How many components the signature covers (at most ``Components/capacity``).
+    package var componentCount: Int { components.count }
     /// The derived components covered, one bit each (``SignatureBase/DerivedComponent``'s raw value).
     package private(set) var derivedComponents: UInt16 = 0
     /// The member's inner list and parameters: the `@signature-params` value, as received.

@@ -26,6 +26,10 @@ public enum SigningError: Error, Sendable, Equatable, CustomStringConvertible {
     case nonASCIIValue(String)
     /// A signature parameter has the wrong type (e.g. `created` not an integer).
     case invalidParameter(String)
+    /// The signature covers more components than the verifier reads (its `limit`).
+    case tooManyComponents(limit: Int)
+    /// The signature base would be longer than the verifier builds (its `limit`, in bytes).
+    case baseTooLarge(limit: Int)
 
     public var description: String {
         switch self {
@@ -39,6 +43,8 @@ public enum SigningError: Error, Sendable, Equatable, CustomStringConvertible {
         case .ambiguousQueryParameter(let name): "the query parameter \"\(name)\" occurs more than once, so it cannot be covered alone"
         case .nonASCIIValue(let name): "the value of \(name) is not ASCII; a signature base can only carry ASCII"
         case .invalidParameter(let reason): "invalid signature parameter: \(reason)"
+        case .tooManyComponents(let limit): "the signature covers more than \(limit) components, the most this verifier reads"
+        case .baseTooLarge(let limit): "the signature base would be longer than \(limit) bytes, the most this verifier builds"
         }
     }
 }

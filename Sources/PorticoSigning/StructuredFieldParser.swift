@@ -65,20 +65,20 @@ struct StructuredFieldParser {
     @inline(__always)
     mutating func dictionaryField(_ member: (inout StructuredFieldParser, Range<Int>) throws(ParseError) -> Void) throws(ParseError) {
         skipSpaces()
-        // The keys seen so far, as byte ranges: a field almost always has one member, so the first
-        // is kept apart and the array (an allocation) is only grown by a second.
+        // The keys seen so far: a field almost always has one member, so the first is kept apart
+        // and the others (an allocation) are only recorded from a second on.
         var firstKey: Range<Int>?
-        var laterKeys: [Range<Int>] = []
+        var laterKeys = SeenKeys()
         while index < bytes.count {
             let key = try self.key()
-            if let firstKey, sameBytes(firstKey, key) || laterKeys.contains(where: { sameBytes($0, key) }) {
+            if let firstKey, sameBytes(firstKey, key) || !laterKeys.insert(key, of: self) {
                 index = key.lowerBound
                 let text = string(key)
                 var error = fail("the key \"\(text)\" occurs more than once")
                 error.duplicateKey = text
                 throw error
             }
-            if firstKey == nil { firstKey = key } else { laterKeys.append(key) }
+            if firstKey == nil { firstKey = key }
             try member(&self, key)
             while current == 0x20 || current == 0x09 { index += 1 }
             guard let separator = current else { break }
@@ -159,14 +159,22 @@ struct StructuredFieldParser {
     /// §4.2.3.2; a repeated parameter key replaces the earlier value in its place, as RFC 9651 says.
     mutating func parameters() throws(ParseError) -> Parameters {
         var collected: Parameters = []
+        // Where each key is in `collected`, once there are too many to search one by one.
+        var positions: [String: Int]?
         try parameters { (parser: inout StructuredFieldParser, keyRange: Range<Int>, value: RFC9651BareItem) in
             let key = parser.string(keyRange)
-            if let existing = collected.firstIndex(where: { $0.key == key }) {
+            let existing = positions.map { $0[key] } ?? collected.firstIndex { $0.key == key }
+            if let existing {
                 parser.canonical = false
                 collected[existing].value = value
             } else {
                 if collected.isEmpty { collected.reserveCapacity(6) }
                 collected.append((key, value))
+                if positions != nil {
+                    positions![key] = collected.count - 1
+                } else if collected.count == SeenKeys.linearLimit {
+                    positions = Dictionary(uniqueKeysWithValues: collected.enumerated().map { ($1.key, $0) })
+                }
             }
         }
         return collected
@@ -414,6 +422,27 @@ struct StructuredFieldParser {
     }
 
     /// Whether two ranges of the value hold the same bytes.
+    /// Keys of one dictionary, as byte ranges of the value: compared one by one while there are
+    /// few (the usual case, no hashing), and hashed once there are more than ``linearLimit``, so
+    /// that a field of thousands of members is read in linear time rather than quadratic.
+    struct SeenKeys {
+        static let linearLimit = 8
+        private var ranges: [Range<Int>] = []
+        private var hashed: Set<String>?
+
+        /// Records `key`; false when it was there already.
+        mutating func insert(_ key: Range<Int>, of parser: StructuredFieldParser) -> Bool {
+            if hashed != nil { return hashed!.insert(parser.string(key)).inserted }
+            if ranges.contains(where: { parser.sameBytes($0, key) }) { return false }
+            ranges.append(key)
+            if ranges.count > Self.linearLimit {
+                hashed = Set(ranges.map { parser.string($0) })
+                ranges = []
+            }
+            return true
+        }
+    }
+
     func sameBytes(_ lhs: Range<Int>, _ rhs: Range<Int>) -> Bool {
         lhs.count == rhs.count && UnsafeBufferPointer(rebasing: bytes[lhs]).elementsEqual(UnsafeBufferPointer(rebasing: bytes[rhs]))
     }

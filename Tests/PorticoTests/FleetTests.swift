@@ -215,6 +215,42 @@ struct FleetTests {
         #expect(PolicyReloader.restartRequired(from: one, to: one) == [])
     }
 
+    @Test("Redis keeps the nonce of a request a limit refused, and marks a key without room, as the in-memory store does")
+    func refusedNoncesInRedis() async throws {
+        let server = try RedisServerProcess()
+        let group = MultiThreadedEventLoopGroup.singleton
+        var cluster = ClusterPolicy(redis: RedisAddress(host: "127.0.0.1", port: server.port))
+        cluster.timeout = .seconds(5)
+        let fleet = FleetStore(cluster, group: group)
+        let loop = group.next()
+        let key = "mark-\(UUID())"
+        let start: Int64 = 2_000_000_000
+        func nonce(_ text: String, created: Int64) -> PendingNonce {
+            PendingNonce(keyID: key, nonce: text, created: created, expiry: created + 10, quota: 2)
+        }
+        func decide(_ draws: [LimitDraw], _ pending: PendingNonce, at second: Int64) async throws -> FleetStore.Verdict {
+            try await loop.flatSubmit { fleet.decide(draws, nonce: pending, on: loop, testTime: (second, 0)) }.get()
+        }
+        // A limit that admits one request: the second is refused, and its nonce kept all the same.
+        let limit = CompiledRateLimit(kind: .tier, name: "one", policy: RateLimitPolicy(count: 1, period: .seconds(3600), burst: 1))
+        let draw = LimitDraw(limit: limit, key: RateLimitKey(scope: .tier, name: "one", service: "s", subject: key))
+        guard case .admitted = try await decide([draw], nonce("a", created: start), at: start) else {
+            Issue.record("the first request was not admitted")
+            return
+        }
+        guard case .limited = try await decide([draw], nonce("b", created: start), at: start) else {
+            Issue.record("the second request was not limited")
+            return
+        }
+        #expect(try await decide([], nonce("b", created: start), at: start) == .replayed)
+        // The key's two places are taken: a third nonce marks the key instead.
+        #expect(try await decide([], nonce("c", created: start + 1), at: start + 1) == .nonceQuotaExceeded(retryAfter: 9))
+        // Once both places free, the marked signature is still refused; a newer one is admitted.
+        #expect(try await decide([], nonce("c", created: start + 1), at: start + 10) == .nonceQuotaExceeded(retryAfter: 1))
+        #expect(try await decide([], nonce("d", created: start + 10), at: start + 10) == .admitted([]))
+        try await fleet.close().get()
+    }
+
     @Test("with Redis down, onFailure: local limits and records nonces in each gateway's memory")
     func localFallback() async throws {
         let redis = try RedisServerProcess()

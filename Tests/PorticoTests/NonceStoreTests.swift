@@ -9,29 +9,30 @@ struct NonceStoreTests {
     @Test("a nonce is refused again until it expires, then accepted")
     func replayWindow() {
         let store = InMemoryNonceStore(capacity: 100, shardCount: 4)
-        #expect(store.insert(keyID: "k", nonce: "n", expiry: 110, now: 100, quota: 10) == .inserted)
-        #expect(store.contains(keyID: "k", nonce: "n", now: 105))
-        #expect(store.insert(keyID: "k", nonce: "n", expiry: 111, now: 105, quota: 10) == .replayed)
-        #expect(!store.contains(keyID: "other", nonce: "n", now: 105))
-        #expect(store.insert(keyID: "other", nonce: "n", expiry: 111, now: 105, quota: 10) == .inserted)  // per key
-        #expect(!store.contains(keyID: "k", nonce: "n", now: 110))
-        #expect(store.insert(keyID: "k", nonce: "n", expiry: 120, now: 110, quota: 10) == .inserted)  // expired at 110
+        #expect(store.insert(keyID: "k", nonce: "n", created: 100, expiry: 110, now: 100, quota: 10) == .inserted)
+        #expect(store.check(keyID: "k", nonce: "n", created: 105, now: 105) == .replayed)
+        #expect(store.insert(keyID: "k", nonce: "n", created: 105, expiry: 111, now: 105, quota: 10) == .replayed)
+        #expect(store.check(keyID: "other", nonce: "n", created: 105, now: 105) == nil)
+        #expect(store.insert(keyID: "other", nonce: "n", created: 105, expiry: 111, now: 105, quota: 10) == .inserted)  // per key
+        #expect(store.check(keyID: "k", nonce: "n", created: 110, now: 110) == nil)
+        #expect(store.insert(keyID: "k", nonce: "n", created: 110, expiry: 120, now: 110, quota: 10) == .inserted)  // expired at 110
     }
 
     @Test("at its bound it refuses new nonces instead of forgetting live ones")
     func failsClosed() {
         let store = InMemoryNonceStore(capacity: 3, shardCount: 1)
         for index in 0..<3 {
-            #expect(store.insert(keyID: "k", nonce: "n\(index)", expiry: 200 + Int64(index), now: 100, quota: 10) == .inserted)
+            #expect(
+                store.insert(keyID: "k", nonce: "n\(index)", created: 100, expiry: 200 + Int64(index), now: 100, quota: 10) == .inserted)
         }
-        #expect(store.insert(keyID: "k", nonce: "new", expiry: 300, now: 150, quota: 10) == .full(retryAfter: 50))
+        #expect(store.insert(keyID: "k", nonce: "new", created: 150, expiry: 300, now: 150, quota: 10) == .full(retryAfter: 50))
         // Every live nonce is still remembered.
         for index in 0..<3 {
-            #expect(store.insert(keyID: "k", nonce: "n\(index)", expiry: 300, now: 150, quota: 10) == .replayed)
+            #expect(store.insert(keyID: "k", nonce: "n\(index)", created: 150, expiry: 300, now: 150, quota: 10) == .replayed)
         }
         // Once the earliest expires, exactly one slot frees up.
-        #expect(store.insert(keyID: "k", nonce: "new", expiry: 300, now: 200, quota: 10) == .inserted)
-        #expect(store.insert(keyID: "k", nonce: "newer", expiry: 300, now: 200, quota: 10) == .full(retryAfter: 1))
+        #expect(store.insert(keyID: "k", nonce: "new", created: 200, expiry: 300, now: 200, quota: 10) == .inserted)
+        #expect(store.insert(keyID: "k", nonce: "newer", created: 200, expiry: 300, now: 200, quota: 10) == .full(retryAfter: 1))
         #expect(store.count == 3)
     }
 
@@ -39,29 +40,60 @@ struct NonceStoreTests {
     func quotaPerKey() {
         let store = InMemoryNonceStore(capacity: 100, shardCount: 4)
         for index in 0..<5 {
-            #expect(store.insert(keyID: "flood", nonce: "f\(index)", expiry: 130 + Int64(index), now: 100, quota: 5) == .inserted)
+            #expect(
+                store.insert(keyID: "flood", nonce: "f\(index)", created: 100, expiry: 130 + Int64(index), now: 100, quota: 5) == .inserted)
         }
-        #expect(store.insert(keyID: "flood", nonce: "f5", expiry: 140, now: 101, quota: 5) == .quotaExceeded(retryAfter: 29))
+        #expect(store.insert(keyID: "flood", nonce: "f5", created: 101, expiry: 140, now: 101, quota: 5) == .quotaExceeded(retryAfter: 29))
         #expect(store.count(keyID: "flood") == 5)
         // Others still get in, up to their own quota.
         for index in 0..<5 {
-            #expect(store.insert(keyID: "honest", nonce: "h\(index)", expiry: 140, now: 101, quota: 5) == .inserted)
+            #expect(store.insert(keyID: "honest", nonce: "h\(index)", created: 101, expiry: 140, now: 101, quota: 5) == .inserted)
         }
         // A replay is still a replay, not a quota refusal.
-        #expect(store.insert(keyID: "flood", nonce: "f0", expiry: 140, now: 101, quota: 5) == .replayed)
+        #expect(store.insert(keyID: "flood", nonce: "f0", created: 101, expiry: 140, now: 101, quota: 5) == .replayed)
         // The flood key's earliest nonce expires at 130: one slot frees for it.
-        #expect(store.insert(keyID: "flood", nonce: "f5", expiry: 160, now: 130, quota: 5) == .inserted)
-        #expect(store.insert(keyID: "flood", nonce: "f6", expiry: 160, now: 130, quota: 5) == .quotaExceeded(retryAfter: 1))
+        #expect(store.insert(keyID: "flood", nonce: "f5", created: 130, expiry: 160, now: 130, quota: 5) == .inserted)
+        #expect(store.insert(keyID: "flood", nonce: "f6", created: 130, expiry: 160, now: 130, quota: 5) == .quotaExceeded(retryAfter: 1))
+    }
+
+    @Test("a nonce that finds no room marks its key: that signature and the key's older ones stay refused once room frees; newer ones pass")
+    func refusalMarkForQuota() {
+        let store = InMemoryNonceStore(capacity: 100, shardCount: 4)
+        #expect(store.insert(keyID: "k", nonce: "a", created: 100, expiry: 110, now: 100, quota: 2) == .inserted)
+        #expect(store.insert(keyID: "k", nonce: "b", created: 101, expiry: 111, now: 101, quota: 2) == .inserted)
+        #expect(store.insert(keyID: "k", nonce: "c", created: 102, expiry: 112, now: 102, quota: 2) == .quotaExceeded(retryAfter: 8))
+        // At 110, "a" has expired and there is room, but the refused signature stays refused, as
+        // does any other of this key created at or before it.
+        #expect(store.check(keyID: "k", nonce: "c", created: 102, now: 110) == .quotaExceeded(retryAfter: 1))
+        #expect(store.insert(keyID: "k", nonce: "c", created: 102, expiry: 112, now: 110, quota: 2) == .quotaExceeded(retryAfter: 1))
+        #expect(store.insert(keyID: "k", nonce: "x", created: 101, expiry: 111, now: 110, quota: 2) == .quotaExceeded(retryAfter: 1))
+        // A newer signature takes the room; another key was never affected.
+        #expect(store.insert(keyID: "k", nonce: "d", created: 103, expiry: 113, now: 110, quota: 2) == .inserted)
+        #expect(store.insert(keyID: "other", nonce: "c", created: 102, expiry: 112, now: 110, quota: 2) == .inserted)
+        // Past the refused signature's expiry the mark is gone: it could not be accepted anyway.
+        #expect(store.check(keyID: "k", nonce: "c", created: 102, now: 112) == nil)
+    }
+
+    @Test("a nonce a full store cannot take marks its key the same way, answered as the store being full")
+    func refusalMarkForFullStore() {
+        let store = InMemoryNonceStore(capacity: 2, shardCount: 1)
+        #expect(store.insert(keyID: "a", nonce: "1", created: 100, expiry: 110, now: 100, quota: 5) == .inserted)
+        #expect(store.insert(keyID: "b", nonce: "1", created: 100, expiry: 120, now: 100, quota: 5) == .inserted)
+        #expect(store.insert(keyID: "c", nonce: "1", created: 101, expiry: 111, now: 101, quota: 5) == .full(retryAfter: 9))
+        #expect(store.check(keyID: "c", nonce: "2", created: 101, now: 101) == .full(retryAfter: 9))
+        // At 110 there is room again: the refused signature does not get in; a newer one of c does.
+        #expect(store.insert(keyID: "c", nonce: "1", created: 101, expiry: 111, now: 110, quota: 5) == .full(retryAfter: 1))
+        #expect(store.insert(keyID: "c", nonce: "3", created: 110, expiry: 120, now: 110, quota: 5) == .inserted)
     }
 
     @Test("one key may use more than one shard's share of the store, up to the whole bound")
     func capacityIsShared() {
         let store = InMemoryNonceStore(capacity: 64, shardCount: 16)
         for index in 0..<64 {
-            #expect(store.insert(keyID: "busy", nonce: "n\(index)", expiry: 200, now: 100, quota: 1000) == .inserted)
+            #expect(store.insert(keyID: "busy", nonce: "n\(index)", created: 100, expiry: 200, now: 100, quota: 1000) == .inserted)
         }
-        #expect(store.insert(keyID: "busy", nonce: "more", expiry: 200, now: 100, quota: 1000) == .full(retryAfter: 100))
-        #expect(store.insert(keyID: "other", nonce: "x", expiry: 200, now: 100, quota: 1000) == .full(retryAfter: 100))
+        #expect(store.insert(keyID: "busy", nonce: "more", created: 100, expiry: 200, now: 100, quota: 1000) == .full(retryAfter: 100))
+        #expect(store.insert(keyID: "other", nonce: "x", created: 100, expiry: 200, now: 100, quota: 1000) == .full(retryAfter: 100))
         #expect(store.count == 64)
     }
 
@@ -71,13 +103,14 @@ struct NonceStoreTests {
         // Twenty quiet keys, two nonces each, all expired by 150; their shards are never written again.
         for key in 0..<20 {
             for index in 0..<2 {
-                #expect(store.insert(keyID: "quiet-\(key)", nonce: "n\(index)", expiry: 150, now: 100, quota: 10) == .inserted)
+                #expect(
+                    store.insert(keyID: "quiet-\(key)", nonce: "n\(index)", created: 100, expiry: 150, now: 100, quota: 10) == .inserted)
             }
         }
         #expect(store.count == 40)
         // A new key finds room once the expired entries are swept, wherever they are.
         for index in 0..<10 {
-            #expect(store.insert(keyID: "new", nonce: "n\(index)", expiry: 300, now: 200, quota: 10) == .inserted)
+            #expect(store.insert(keyID: "new", nonce: "n\(index)", created: 200, expiry: 300, now: 200, quota: 10) == .inserted)
         }
         #expect(store.count == 10)
     }
@@ -87,7 +120,9 @@ struct NonceStoreTests {
         let store = InMemoryNonceStore(capacity: 1000, shardCount: 8)
         for second in Int64(0)..<100 {
             for index in 0..<50 {
-                #expect(store.insert(keyID: "k", nonce: "\(second)-\(index)", expiry: second + 5, now: second, quota: 1000) == .inserted)
+                #expect(
+                    store.insert(keyID: "k", nonce: "\(second)-\(index)", created: second, expiry: second + 5, now: second, quota: 1000)
+                        == .inserted)
             }
         }
         #expect(store.count <= 6 * 50)
@@ -97,7 +132,7 @@ struct NonceStoreTests {
     func concurrentInserts() async {
         let store = InMemoryNonceStore(capacity: 10_000)
         let results = await withTaskGroup(of: NonceInsertion.self) { group in
-            for _ in 0..<64 { group.addTask { store.insert(keyID: "k", nonce: "same", expiry: 200, now: 100, quota: 100) } }
+            for _ in 0..<64 { group.addTask { store.insert(keyID: "k", nonce: "same", created: 100, expiry: 200, now: 100, quota: 100) } }
             return await group.reduce(into: []) { $0.append($1) }
         }
         #expect(results.filter { $0 == .inserted }.count == 1)
@@ -110,8 +145,10 @@ struct NonceStoreTests {
         let inserted = await withTaskGroup(of: Int.self) { group in
             for task in 0..<8 {
                 group.addTask {
-                    (0..<50).filter { store.insert(keyID: "k\(task)", nonce: "n\($0)", expiry: 200, now: 100, quota: 1000) == .inserted }
-                        .count
+                    (0..<50).filter {
+                        store.insert(keyID: "k\(task)", nonce: "n\($0)", created: 100, expiry: 200, now: 100, quota: 1000) == .inserted
+                    }
+                    .count
                 }
             }
             return await group.reduce(0, +)
@@ -200,7 +237,7 @@ struct NonceStoreTests {
             services:
               signed: { path: /signed, auth: signature, versions: { 1: { proxy: { backend: echo } } } }
             tiers:
-              slow: { rate: 5/s, burst: 5 }
+              slow: { rate: 5/s, burst: 5, nonceQuota: 30 }
               standard: { rate: 100/s, burst: 50 }
             keys:
               flood: { secret: "\(SignatureAuthTests.appSecret)", demo: true, services: ["*"]\(floodTier.map { ", tier: \($0)" } ?? "") }
@@ -213,7 +250,7 @@ struct NonceStoreTests {
     /// another key calls on its own; the other key must keep getting 200s.
     /// `admitted` is how many of the flood's 400 requests its tier (on a clock that stands still)
     /// or its share of the store lets through.
-    func flood(gateway: TestGateway, refusal: (status: Int, type: String), admitted: Int) throws {
+    func flood(gateway: TestGateway, refusal: (status: Int, types: Set<String>), admitted: Int) throws {
         let flooder = TestSigner(keyID: "flood", secret: SignatureAuthTests.appSecret)
         let honest = TestSigner(keyID: "honest", secret: SignatureAuthTests.appSecret)
         let floodClient = try gateway.connect()
@@ -223,7 +260,7 @@ struct NonceStoreTests {
             let response = try floodClient.request("GET", "/signed/f", headers: try flooder.headers("GET", "/signed/f"))
             if response.status != 200 {
                 #expect(response.status == refusal.status)
-                #expect(response.json?["type"] as? String == "urn:portico:problem:" + refusal.type)
+                #expect(refusal.types.map { "urn:portico:problem:" + $0 }.contains(response.json?["type"] as? String ?? ""))
                 #expect(response.header("Retry-After") != nil)
                 refused += 1
             }
@@ -236,12 +273,14 @@ struct NonceStoreTests {
         #expect(refused == 400 - admitted)
     }
 
-    @Test("a key flooding signed requests is stopped by its own rate limit before its nonces are recorded")
+    @Test("a key flooding signed requests is stopped by its own rate limit; the refused requests' nonces take its own share only")
     func floodStoppedByRateLimit() async throws {
-        // The limiter's clock stands still, so the tier admits exactly its burst of 5.
+        // The limiter's clock stands still, so the tier admits exactly its burst of 5. The refused
+        // requests' nonces are kept too, up to the key's share (30); past it the key is refused
+        // as over its share, and the honest key never notices.
         let limiter = RateLimiter(clock: { 0 })
         try await withGateway(rateLimiter: limiter, policy: Self.floodPolicy(floodTier: "slow")) { gateway, _ in
-            try flood(gateway: gateway, refusal: (429, "rate-limited"), admitted: 5)
+            try flood(gateway: gateway, refusal: (429, ["rate-limited", "replay-quota-exceeded"]), admitted: 5)
         }
     }
 
@@ -249,7 +288,7 @@ struct NonceStoreTests {
     func floodHeldToQuota() async throws {
         // No tier: a tenth of the 300-nonce store, 30.
         try await withGateway(policy: Self.floodPolicy(floodTier: nil)) { gateway, _ in
-            try flood(gateway: gateway, refusal: (429, "replay-quota-exceeded"), admitted: 30)
+            try flood(gateway: gateway, refusal: (429, ["replay-quota-exceeded"]), admitted: 30)
         }
     }
 }

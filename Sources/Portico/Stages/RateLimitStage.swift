@@ -3,8 +3,9 @@ import PorticoPolicy
 import PorticoRedis
 
 /// The rate-limit stage: the key's tier (or the client address) for this service, then the
-/// backend's limit (``RateLimiter``); then, with the request admitted, its signature's nonce takes
-/// room in the store every key shares.
+/// backend's limit (``RateLimiter``); then its signature's nonce takes room in the key's share of
+/// the store every key shares. A request a limit refuses keeps its nonce too (recorded as it is
+/// answered, ``GatewayHandler``): refused once, a captured request can never be admitted later.
 ///
 /// In fleet mode (``FleetStore``) the same decisions are made by Redis, in one round trip: the
 /// stage suspends on the reply, which arrives on the connection's own event loop. When Redis cannot
@@ -38,9 +39,10 @@ struct RateLimitStage: RequestStage {
         }
     }
 
-    /// Only with the key's own limit passed does its nonce take room in the shared store.
+    /// Records the admitted request's nonce in the key's share of the store.
     private func localNonce(_ exchange: Exchange) -> Problem? {
         guard let nonce = exchange.pendingNonce else { return nil }
+        exchange.pendingNonce = nil
         return nonce.record(in: nonces, now: RequestAuthenticator.now())
     }
 
@@ -52,6 +54,8 @@ struct RateLimitStage: RequestStage {
         let nonce = exchange.pendingNonce
         guard !draws.isEmpty || nonce != nil else { return .proceed }
         let future = fleet.decide(draws, nonce: nonce, on: eventLoop).assumeIsolated().map { verdict -> StageOutcome in
+            // Whatever Redis decided, it decided the nonce's fate too (recorded, or the key marked).
+            exchange.pendingNonce = nil
             var tightest: AppliedLimit?
             switch verdict {
             case .replayed:
@@ -80,14 +84,21 @@ struct RateLimitStage: RequestStage {
     }
 
     /// Redis did not answer in time (or its breaker is open): the policy's `onFailure`.
+    ///
+    /// A request refused here keeps its nonce in this gateway's store (Redis has just failed to
+    /// answer; asking it again would only fail again).
     private func fallback(_ onFailure: ClusterFailurePolicy, _ exchange: Exchange, service: ServiceRules, limited: Bool) -> StageOutcome {
         if limited, let problem = onFailure.limitsRefusal(local: { localLimits(exchange, service: service) }) {
+            _ = localNonce(exchange)
             return .answer(problem)
         }
         if exchange.pendingNonce != nil {
             switch onFailure.nonces {
-            case .deny: return .answer(.sharedStateUnavailable("replay protection"))
-            case .local: if let problem = localNonce(exchange) { return .answer(problem) }
+            case .deny:
+                _ = localNonce(exchange)
+                return .answer(.sharedStateUnavailable("replay protection"))
+            case .local:
+                if let problem = localNonce(exchange) { return .answer(problem) }
             }
         }
         return .proceed

@@ -32,7 +32,7 @@ struct RequestStages: Sendable {
         RequestStages(stages: [
             HeadChecksStage(),
             RouteStage(listener: services.listener),
-            AuthenticationStage(nonces: services.nonces, scheme: services.scheme),
+            AuthenticationStage(nonces: services.nonces, scheme: services.scheme, rateLimiter: services.rateLimiter),
             VersionStage(),
             RateLimitStage(rateLimiter: services.rateLimiter, nonces: services.nonces, fleet: services.fleet),
         ])

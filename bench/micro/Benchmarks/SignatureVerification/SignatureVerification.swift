@@ -92,7 +92,7 @@ let benchmarks: @Sendable () -> Void = {
         var counter = 0
         for _ in benchmark.scaledIterations {
             counter += 1
-            blackHole(nonces.insert(keyID: "demo-app", nonce: "nonce-\(counter)", expiry: 2_000_000_000, now: 1_795_000_000, quota: .max))
+            blackHole(nonces.insert(keyID: "demo-app", nonce: "nonce-\(counter)", created: 1_795_000_000, expiry: 2_000_000_000, now: 1_795_000_000, quota: .max))
         }
     }
 

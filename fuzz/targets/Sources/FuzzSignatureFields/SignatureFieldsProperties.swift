@@ -26,6 +26,20 @@ enum SignatureFieldsProperties {
             ("X-Client-Version", "2.4.1"),
         ])
 
+    /// The same request with a long query (256 more parameters `q0`…`q255`) and a long dictionary
+    /// field (members `m0`…`m255`), as an attacker's are: a base whose cost grew with the number of
+    /// covered components times the size of what they read shows up as a slow input (the runs use
+    /// a per-input time limit).
+    static let longRequest: HTTPRequestParts = {
+        var long = request
+        long.requestTarget += "&" + (0..<256).map { "q\($0)=\($0)" }.joined(separator: "&")
+        long.fields = long.fields.map { field in
+            field.name == "X-Dictionary"
+                ? (field.name, field.value + ", " + (0..<256).map { "m\($0)=\($0)" }.joined(separator: ", ")) : field
+        }
+        return long
+    }()
+
     static func check(signatureInput: String, signature: String) {
         agreesWithTheLibrary(signatureInput)
         agreesWithTheLibrary(signature)
@@ -34,11 +48,17 @@ enum SignatureFieldsProperties {
                 try SignatureFields.select(label: label, signatureInput: signatureInput, signature: signature)
             }
             agreesWithTheDictionaryReading(reading, label: label, signatureInput: signatureInput, signature: signature)
+            // Under a component limit too (the verifier's `signatures.maxComponents`), both readings agree.
+            let limited = Result { () throws(SigningError) in
+                try SignatureFields.select(label: label, signatureInput: signatureInput, signature: signature, maxComponents: 4)
+            }
+            agreesWithTheDictionaryReading(limited, label: label, signatureInput: signatureInput, signature: signature, maxComponents: 4)
             agreesWithTheView(reading, label: label, signatureInput: signatureInput, signature: signature)
             guard case .success(let parsed) = reading else { continue }
             if let label { precondition(parsed.label == label, "select(label:) returned another label") }
             roundTrip(parsed)
             signatureBase(parsed.input)
+            _ = try? SignatureBase.make(for: parsed.input, request: longRequest)
             signAndVerify(parsed)
         }
     }
@@ -85,10 +105,12 @@ enum SignatureFieldsProperties {
     /// the parsed dictionaries returns, the same `@signature-params` text included, or throws the
     /// same error.
     private static func agreesWithTheDictionaryReading(
-        _ reading: Result<SignatureFields.Signature, SigningError>, label: String?, signatureInput: String, signature: String
+        _ reading: Result<SignatureFields.Signature, SigningError>, label: String?, signatureInput: String, signature: String,
+        maxComponents: Int = .max
     ) {
         let expected = Result { () throws(SigningError) in
-            try SignatureFields.dictionaryReading(label: label, signatureInput: signatureInput, signature: signature)
+            try SignatureFields.dictionaryReading(
+                label: label, signatureInput: signatureInput, signature: signature, maxComponents: maxComponents)
         }
         switch (reading, expected) {
         case (.success(let ours), .success(let theirs)):
