@@ -60,11 +60,12 @@ final class CompiledFacade: Sendable {
     /// both have). `nil` when the path does not fit the template: no such resource.
     func parameters(remainder: Substring, query: Substring?) -> [String: String]? {
         var values: [String: String] = [:]
-        if let query {
-            for pair in query.split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                guard let name = Self.decode(parts[0], query: true), !name.isEmpty else { continue }
-                values[name] = parts.count > 1 ? Self.decode(parts[1], query: true) ?? "" : ""
+        if var bytes = query {
+            bytes.withUTF8 { bytes in
+                Route.forEachPair(in: bytes) { key, value in
+                    guard let name = Self.decode(query!.utf8Slice(key), query: true), !name.isEmpty else { return }
+                    values[name] = value.map { Self.decode(query!.utf8Slice($0), query: true) ?? "" } ?? ""
+                }
             }
         }
         let segments = remainder.split(separator: "/")

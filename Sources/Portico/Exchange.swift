@@ -94,7 +94,7 @@ final class Exchange {
         self.keepAlive = head.isKeepAlive && !(transferCoded && head.version == .http1_0)
         self.expectation = head.version == .http1_1 ? head.headers.first(name: "expect") : nil
         self.awaitingContinue = expectation.map { HeaderName.matches($0, "100-continue") } ?? false
-        let path = head.uri.firstIndex(of: "?").map { head.uri[..<$0] } ?? head.uri[...]
+        let path = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")).map { head.uri[..<$0] } ?? head.uri[...]
         var record = AccessRecord(requestID: requestID, method: head.method.rawValue, path: path, client: client.address, started: .now())
         record.tlsVersion = client.tls?.version
         record.clientCertificate = client.tls?.peerSubject

@@ -116,6 +116,7 @@ public actor PolicyReloader {
         }
         var oldLimits = old.limits
         oldLimits.maxBodyBytes = new.limits.maxBodyBytes  // read per request
+        oldLimits.authFailures = new.limits.authFailures  // compiled with the policy
         if oldLimits != new.limits { sections.append("limits") }
         if old.upstream != new.upstream { sections.append("upstream") }
         if old.accessLog.format != new.accessLog.format { sections.append("accessLog.format") }  // the writer's, fixed at start

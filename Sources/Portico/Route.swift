@@ -46,19 +46,21 @@ final class RoutedRequest {
 enum Route {
     static func resolve(_ head: HTTPRequestHead, in compiled: CompiledPolicy) -> Result<RoutedRequest, Problem> {
         let uri = head.uri
-        guard uri.hasPrefix("/") else {
+        guard uri.utf8.first == UInt8(ascii: "/") else {
             return .failure(.badRequest("The request target must be a path (origin-form), such as /api/quotes."))
         }
         let rawPath: Substring
         let query: Substring?
-        if let mark = uri.firstIndex(of: "?") {
+        // By bytes: a string's own search walks it by characters, which an attacker's long target
+        // makes costly ('?' is ASCII, so its byte position is a character boundary).
+        if let mark = uri.utf8.firstIndex(of: UInt8(ascii: "?")) {
             rawPath = uri[..<mark]
-            query = uri[uri.index(after: mark)...]
+            query = uri[uri.utf8.index(after: mark)...]
         } else {
             rawPath = uri[...]
             query = nil
         }
-        if let query, query.utf8.contains(UInt8(ascii: "#")) {
+        if var query, query.withUTF8({ $0.contains(UInt8(ascii: "#")) }) {
             return .failure(.badRequest(PathNormalizer.Rejection.fragment.description))
         }
         let normalized: PathNormalizer.Normalized
@@ -103,10 +105,38 @@ enum Route {
     /// Every value of the query parameter `name`, in order (no array is made when there is none).
     static func queryParameters(_ name: String, in query: Substring) -> [Substring] {
         var values: [Substring] = []
-        for pair in query.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            if parts[0] == name { values.append(parts.count > 1 ? parts[1] : "") }
+        var bytes = query
+        var name = name
+        let found = bytes.withUTF8 { query in
+            name.withUTF8 { name in
+                var found: [Range<Int>] = []
+                forEachPair(in: query) { key, value in
+                    guard key.count == name.count, UnsafeBufferPointer(rebasing: query[key]).elementsEqual(name) else { return }
+                    found.append(value ?? key.upperBound..<key.upperBound)
+                }
+                return found
+            }
         }
+        for range in found { values.append(query.utf8Slice(range)) }
         return values
+    }
+
+    /// Calls `body` with the byte ranges of each `name=value` pair of `query` (`value` nil without
+    /// `=`), skipping empty ones. Over the query's bytes: splitting the string itself walks it by
+    /// characters (grapheme breaking), which cost about a microsecond per parameter; a client's
+    /// query of hundreds of parameters must cost no more than its bytes.
+    static func forEachPair(in query: UnsafeBufferPointer<UInt8>, _ body: (Range<Int>, Range<Int>?) -> Void) {
+        var start = 0
+        while start < query.count {
+            let end = query[start...].firstIndex(of: UInt8(ascii: "&")) ?? query.count
+            if start < end {
+                if let equals = query[start..<end].firstIndex(of: UInt8(ascii: "=")) {
+                    body(start..<equals, (equals + 1)..<end)
+                } else {
+                    body(start..<end, nil)
+                }
+            }
+            start = end + 1
+        }
     }
 }

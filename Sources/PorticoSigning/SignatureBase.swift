@@ -35,7 +35,7 @@ public enum SignatureBase {
     ) throws(SigningError) {
         let start = base.count
         base.reserveCapacity(base.count + min(64 * (input.components.count + 2), maxBytes))
-        var readings = RequestReadings()
+        var readings = RequestReadings(covered: input.components)
         for component in input.components {
             try component.write(to: &base)
             base.append(UInt8(ascii: ":"))
@@ -55,28 +55,38 @@ public enum SignatureBase {
     /// query's parameters (`@query-param`) and each dictionary field (`;key=`), parsed when the
     /// first component needs them.
     struct RequestReadings {
-        /// Each query parameter's first value, re-encoded, and how often its name occurs.
+        /// The components of the base: which query parameters and dictionary members it reads.
+        let covered: [ComponentIdentifier]
+        /// Each covered query parameter's first value, re-encoded, and how often its name occurs.
         private var queryParameters: [String: (value: String, count: Int)]?
-        /// Each dictionary field read so far, by field name (lowercase): parsed, with where each key
-        /// is; or nil when the field is absent or not a dictionary (``DictionaryMember`` says which).
-        private var dictionaries: [String: Result<(dictionary: StructuredDictionary, positions: [String: Int]), Unreadable>] = [:]
+        /// Each dictionary field read so far, by field name (lowercase): its covered members, or
+        /// why it has none.
+        private var dictionaries: [String: Result<[String: StructuredDictionary.Value], Unreadable>] = [:]
 
         /// Why a field gives no dictionary.
         enum Unreadable: Error {
             case absent, notADictionary
         }
 
+        init(covered: [ComponentIdentifier]) {
+            self.covered = covered
+        }
+
         /// The value of the query parameter `name` (re-encoded, as `@query-param` signs it), with
-        /// the number of times the name occurs.
+        /// the number of times the name occurs. The first call reads the query once for every
+        /// parameter the signature covers (`covered`); the others only look up.
         mutating func queryParameter(_ name: String, request: some SignableRequest) -> (value: String, count: Int)? {
             if queryParameters == nil {
-                let target = request.requestTarget
-                let query = request.queryOffset.map { Substring(target.utf8.dropFirst($0 + 1)) } ?? ""
-                var parameters: [String: (value: String, count: Int)] = [:]
-                for pair in QueryParameters.encodedPairs(query) {
-                    parameters[pair.name, default: (pair.value, 0)].count += 1
+                var names = Set<String>()
+                for component in covered where component.name == "@query-param" {
+                    if case .string(let covered)? = component.parameter("name") { names.insert(covered) }
                 }
-                queryParameters = parameters
+                var target = request.requestTarget
+                let offset = request.queryOffset
+                queryParameters = target.withUTF8 { bytes in
+                    guard let offset else { return [:] }
+                    return QueryParameters.find(names, in: UnsafeBufferPointer(rebasing: bytes[(offset + 1)...]))
+                }
             }
             return queryParameters![name]
         }
@@ -91,27 +101,43 @@ public enum SignatureBase {
 
         /// The member `key` of the field `name` read as a dictionary; `combined` gives the field's
         /// lines joined (nil when it has none), asked for the first time the field is read only.
+        ///
+        /// The field is read once for all of its members the signature covers: each member is
+        /// parsed (the whole field must be a dictionary), and only the covered ones are kept. A
+        /// repeated key keeps its last value, as RFC 9651 reads dictionaries.
         mutating func dictionaryMember(_ key: String, field name: String, combined: () -> String?) -> DictionaryMember {
-            let parsed: Result<(dictionary: StructuredDictionary, positions: [String: Int]), Unreadable>
-            if let known = dictionaries[name] {
-                parsed = known
-            } else {
+            if dictionaries[name] == nil {
+                var keys = Set<String>()
+                for component in covered where component.name == name {
+                    if case .string(let member)? = component.parameter("key") { keys.insert(member) }
+                }
+                // For a binary search by bytes per member: no string made, nothing hashed.
+                let wanted = SortedByteStrings(keys)
                 if let text = combined() {
-                    if let dictionary = try? StructuredDictionary.parse(text) {
-                        let positions = Dictionary(dictionary.members.enumerated().map { ($1.key, $0) }) { first, _ in first }
-                        parsed = .success((dictionary, positions))
-                    } else {
-                        parsed = .failure(.notADictionary)
+                    var members: [String: StructuredDictionary.Value] = [:]
+                    do {
+                        try StructuredFieldParser.read(text) {
+                            (parser: inout StructuredFieldParser) throws(StructuredDictionary.ParseError) in
+                            try parser.dictionaryField(refusingRepeats: false) {
+                                (parser: inout StructuredFieldParser, keyRange: Range<Int>) throws(StructuredDictionary.ParseError) in
+                                guard let position = wanted.position(of: UnsafeBufferPointer(rebasing: parser.bytes[keyRange])) else {
+                                    return try parser.skipMemberValue()
+                                }
+                                members[wanted[position]] = try parser.memberValue().value
+                            }
+                        }
+                        dictionaries[name] = .success(members)
+                    } catch {
+                        dictionaries[name] = .failure(.notADictionary)
                     }
                 } else {
-                    parsed = .failure(.absent)
+                    dictionaries[name] = .failure(.absent)
                 }
-                dictionaries[name] = parsed
             }
-            switch parsed {
+            switch dictionaries[name]! {
             case .failure(.absent): return .absent
             case .failure(.notADictionary): return .notADictionary
-            case .success(let (dictionary, positions)): return positions[key].map { .member(dictionary.members[$0].value) } ?? .absent
+            case .success(let members): return members[key].map { .member($0) } ?? .absent
             }
         }
     }
@@ -122,7 +148,7 @@ public enum SignatureBase {
     /// The value of one component, before it is checked for ASCII.
     public static func componentValue(_ component: ComponentIdentifier, request: some SignableRequest) throws(SigningError) -> String {
         var value: [UInt8] = []
-        var readings = RequestReadings()
+        var readings = RequestReadings(covered: [component])
         try appendValue(component, request: request, readings: &readings, to: &value)
         return String(decoding: value, as: UTF8.self)
     }

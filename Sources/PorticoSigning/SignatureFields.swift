@@ -76,9 +76,11 @@ public enum SignatureFields {
     }
 
     /// `value` parsed as a dictionary, in one pass that also refuses a repeated key.
-    static func dictionary(_ value: String, field: String) throws(SigningError) -> StructuredDictionary {
+    static func dictionary(
+        _ value: String, field: String, limits: StructuredFieldParser.Limits = .unbounded
+    ) throws(SigningError) -> StructuredDictionary {
         do {
-            return try StructuredDictionary.parse(value)
+            return try StructuredDictionary.parse(value, limits: limits)
         } catch {
             throw fieldError(error, field: field)
         }
@@ -91,7 +93,9 @@ public enum SignatureFields {
         of value: String, field: String, _ member: (inout Parser, Range<Int>) throws(Parser.ParseError) -> Void
     ) throws(SigningError) {
         do {
-            try Parser.read(value) { (parser: inout Parser) throws(Parser.ParseError) in try parser.dictionaryField(member) }
+            try Parser.read(value, limits: .signatureFields) { (parser: inout Parser) throws(Parser.ParseError) in
+                try parser.dictionaryField(member)
+            }
         } catch {
             throw fieldError(error, field: field)
         }
@@ -110,8 +114,8 @@ public enum SignatureFields {
     static func dictionaryReading(
         label: String?, signatureInput: String, signature: String, maxComponents: Int = .max
     ) throws(SigningError) -> SignatureFields.Signature {
-        let inputs = try SignatureFields.dictionary(signatureInput, field: "Signature-Input")
-        let signatures = try SignatureFields.dictionary(signature, field: "Signature")
+        let inputs = try SignatureFields.dictionary(signatureInput, field: "Signature-Input", limits: .signatureFields)
+        let signatures = try SignatureFields.dictionary(signature, field: "Signature", limits: .signatureFields)
         guard let chosen = label ?? inputs.members.first?.key else {
             throw .malformedField(field: "Signature-Input", reason: "it is empty")
         }
@@ -180,8 +184,9 @@ public enum SignatureFields {
                 let start = parser.index
                 parser.canonical = true
                 reading.parameters = try parser.innerList { (parser: inout Parser) throws(Parser.ParseError) in
+                    // Once a component is refused (past the limit, say), the rest are only checked.
+                    guard reading.componentError == nil else { return try parser.skipItem() }
                     let item = try parser.item()
-                    guard reading.componentError == nil else { return }
                     do throws(SigningError) {
                         if reading.components.count == maxComponents { throw .tooManyComponents(limit: maxComponents) }
                         let component = try ComponentIdentifier(parsed: item)

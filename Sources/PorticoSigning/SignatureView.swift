@@ -137,35 +137,40 @@ package struct SignatureView: ~Copyable {
 
     // MARK: Reading
 
+    /// Gives up reading as soon as the chosen member turns out to be a shape the view does not
+    /// read: the general path parses the whole field anyway, so reading on would only double the
+    /// work (a field of hundreds of components costs twice as much otherwise).
+    private static let abandoned = StructuredFieldParser.ParseError(reason: "left to the general reading", offset: 0)
+
     /// Reads the chosen `Signature-Input` member; returns its label, or nil for the general path.
     private mutating func readInput(label: String?) -> String? {
         var chosen: String?
         var usable = false
         do throws(StructuredFieldParser.ParseError) {
-            try StructuredFieldParser.read(signatureInput) {
+            try StructuredFieldParser.read(signatureInput, limits: .signatureFields) {
                 (parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) in
                 try parser.dictionaryField {
                     (parser: inout StructuredFieldParser, key: Range<Int>) throws(StructuredFieldParser.ParseError) in
                     let isChosen = label.map { parser.bytes(key, equal: $0) } ?? (chosen == nil)
-                    guard isChosen, parser.skipEquals(before: UInt8(ascii: "(")) else {
-                        if isChosen { chosen = parser.string(key) }  // not an inner list: usable stays false
+                    guard isChosen else {
                         _ = try parser.memberValue()
                         return
                     }
+                    guard parser.skipEquals(before: UInt8(ascii: "(")) else { throw Self.abandoned }  // not an inner list
                     chosen = parser.string(key)
                     let start = parser.index
                     parser.canonical = true
                     usable = true
                     try parser.innerList(
                         { (parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) in
-                            if !(try readComponent(&parser)) { usable = false }
+                            if !(try readComponent(&parser)) { throw Self.abandoned }
                         },
                         parameters: { (parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) in
                             try parser.parameters { parser, key, value in
                                 if !readParameter(key: UnsafeBufferPointer(rebasing: parser.bytes[key]), value: value) { usable = false }
                             }
                         })
-                    if !parser.canonical { usable = false }
+                    if !parser.canonical || !usable { throw Self.abandoned }
                     canonicalRange = start..<parser.index
                 }
             }
@@ -176,19 +181,13 @@ package struct SignatureView: ~Copyable {
         return chosen
     }
 
-    /// Reads one inner-list item as a component; false when the general path must read it (it
-    /// is then parsed all the same, so that the rest of the field is checked).
+    /// Reads one inner-list item as a component; false when the general path must read it (the
+    /// caller then stops reading).
     private mutating func readComponent(_ parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) -> Bool {
         let start = parser.index
-        guard parser.current == UInt8(ascii: "\"") else {
-            _ = try parser.item()
-            return false
-        }
+        guard parser.current == UInt8(ascii: "\"") else { return false }
         let (name, escaped) = try parser.quotedStringRange()
-        guard parser.current != UInt8(ascii: ";") else {
-            _ = try parser.parameters()
-            return false
-        }
+        guard parser.current != UInt8(ascii: ";") else { return false }
         guard !escaped, !name.isEmpty, components.count < Components.capacity else { return false }
         let nameBytes = UnsafeBufferPointer(rebasing: parser.bytes[name])
         var kind = Component.field
@@ -245,7 +244,8 @@ package struct SignatureView: ~Copyable {
     private mutating func readSignature(_ signature: String, label: String) -> Bool {
         var read = false
         do throws(StructuredFieldParser.ParseError) {
-            try StructuredFieldParser.read(signature) { (parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) in
+            try StructuredFieldParser.read(signature, limits: .signatureFields) {
+                (parser: inout StructuredFieldParser) throws(StructuredFieldParser.ParseError) in
                 try parser.dictionaryField {
                     (parser: inout StructuredFieldParser, key: Range<Int>) throws(StructuredFieldParser.ParseError) in
                     guard parser.bytes(key, equal: label), parser.skipEquals(before: UInt8(ascii: ":")) else {

@@ -60,9 +60,9 @@ struct StructuredDictionary {
     ///
     /// Throws ``ParseError`` for anything RFC 9651 rejects, and for a key that occurs twice at the
     /// top level (its `duplicateKey` is then set).
-    static func parse(_ value: String) throws(ParseError) -> StructuredDictionary {
+    static func parse(_ value: String, limits: StructuredFieldParser.Limits = .unbounded) throws(ParseError) -> StructuredDictionary {
         var dictionary = StructuredDictionary(source: value)
-        try StructuredFieldParser.read(value) { (parser: inout StructuredFieldParser) throws(ParseError) in
+        try StructuredFieldParser.read(value, limits: limits) { (parser: inout StructuredFieldParser) throws(ParseError) in
             try parser.dictionaryField { (parser: inout StructuredFieldParser, key: Range<Int>) throws(ParseError) in
                 let (member, canonicalRange) = try parser.memberValue()
                 dictionary.members.append((parser.string(key), member, canonicalRange))

@@ -25,17 +25,36 @@ struct StructuredFieldParser {
     /// False once the value being read holds anything its serialisation would write differently;
     /// see ``StructuredDictionary/members``. A reader sets it before a value and reads it after.
     var canonical = true
+    let limits: Limits
 
-    init(bytes: UnsafeBufferPointer<UInt8>) {
+    /// How many members a dictionary, and how many parameters an item or inner list, may have;
+    /// more fails the parse. RFC 9651 asks parsers to take at least 1,024 members and 256
+    /// parameters, and a general reading does (``unbounded``); the signature fields carry a few
+    /// of each, and a verifier reads them before it knows who sent them, so it holds them to far
+    /// fewer (``signatureFields``): each key costs a hash to check for repeats.
+    struct Limits: Sendable {
+        var members: Int
+        var parameters: Int
+
+        static let unbounded = Limits(members: .max, parameters: .max)
+        /// `Signature-Input` and `Signature`: a request carries one signature, or a few when
+        /// intermediaries add theirs; a signature has at most 7 parameters, a component 2.
+        static let signatureFields = Limits(members: 64, parameters: 16)
+    }
+
+    init(bytes: UnsafeBufferPointer<UInt8>, limits: Limits = .unbounded) {
         self.bytes = bytes
+        self.limits = limits
     }
 
     /// Runs `read` with a parser over `value`'s bytes, in place. (`String.withUTF8` rethrows
     /// untyped, so the typed error is carried out as a result.)
-    static func read(_ value: String, _ read: (inout StructuredFieldParser) throws(ParseError) -> Void) throws(ParseError) {
+    static func read(
+        _ value: String, limits: Limits = .unbounded, _ read: (inout StructuredFieldParser) throws(ParseError) -> Void
+    ) throws(ParseError) {
         var value = value
         let result = value.withUTF8 { bytes -> Result<Void, ParseError> in
-            var parser = StructuredFieldParser(bytes: bytes)
+            var parser = StructuredFieldParser(bytes: bytes, limits: limits)
             do throws(ParseError) {
                 try read(&parser)
                 return .success(())
@@ -62,16 +81,24 @@ struct StructuredFieldParser {
     ///
     /// `member` is called for each member with its key's bytes, the parser standing just after the
     /// key; it must read the member's value (``memberValue()`` reads any).
+    ///
+    /// `refusingRepeats: false` reads a repeated key as RFC 9651 does (the caller keeps the last
+    /// value), and spends nothing on finding repeats.
     @inline(__always)
-    mutating func dictionaryField(_ member: (inout StructuredFieldParser, Range<Int>) throws(ParseError) -> Void) throws(ParseError) {
+    mutating func dictionaryField(
+        refusingRepeats: Bool = true, _ member: (inout StructuredFieldParser, Range<Int>) throws(ParseError) -> Void
+    ) throws(ParseError) {
         skipSpaces()
         // The keys seen so far: a field almost always has one member, so the first is kept apart
         // and the others (an allocation) are only recorded from a second on.
         var firstKey: Range<Int>?
         var laterKeys = SeenKeys()
+        var members = 0
         while index < bytes.count {
+            members += 1
+            if members > limits.members { throw fail("more than \(limits.members) members") }
             let key = try self.key()
-            if let firstKey, sameBytes(firstKey, key) || !laterKeys.insert(key, of: self) {
+            if refusingRepeats, let firstKey, sameBytes(firstKey, key) || !laterKeys.insert(key, of: self) {
                 index = key.lowerBound
                 let text = string(key)
                 var error = fail("the key \"\(text)\" occurs more than once")
@@ -156,6 +183,24 @@ struct StructuredFieldParser {
         return StructuredDictionary.Item(bareItem: bareItem, parameters: try parameters())
     }
 
+    /// An item checked by the same grammar as ``item()``, with nothing kept: for items a reader
+    /// has no use for (a signature's components past the verifier's limit).
+    mutating func skipItem() throws(ParseError) {
+        _ = try bareItem()
+        try parameters { _, _, _ in }
+    }
+
+    /// A member's value checked by the same grammar as ``memberValue()``, with nothing kept: for
+    /// members a reader has no use for (a dictionary field's members that no component covers).
+    mutating func skipMemberValue() throws(ParseError) {
+        guard current == UInt8(ascii: "=") else { return try parameters { _, _, _ in } }
+        index += 1
+        guard current == UInt8(ascii: "(") else { return try skipItem() }
+        try innerList(
+            { (parser: inout StructuredFieldParser) throws(ParseError) in try parser.skipItem() },
+            parameters: { (parser: inout StructuredFieldParser) throws(ParseError) in try parser.parameters { _, _, _ in } })
+    }
+
     /// §4.2.3.2; a repeated parameter key replaces the earlier value in its place, as RFC 9651 says.
     mutating func parameters() throws(ParseError) -> Parameters {
         var collected: Parameters = []
@@ -184,7 +229,10 @@ struct StructuredFieldParser {
     /// repeated keys are the caller's to settle.
     @inline(__always)
     mutating func parameters(_ parameter: (inout StructuredFieldParser, Range<Int>, RFC9651BareItem) -> Void) throws(ParseError) {
+        var count = 0
         while current == UInt8(ascii: ";") {
+            count += 1
+            if count > limits.parameters { throw fail("more than \(limits.parameters) parameters") }
             index += 1
             if current == 0x20 { canonical = false }
             skipSpaces()

@@ -71,6 +71,45 @@ import Testing
         }
     }
 
+    @Test("the signature fields hold at most 64 members and 16 parameters an item, in both readings; a general dictionary more")
+    func signatureFieldLimits() throws {
+        let members = (0..<65).map { "s\($0)=(\"@method\");created=1;keyid=\"k\"" }.joined(separator: ", ")
+        let parameters = #"sig1=("@method")"# + (0..<17).map { ";p\($0)=1" }.joined() + #";created=1;keyid="k""#
+        let signature = "sig1=:AAAA:"
+        for input in [members, parameters] {
+            for reading in [
+                Result { () throws(SigningError) in try SignatureFields.select(label: nil, signatureInput: input, signature: signature) },
+                Result { () throws(SigningError) in
+                    try SignatureFields.dictionaryReading(label: nil, signatureInput: input, signature: signature)
+                },
+            ] {
+                guard case .failure(.malformedField(field: "Signature-Input", let reason)) = reading else {
+                    Issue.record("not refused as malformed: \(reading)")
+                    continue
+                }
+                #expect(reason.contains("more than 64 members") || reason.contains("more than 16 parameters"))
+            }
+            var view = SignatureView(signatureInput: input)
+            let viewRead = view.read(label: nil, signature: signature)
+            #expect(!viewRead)
+            // Read as a general dictionary, the same values are fine.
+            #expect(throws: Never.self) { try StructuredDictionary.parse(input) }
+        }
+        // Exactly at the limits, both are read.
+        let atLimit = (0..<64).map { "s\($0)=(\"@method\")" + (0..<14).map { ";p\($0)=1" }.joined() + #";created=1;keyid="k""# }
+        #expect(
+            try SignatureFields.select(label: "s63", signatureInput: atLimit.joined(separator: ", "), signature: "s63=:AAAA:").label
+                == "s63")
+    }
+
+    @Test("a covered dictionary member is read as RFC 9651 reads it: a repeated key keeps its last value")
+    func dictionaryMemberLastWins() throws {
+        let request = CountingRequest(target: "/", fields: [("x-dictionary", "a=1, b=2, a=3")])
+        let base = try SignatureBase.make(
+            for: Self.input([ComponentIdentifier("x-dictionary", parameters: [("key", .string("a"))])]), request: request)
+        #expect(base.hasPrefix("\"x-dictionary\";key=\"a\": 3\n"))
+    }
+
     @Test("a parameter named twice in the query is still ambiguous, and one named once is found")
     func ambiguousQueryParameter() throws {
         let request = CountingRequest(target: "/?a=1&b=2&a=3&c")
@@ -130,6 +169,11 @@ import Testing
         for position in [0, 1, 7, 8, 9, 1500, 2999] {
             let value = (many + ["k\(position)=2"]).joined(separator: ", ")
             #expect(throws: StructuredDictionary.ParseError.self) { try StructuredDictionary.parse(value) }
+        }
+        // The signature fields hold at most 64 members; a repeat among them is a repeated label.
+        let labels = (0..<63).map { "k\($0)=(\"@method\")" }
+        for position in [0, 1, 7, 8, 9, 40, 62] {
+            let value = (labels + ["k\(position)=(\"@path\")"]).joined(separator: ", ")
             #expect(throws: SigningError.duplicateLabel(field: "Signature-Input", label: "k\(position)")) {
                 try SignatureFields.select(label: "k1", signatureInput: value, signature: "k1=:AAAA:")
             }
@@ -146,5 +190,23 @@ import Testing
         #expect(item.parameters.count == 2000)
         #expect(item.parameters[1500].key == "p1500" && item.parameters[1500].value == .token("x"))
         #expect(item.parameters[3].value == .token("y"))
+    }
+}
+
+@Suite struct SortedByteStringsTests {
+    @Test("every string is found where it stands, and nothing else is, the empty one included")
+    func lookups() {
+        let names = ["", "a", "ab", "b", "p1", "p10", "p2", "zzz", "%20", "a%2Bb"]
+        let sorted = SortedByteStrings(names)
+        #expect(sorted.count == names.count)
+        for name in names {
+            var bytes = Array(name.utf8)
+            let position = bytes.withUnsafeMutableBufferPointer { sorted.position(of: UnsafeBufferPointer($0)) }
+            #expect(position.map { sorted[$0] } == name, "\(name)")
+        }
+        for absent in ["c", "p", "p3", "zzzz", "aa", "A", " "] {
+            var bytes = Array(absent.utf8)
+            #expect(bytes.withUnsafeMutableBufferPointer { sorted.position(of: UnsafeBufferPointer($0)) } == nil, "\(absent)")
+        }
     }
 }

@@ -59,7 +59,7 @@ struct CommandLineTests {
         let shipped = try run(["check", Self.repositoryRoot.appendingPathComponent("policies").path])
         #expect(
             shipped.output.contains(
-                "gateway.yaml:56: locator.signingKey: demo key: its private key is published with this policy, so its signature proves nothing"
+                "gateway.yaml:61: locator.signingKey: demo key: its private key is published with this policy, so its signature proves nothing"
             ),
             "\(shipped.output)")
 

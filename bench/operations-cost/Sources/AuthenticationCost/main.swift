@@ -6,6 +6,9 @@
 // Several rounds; the median is printed with the others. Each kind's result is checked first: a
 // check that refused the request would be timing an early return. Then the verification alone
 // (`verify`), by both readings: in place, as the gateway reads this request, and the general one.
+// `worst`: the most expensive signed heads an attacker without a key can send within the default
+// limits (16 KiB of head, signatures.maxComponents 32, signatures.maxBaseBytes 8 KiB), each
+// checked to be refused, against the signed route's genuine check.
 import Foundation
 import NIOHTTP1
 import PorticoPolicy
@@ -135,4 +138,90 @@ for route in ["open", "keyed", "signed"] where only.isEmpty || only.contains(rou
     let sorted = perCheck.sorted()
     let rendered = perCheck.map { String(format: "%.0f", $0) }.joined(separator: " ")
     print("\(route): median \(String(format: "%.0f", sorted[rounds / 2])) ns CPU per check (rounds: \(rendered) ns)")
+}
+
+// The worst heads within the default limits, from a client with no key (keyid "nobody", a MAC of
+// zeros): each must be refused, and costs what it costs to refuse. `checks / 1000` per round.
+if only.isEmpty || only.contains("worst") || only.contains(where: { $0.hasPrefix("worst") }) {
+    let service = snapshot.policy.services["signed"]!
+    let common = try head(route: "signed")
+    let authority = "localhost:18202"
+    let zeros = "sig1=:" + Data(count: 32).base64EncodedString() + ":"
+    func forged(target: String, input: String, fields: [(String, String)] = []) -> HTTPRequestHead {
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target)
+        head.headers.add(name: "Host", value: authority)
+        for (name, value) in fields { head.headers.add(name: name, value: value) }
+        head.headers.add(name: "Signature-Input", value: input)
+        head.headers.add(name: "Signature", value: zeros)
+        return head
+    }
+    func input(_ components: [String]) -> String {
+        "sig1=(" + components.joined(separator: " ") + ");created=\(now);keyid=\"nobody\""
+    }
+    let query = (0..<700).map { "p\($0)=\($0)" }.joined(separator: "&")
+    let target = "/signed/1/stockquote/AAPL?" + query
+    let plain = ["\"@method\"", "\"@authority\"", "\"@path\"", "\"@query\""]
+    let dictionary = (0..<900).map { "m\($0)=\($0)" }.joined(separator: ", ")
+    let heads: [(String, HTTPRequestHead)] = [
+        (
+            "the issue's head: 700 query parameters, 300 @query-param covered (refused at 32 components)",
+            forged(target: target, input: input(plain + (0..<300).map { "\"@query-param\";name=\"p\($0)\"" }))
+        ),
+        (
+            "700 query parameters, 28 @query-param covered (32 components: base and 2 MACs)",
+            forged(target: target, input: input(plain + (0..<28).map { "\"@query-param\";name=\"p\($0 * 25)\"" }))
+        ),
+        (
+            "an 8 KiB dictionary field of 900 members, 28 of them covered by ;key=",
+            forged(
+                target: "/signed/1/stockquote/AAPL", input: input(plain.dropLast() + (0..<29).map { "\"x-dict\";key=\"m\($0 * 31)\"" }),
+                fields: [("X-Dict", dictionary)])
+        ),
+        (
+            "a 7.9 KiB field covered: the base just under maxBaseBytes, 2 MACs over it",
+            forged(
+                target: "/signed/1/stockquote/AAPL", input: input(plain.dropLast() + ["\"x-big\""]),
+                fields: [("X-Big", String(repeating: "b", count: 7900))])
+        ),
+        (
+            "a 14 KiB Signature-Input of 800 members (refused at the 65th)",
+            forged(
+                target: "/signed/1/stockquote/AAPL",
+                input: input(plain.dropLast()) + ", " + (0..<800).map { "s\($0)=(\"@method\")" }.joined(separator: ", "))
+        ),
+        (
+            "one component with 2,000 parameters (14 KiB)",
+            forged(
+                target: "/signed/1/stockquote/AAPL",
+                input: input(plain.dropLast() + ["\"@path\"" + (0..<2000).map { ";q\($0)" }.joined()]))
+        ),
+    ]
+    let worstChecks = max(1, checks / 1000)
+    // `worst3` times the third head alone (e.g. to profile it): the common check then gets fewer rounds.
+    func perCheck(_ request: HTTPRequestHead, count: Int, expectRefusal: Bool) -> Double {
+        var times: [Double] = []
+        for _ in 0..<rounds {
+            let start = threadCPUNanos()
+            for _ in 0..<count {
+                let result = authenticator.authenticate(request, service: service, hasBody: false, now: now)
+                if case .success = result, expectRefusal { fatalError("a forged head was admitted") }
+                if case .failure(let problem) = result, !expectRefusal { fatalError("the common head was refused: \(problem)") }
+            }
+            times.append(Double(threadCPUNanos() - start) / Double(count))
+        }
+        return times.sorted()[rounds / 2]
+    }
+    let chosen = only.compactMap { $0.hasPrefix("worst") ? Int($0.dropFirst(5)) : nil }
+    let baseline = perCheck(common, count: chosen.isEmpty ? checks : max(1, checks / 1000), expectRefusal: false)
+    print("common signed check: median \(String(format: "%.0f", baseline)) ns CPU")
+    for (index, (name, request)) in heads.enumerated() where chosen.isEmpty || chosen.contains(index + 1) {
+        let bytes = request.headers.reduce(request.uri.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+        guard case .failure(let problem) = authenticator.authenticate(request, service: service, hasBody: false, now: now) else {
+            fatalError("\(name): admitted")
+        }
+        let cost = perCheck(request, count: worstChecks, expectRefusal: true)
+        print(
+            "\(name) [\(bytes) bytes of head, \(problem.status.code) \(problem.type.dropFirst(20))]: median "
+                + "\(String(format: "%.0f", cost)) ns CPU, \(String(format: "%.1f", cost / baseline))x the common check")
+    }
 }
