@@ -15,19 +15,9 @@ struct ConnectionLimitTests {
         let recorder = RecordingLogHandler()
         let logger = Logger(label: "test") { _ in recorder }
         try await withGateway(logger: logger, policy: { "limits: { maxConnections: 3 }\n" + echoServicePolicy($0) }) { gateway, _ in
-            // Three connections, each proven accepted by an answer.
-            var held: [RawHTTPClient] = []
-            for _ in 0..<3 {
-                let client = try gateway.connect()
-                #expect(try client.request("GET", "/echo").status == 200)
-                held.append(client)
-            }
-            // The fourth is accepted by the kernel, then closed by the gateway without an answer.
-            let refused = try gateway.connect()
-            try? refused.send("GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(refused.waitForClose())
-            #expect(refused.unreadBytes == 0)
-            #expect(gateway.gateway.refusedConnections["test"] == 1)
+            // Three connections, each proven accepted by an answer; the fourth is accepted by the
+            // kernel, then closed by the gateway without an answer.
+            var held = try Self.fillUp(gateway, places: 3)
             let lines = recorder.records.filter { $0.message.hasPrefix("connections refused") }
             #expect(lines.count == 1)
             #expect(lines.first?.metadata["listener"] == "test")
@@ -42,22 +32,29 @@ struct ConnectionLimitTests {
         }
     }
 
+    /// Opens `places` connections, each proven accepted by an answer, then one more that the
+    /// gateway must close at accept without an answer; returns the accepted ones.
+    static func fillUp(_ gateway: TestGateway, places: Int) throws -> [RawHTTPClient] {
+        var held: [RawHTTPClient] = []
+        for _ in 0..<places {
+            let client = try gateway.connect()
+            #expect(try client.request("GET", "/echo").status == 200)
+            held.append(client)
+        }
+        let refused = try gateway.connect()
+        try? refused.send("GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
+        #expect(refused.waitForClose())
+        #expect(refused.unreadBytes == 0)
+        #expect(gateway.gateway.refusedConnections["test"] == 1)
+        return held
+    }
+
     @Test("one address holds at most maxConnectionsPerAddress connections; another address still gets in; a freed place is taken again")
     func maxConnectionsPerAddress() async throws {
         let policy = { (ports: [Int]) in "limits: { maxConnections: 10, maxConnectionsPerAddress: 2 }\n" + echoServicePolicy(ports) }
         try await withGateway(policy: policy) { gateway, _ in
-            var held: [RawHTTPClient] = []
-            for _ in 0..<2 {
-                let client = try gateway.connect()
-                #expect(try client.request("GET", "/echo").status == 200)
-                held.append(client)
-            }
-            // A third from the same address is closed at accept, without an answer.
-            let refused = try gateway.connect()
-            try? refused.send("GET /echo HTTP/1.1\r\nHost: t\r\n\r\n")
-            #expect(refused.waitForClose())
-            #expect(refused.unreadBytes == 0)
-            #expect(gateway.gateway.refusedConnections["test"] == 1)
+            // Two from this address; a third is closed at accept, without an answer.
+            var held = try Self.fillUp(gateway, places: 2)
             // Another client is not locked out by the first one's connections.
             let other = try gateway.connect(socketOptions: .init(sourceAddress: "127.0.0.2"))
             #expect(try other.request("GET", "/echo").status == 200)

@@ -36,14 +36,17 @@ struct FleetTests {
         text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.dropFirst(series.count + 1)) }
     }
 
+    /// A fleet store on `server`, with a timeout no loaded machine meets, and the loop to decide from.
+    static func fleetStore(_ server: RedisServerProcess) -> (FleetStore, any EventLoop) {
+        var cluster = ClusterPolicy(redis: RedisAddress(host: "127.0.0.1", port: server.port))
+        cluster.timeout = .seconds(5)
+        return (FleetStore(cluster, group: MultiThreadedEventLoopGroup.singleton), MultiThreadedEventLoopGroup.singleton.next())
+    }
+
     @Test("Redis's GCRA decides exactly as the in-process limiter: remaining, reset and retry-after")
     func sameArithmetic() async throws {
         let server = try RedisServerProcess()
-        let group = MultiThreadedEventLoopGroup.singleton
-        var cluster = ClusterPolicy(redis: RedisAddress(host: "127.0.0.1", port: server.port))
-        cluster.timeout = .seconds(5)
-        let fleet = FleetStore(cluster, group: group)
-        let loop = group.next()
+        let (fleet, loop) = Self.fleetStore(server)
         var random = SplitMix64(state: 17)
         let policies = [
             RateLimitPolicy(count: 7, period: .seconds(60), burst: 3), RateLimitPolicy(count: 50, period: .seconds(1), burst: 10),
@@ -218,11 +221,7 @@ struct FleetTests {
     @Test("Redis keeps the nonce of a request a limit refused, and marks a key without room, as the in-memory store does")
     func refusedNoncesInRedis() async throws {
         let server = try RedisServerProcess()
-        let group = MultiThreadedEventLoopGroup.singleton
-        var cluster = ClusterPolicy(redis: RedisAddress(host: "127.0.0.1", port: server.port))
-        cluster.timeout = .seconds(5)
-        let fleet = FleetStore(cluster, group: group)
-        let loop = group.next()
+        let (fleet, loop) = Self.fleetStore(server)
         let key = "mark-\(UUID())"
         let start: Int64 = 2_000_000_000
         func nonce(_ text: String, created: Int64) -> PendingNonce {

@@ -48,45 +48,37 @@ struct PathTraversalTests {
         }
     }
 
+    /// Sends each of `targets` on one connection to a gateway in front of the echo backend: each
+    /// must get a 400 `bad-request` problem, and none may reach the backend.
+    func expectRefused(_ targets: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await withGateway(policy: Self.policy) { gateway, servers in
+            let client = try gateway.connect()
+            for target in targets {
+                let response = try client.request("GET", target)
+                #expect(response.status == 400, "\(target)", sourceLocation: sourceLocation)
+                #expect(
+                    response.json?["type"] as? String == "urn:portico:problem:bad-request", "\(target)", sourceLocation: sourceLocation)
+            }
+            #expect(servers[0].requestsReceived == 0, sourceLocation: sourceLocation)
+        }
+    }
+
     @Test(
         "a dot-segment before a path parameter ('..;', '%2e%2e;', '.;'), at any position, gets 400 and reaches no backend",
         arguments: PathNormalizerTests.parameterForms)
     func dotSegmentsBeforeParameters(form: String) async throws {
-        try await withGateway(policy: Self.policy) { gateway, servers in
-            let client = try gateway.connect()
-            for target in Self.positions(of: form) + ["/api/\(form)/stockquote/AAPL"] {
-                let response = try client.request("GET", target)
-                #expect(response.status == 400, "\(target)")
-                #expect(response.json?["type"] as? String == "urn:portico:problem:bad-request", "\(target)")
-            }
-            #expect(servers[0].requestsReceived == 0)
-        }
+        try await expectRefused(Self.positions(of: form) + ["/api/\(form)/stockquote/AAPL"])
     }
 
     @Test("a '#' anywhere in the request target gets 400 and reaches no backend")
     func fragments() async throws {
-        try await withGateway(policy: Self.policy) { gateway, servers in
-            let client = try gateway.connect()
-            let targets = Self.positions(of: "a#b") + ["/api/1/stockquote#", "/api/1/stockquote/AAPL?x=1#frag", "/api/1/stockquote/AAPL?#"]
-            for target in targets {
-                let response = try client.request("GET", target)
-                #expect(response.status == 400, "\(target)")
-                #expect(response.json?["type"] as? String == "urn:portico:problem:bad-request", "\(target)")
-            }
-            #expect(servers[0].requestsReceived == 0)
-        }
+        try await expectRefused(
+            Self.positions(of: "a#b") + ["/api/1/stockquote#", "/api/1/stockquote/AAPL?x=1#frag", "/api/1/stockquote/AAPL?#"])
     }
 
     @Test("encoded bytes that are not UTF-8 (overlong '%C0%AE'), at any position, get 400", arguments: PathNormalizerTests.invalidUTF8)
     func invalidUTF8(form: String) async throws {
-        try await withGateway(policy: Self.policy) { gateway, servers in
-            let client = try gateway.connect()
-            for target in Self.positions(of: form) + ["/api/\(form)/stockquote/AAPL"] {
-                let response = try client.request("GET", target)
-                #expect(response.status == 400, "\(target)")
-            }
-            #expect(servers[0].requestsReceived == 0)
-        }
+        try await expectRefused(Self.positions(of: form) + ["/api/\(form)/stockquote/AAPL"])
     }
 
     @Test("an encoded slash or backslash inside a segment gets 400 by default", arguments: slashForms)
