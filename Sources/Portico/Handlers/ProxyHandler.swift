@@ -37,11 +37,6 @@ struct ProxyHandler: Sendable {
     }
 }
 
-/// Where a handler's response goes: the connection's handler, on its event loop.
-protocol ExchangeResponder: AnyObject {
-    func handlerReceived(_ events: UpstreamEvents, for exchange: Exchange)
-}
-
 /// Routes one exchange's upstream events to the connection. A separate object per exchange, so
 /// that events of a cancelled exchange are recognised as stale and cannot reach the next one.
 private final class UpstreamDelivery: UpstreamResponseHandler {
