@@ -42,6 +42,7 @@ let package = Package(
         .library(name: "PorticoPolicy", targets: ["PorticoPolicy"]),
         .library(name: "PorticoUpstream", targets: ["PorticoUpstream"]),
         .library(name: "PorticoSigning", targets: ["PorticoSigning"]),
+        .library(name: "PorticoCrypto", targets: ["PorticoCrypto"]),
         .library(name: "PorticoTLS", targets: ["PorticoTLS"]),
         .library(name: "PorticoRedis", targets: ["PorticoRedis"]),
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
@@ -64,6 +65,14 @@ let package = Package(
         .target(
             name: "PorticoSigning",
             dependencies: [.product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers")],
+            swiftSettings: swiftSettings
+        ),
+        // Every call into the system OpenSSL's libcrypto that is not TLS: HMAC-SHA256 from precomputed
+        // key states, SHA digests, Ed25519 (the locator's signing key). The server's implementations
+        // of PorticoSigning's protocols; the client library has its own, on swift-crypto.
+        .target(
+            name: "PorticoCrypto",
+            dependencies: ["CPorticoOpenSSL", "PorticoSigning"],
             swiftSettings: swiftSettings
         ),
         // The client-side signer and service-locator client for apps (iOS, macOS, Linux). Its
@@ -127,9 +136,9 @@ let package = Package(
                 "PorticoReform",
                 "PorticoUpstream",
                 "PorticoSigning",
+                "PorticoCrypto",
                 "PorticoTLS",
                 "PorticoRedis",
-                "CPorticoOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -161,6 +170,7 @@ let package = Package(
                 "Portico",
                 "PorticoPolicy",
                 "PorticoSigning",
+                "PorticoCrypto",
                 "PorticoClient",
                 "PorticoUpstream",
                 "PorticoDemoBackends",
@@ -217,10 +227,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "PorticoCryptoTests",
+            dependencies: ["PorticoCrypto", "PorticoSigning"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "PorticoSigningTests",
             dependencies: [
                 "PorticoSigning",
-                "Portico",
+                "PorticoCrypto",
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
             ],
             swiftSettings: swiftSettings
@@ -257,6 +272,7 @@ let package = Package(
                 "PorticoReform",
                 "PorticoUpstream",
                 "PorticoSigning",
+                "PorticoCrypto",
                 "PorticoClient",
                 "PorticoTLS",
                 "PorticoRedis",

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Portico
+import PorticoCrypto
 
 /// `portico keygen`: a new random secret for a key, in the form the policy and clients read.
 struct KeygenCommand: ParsableCommand {

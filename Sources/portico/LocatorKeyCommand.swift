@@ -1,5 +1,6 @@
 import ArgumentParser
 import Portico
+import PorticoCrypto
 import PorticoPolicy
 
 /// `portico locator-key DIR`: the public half of the locator's signing key, in the forms apps and

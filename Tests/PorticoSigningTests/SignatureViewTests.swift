@@ -1,5 +1,5 @@
 import Foundation
-import Portico
+import PorticoCrypto
 import Testing
 
 @testable import PorticoSigning

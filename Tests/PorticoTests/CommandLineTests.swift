@@ -1,5 +1,6 @@
 import Foundation
 import Portico
+import PorticoCrypto
 import PorticoTestSupport
 import Testing
 

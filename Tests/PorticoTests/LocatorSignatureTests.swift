@@ -1,6 +1,7 @@
 import Foundation
 import Portico
 import PorticoClient
+import PorticoCrypto
 import PorticoDemoBackends
 import PorticoTestSupport
 import Synchronization

@@ -1,5 +1,6 @@
 import Foundation
 import Portico
+import PorticoCrypto
 
 /// Ed25519 keys for the locator tests, written once to a temporary directory: the gateway reads
 /// its signing key from a file, as in production.

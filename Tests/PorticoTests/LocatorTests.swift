@@ -1,6 +1,7 @@
 import Foundation
 import NIOHTTP1
 import PorticoClient
+import PorticoCrypto
 import PorticoDemoBackends
 import PorticoPolicy
 import PorticoSigning

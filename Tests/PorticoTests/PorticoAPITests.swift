@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Portico
+import PorticoCrypto
 import PorticoDemoBackends
 import Synchronization
 import Testing

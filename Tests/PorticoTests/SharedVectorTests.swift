@@ -1,6 +1,7 @@
 import Foundation
 import NIOHTTP1
 import PorticoClient
+import PorticoCrypto
 import PorticoPolicy
 import PorticoSigning
 import Testing

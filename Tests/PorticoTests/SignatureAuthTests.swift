@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PorticoCrypto
 import PorticoDemoBackends
 import PorticoSigning
 import RawStructuredFieldValues

@@ -1,5 +1,6 @@
 import Foundation
 import Portico
+import PorticoCrypto
 import PorticoSigning
 
 /// Signs requests for tests the way a client app would, with the server's own OpenSSL HMAC (the

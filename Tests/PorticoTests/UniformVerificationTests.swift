@@ -1,5 +1,6 @@
 import Foundation
 import NIOHTTP1
+import PorticoCrypto
 import PorticoPolicy
 import PorticoSigning
 import Synchronization

@@ -18,6 +18,7 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "Portico", package: "Portico"),
                 .product(name: "PorticoSigning", package: "Portico"),
+                .product(name: "PorticoCrypto", package: "Portico"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
             ],
             path: "Benchmarks/SignatureVerification",

@@ -43,6 +43,7 @@ let package = Package(
                 .product(name: "Portico", package: "Portico"),
                 .product(name: "PorticoPolicy", package: "Portico"),
                 .product(name: "PorticoSigning", package: "Portico"),
+                .product(name: "PorticoCrypto", package: "Portico"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Sources/AuthenticationCost"

@@ -1,4 +1,5 @@
 import NIOCore
+import PorticoCrypto
 import PorticoPolicy
 import PorticoSigning
 

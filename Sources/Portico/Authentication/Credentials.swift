@@ -1,3 +1,4 @@
+import PorticoCrypto
 import PorticoPolicy
 import PorticoSigning
 

@@ -1,4 +1,4 @@
-import CPorticoOpenSSL
+import PorticoCrypto
 
 /// The Lua script every fleet decision runs in Redis: in one atomic step, the replay check, each
 /// rate limit's GCRA (exactly as ``GCRAState/acquire(now:)`` computes it, on the server's clock)
@@ -125,13 +125,9 @@ enum FleetScript {
 
     /// The script's SHA-1 in hex, by which `EVALSHA` names it.
     static let sha1: String = {
-        var digest = [UInt8](repeating: 0, count: 20)
-        var length: UInt32 = 0
-        let bytes = Array(source.utf8)
-        let ok = bytes.withUnsafeBytes { input in
-            EVP_Digest(input.baseAddress, input.count, &digest, &length, EVP_sha1(), nil)
+        guard let digest = Array(source.utf8).withUnsafeBytes(OpenSSLDigest.sha1) else {
+            preconditionFailure("OpenSSL could not compute SHA-1")
         }
-        precondition(ok == 1 && length == 20, "OpenSSL could not compute SHA-1")
         return digest.map { byte in
             let hex = String(byte, radix: 16)
             return byte < 16 ? "0" + hex : hex

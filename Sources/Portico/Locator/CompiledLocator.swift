@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import PorticoCrypto
 import PorticoPolicy
 import PorticoSigning
 import PorticoUpstream

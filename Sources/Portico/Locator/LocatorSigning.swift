@@ -1,3 +1,4 @@
+import PorticoCrypto
 import PorticoPolicy
 
 /// The locator's signing key, read from the file `locator.signingKey` names, with OpenSSL's

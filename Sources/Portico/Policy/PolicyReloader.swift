@@ -1,4 +1,5 @@
 import Logging
+import PorticoCrypto
 import PorticoPolicy
 import PorticoSigning
 

@@ -1,6 +1,7 @@
 import Benchmark
 import Foundation
 import Portico
+import PorticoCrypto
 import PorticoSigning
 import RawStructuredFieldValues
 

@@ -11,6 +11,7 @@
 // checked to be refused, against the signed route's genuine check.
 import Foundation
 import NIOHTTP1
+import PorticoCrypto
 import PorticoPolicy
 
 @testable import Portico

@@ -40,19 +40,3 @@ public final class OpenSSLHMACKey: MessageAuthenticator, @unchecked Sendable {
         return portico_hmac_sha256(key, message.baseAddress, message.count, out) == 1
     }
 }
-
-/// SHA-256 and SHA-512 by the system OpenSSL, for `Content-Digest`.
-public struct OpenSSLDigest: DigestFunction {
-    public init() {}
-
-    public func digest(_ algorithm: DigestAlgorithm, of bytes: UnsafeRawBufferPointer) -> [UInt8] {
-        let (bits, length): (Int32, Int) =
-            switch algorithm {
-            case .sha256: (256, 32)
-            case .sha512: (512, 64)
-            }
-        return [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
-            count = portico_sha(bits, bytes.baseAddress, bytes.count, buffer.baseAddress) == 1 ? length : 0
-        }
-    }
-}
