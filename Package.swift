@@ -43,6 +43,7 @@ let package = Package(
         .library(name: "PorticoUpstream", targets: ["PorticoUpstream"]),
         .library(name: "PorticoSigning", targets: ["PorticoSigning"]),
         .library(name: "PorticoCrypto", targets: ["PorticoCrypto"]),
+        .library(name: "PorticoHTTP", targets: ["PorticoHTTP"]),
         .library(name: "PorticoTLS", targets: ["PorticoTLS"]),
         .library(name: "PorticoRedis", targets: ["PorticoRedis"]),
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
@@ -67,6 +68,9 @@ let package = Package(
             dependencies: [.product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers")],
             swiftSettings: swiftSettings
         ),
+        // HTTP's string rules every module reads fields by (case-insensitive names, optional
+        // whitespace), with no dependency at all: a stage needs them without importing a client.
+        .target(name: "PorticoHTTP", swiftSettings: swiftSettings),
         // Every call into the system OpenSSL's libcrypto that is not TLS: HMAC-SHA256 from precomputed
         // key states, SHA digests, Ed25519 (the locator's signing key). The server's implementations
         // of PorticoSigning's protocols; the client library has its own, on swift-crypto.
@@ -97,6 +101,7 @@ let package = Package(
             name: "PorticoUpstream",
             dependencies: [
                 "CPorticoCurl",
+                "PorticoHTTP",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -137,6 +142,7 @@ let package = Package(
                 "PorticoUpstream",
                 "PorticoSigning",
                 "PorticoCrypto",
+                "PorticoHTTP",
                 "PorticoTLS",
                 "PorticoRedis",
                 .product(name: "NIOCore", package: "swift-nio"),

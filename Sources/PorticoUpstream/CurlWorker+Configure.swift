@@ -1,5 +1,6 @@
 import CPorticoCurl
 import NIOCore
+import PorticoHTTP
 
 #if canImport(Glibc)
 import Glibc

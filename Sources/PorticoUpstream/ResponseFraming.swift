@@ -1,3 +1,5 @@
+import PorticoHTTP
+
 /// How a backend's final response head delimits its body (RFC 9112 §6.3), once it is known to do so
 /// unambiguously.
 ///

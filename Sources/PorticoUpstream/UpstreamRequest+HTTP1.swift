@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PorticoHTTP
 
 extension UpstreamRequest {
     /// The request head the NIO client writes: the caller's fields unchanged, plus framing.

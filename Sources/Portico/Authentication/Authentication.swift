@@ -2,7 +2,6 @@ import Foundation
 import NIOHTTP1
 import PorticoPolicy
 import PorticoSigning
-import PorticoUpstream
 
 /// Who a request was authenticated as, and what is still to check once its body has arrived.
 struct Authentication {

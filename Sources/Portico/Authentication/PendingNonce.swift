@@ -2,7 +2,6 @@ import Foundation
 import NIOHTTP1
 import PorticoPolicy
 import PorticoSigning
-import PorticoUpstream
 
 /// A verified signature's nonce, not yet recorded.
 ///

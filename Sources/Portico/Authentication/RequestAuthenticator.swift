@@ -2,7 +2,6 @@ import Foundation
 import NIOHTTP1
 import PorticoPolicy
 import PorticoSigning
-import PorticoUpstream
 
 /// The authenticate stage: `none`, `apiKey` or `signature`, per service.
 ///

@@ -1,8 +1,8 @@
 import Foundation
 import NIOHTTP1
+import PorticoHTTP
 import PorticoPolicy
 import PorticoSigning
-import PorticoUpstream
 
 /// A parsed request head seen through the signing module's eyes.
 struct SignableRequestHead: SignableRequest {

@@ -1,8 +1,8 @@
 import Foundation
 import NIOHTTP1
+import PorticoHTTP
 import PorticoPolicy
 import PorticoSigning
-import PorticoUpstream
 
 /// The header fields a signature check reads, found in one pass over the head: looked up one by
 /// one, they cost six scans of every field name and two arrays.

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PorticoHTTP
 import PorticoPolicy
 import PorticoTLS
 import PorticoUpstream

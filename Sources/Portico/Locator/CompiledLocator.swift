@@ -3,9 +3,9 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import PorticoCrypto
+import PorticoHTTP
 import PorticoPolicy
 import PorticoSigning
-import PorticoUpstream
 
 /// The service locator compiled for one policy snapshot: a document per public base URL, its
 /// `ETag` and `Content-Digest`, and its Ed25519 signature, all made here rather than per request.

@@ -1,8 +1,8 @@
 import NIOCore
 import NIOHTTP1
+import PorticoHTTP
 import PorticoPolicy
 import PorticoTLS
-import PorticoUpstream
 
 /// The first stage: what makes a head unacceptable whatever it asks for.
 ///

@@ -1,7 +1,7 @@
 import NIOCore
 import NIOHTTP1
+import PorticoHTTP
 import PorticoPolicy
-import PorticoUpstream
 
 /// The resolve-version stage: which of the service's API versions serves the request, and so
 /// which handler (and, for a proxy, which backend).
