@@ -65,7 +65,7 @@ let package = Package(
         // no NIO, no OpenSSL, so it builds wherever an app does.
         .target(
             name: "PorticoSigning",
-            dependencies: [.product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers")],
+            dependencies: ["PorticoHTTP", .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers")],
             swiftSettings: swiftSettings
         ),
         // HTTP's string rules every module reads fields by (case-insensitive names, optional

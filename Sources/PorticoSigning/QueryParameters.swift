@@ -1,3 +1,5 @@
+import PorticoHTTP
+
 /// `@query-param` support (RFC 9421 §2.2.8): the query is parsed as
 /// `application/x-www-form-urlencoded` (WHATWG URL §5.1), and names and values are re-encoded with
 /// that format's percent-encode set, so that `a+b`, `a%20b` and `a b` all sign as `a%20b`.
@@ -23,21 +25,16 @@ enum QueryParameters {
         var counts = [Int](repeating: 0, count: wanted.count)
         var scratch: [UInt8] = []
         scratch.reserveCapacity(longest + 3)
-        var start = 0
-        while start < query.count {
-            let end = query[start...].firstIndex(of: UInt8(ascii: "&")) ?? query.count
-            defer { start = end + 1 }
-            guard end > start else { continue }
-            let equals = query[start..<end].firstIndex(of: UInt8(ascii: "="))
+        QueryPairs.forEach(in: query) { name, value in
             scratch.removeAll(keepingCapacity: true)
-            guard reencode(query[start..<(equals ?? end)], into: &scratch, atMost: longest),
+            guard reencode(query[name], into: &scratch, atMost: longest),
                 let match = scratch.withUnsafeBufferPointer({ wanted.position(of: $0) })
-            else { continue }
+            else { return }
             counts[match] += 1
-            guard counts[match] == 1 else { continue }
-            var value: [UInt8] = []
-            if let equals { _ = reencode(query[(equals + 1)..<end], into: &value, atMost: .max) }
-            values[match] = value
+            guard counts[match] == 1 else { return }
+            var bytes: [UInt8] = []
+            if let value { _ = reencode(query[value], into: &bytes, atMost: .max) }
+            values[match] = bytes
         }
         var found: [String: (value: String, count: Int)] = [:]
         for index in 0..<wanted.count where counts[index] > 0 {

@@ -1,4 +1,5 @@
 import Foundation
+import PorticoHTTP
 import RawStructuredFieldValues
 
 /// Reads and writes the `Signature-Input` and `Signature` fields (RFC 9421 §4): dictionaries keyed

@@ -1,3 +1,4 @@
+import PorticoHTTP
 import RawStructuredFieldValues
 
 /// A structured-field dictionary (RFC 9651 §4.2.2) read whole by ``StructuredFieldParser``: what

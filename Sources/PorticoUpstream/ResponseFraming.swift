@@ -136,13 +136,6 @@ public struct ResponseFraming: Equatable, Sendable {
         while let first = digits.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { digits.removeFirst() }
         while let last = digits.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { digits.removeLast() }
         // 18 digits always fit an Int64, and no body comes near that.
-        guard !digits.isEmpty, digits.count <= 18 else { return nil }
-        var length = 0
-        for byte in digits {
-            let digit = byte &- UInt8(ascii: "0")
-            guard digit < 10 else { return nil }
-            length = length * 10 + Int(digit)
-        }
-        return length
+        return DecimalDigits.value(of: digits, maxDigits: 18)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PorticoHTTP
 import PorticoPolicy
 import PorticoReform
 
@@ -62,7 +63,7 @@ final class CompiledFacade: Sendable {
         var values: [String: String] = [:]
         if var bytes = query {
             bytes.withUTF8 { bytes in
-                Route.forEachPair(in: bytes) { key, value in
+                QueryPairs.forEach(in: bytes) { key, value in
                     guard let name = Self.decode(query!.utf8Slice(key), query: true), !name.isEmpty else { return }
                     values[name] = value.map { Self.decode(query!.utf8Slice($0), query: true) ?? "" } ?? ""
                 }

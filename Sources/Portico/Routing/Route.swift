@@ -1,4 +1,5 @@
 import NIOHTTP1
+import PorticoHTTP
 import PorticoPolicy
 
 /// How a request's target finds its service (the route stage's work).
@@ -72,7 +73,7 @@ enum Route {
         let found = bytes.withUTF8 { query in
             name.withUTF8 { name in
                 var found: [Range<Int>] = []
-                forEachPair(in: query) { key, value in
+                QueryPairs.forEach(in: query) { key, value in
                     guard key.count == name.count, UnsafeBufferPointer(rebasing: query[key]).elementsEqual(name) else { return }
                     found.append(value ?? key.upperBound..<key.upperBound)
                 }
@@ -81,24 +82,5 @@ enum Route {
         }
         for range in found { values.append(query.utf8Slice(range)) }
         return values
-    }
-
-    /// Calls `body` with the byte ranges of each `name=value` pair of `query` (`value` nil without
-    /// `=`), skipping empty ones. Over the query's bytes: splitting the string itself walks it by
-    /// characters (grapheme breaking), which cost about a microsecond per parameter; a client's
-    /// query of hundreds of parameters must cost no more than its bytes.
-    static func forEachPair(in query: UnsafeBufferPointer<UInt8>, _ body: (Range<Int>, Range<Int>?) -> Void) {
-        var start = 0
-        while start < query.count {
-            let end = query[start...].firstIndex(of: UInt8(ascii: "&")) ?? query.count
-            if start < end {
-                if let equals = query[start..<end].firstIndex(of: UInt8(ascii: "=")) {
-                    body(start..<equals, (equals + 1)..<end)
-                } else {
-                    body(start..<end, nil)
-                }
-            }
-            start = end + 1
-        }
     }
 }

@@ -69,13 +69,7 @@ struct HeadChecksStage: RequestStage {
         }
         let port = utf8[portStart...]
         // An empty port is allowed (`port = *DIGIT`); more than five digits never names one.
-        guard port.count <= 5 else { return false }
-        var value = 0
-        for byte in port {
-            let digit = byte &- UInt8(ascii: "0")
-            guard digit < 10 else { return false }
-            value = value * 10 + Int(digit)
-        }
-        return value <= 65535
+        guard !port.isEmpty else { return true }
+        return DecimalDigits.value(of: port, maxDigits: 5).map { $0 <= 65535 } ?? false
     }
 }

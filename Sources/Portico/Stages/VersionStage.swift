@@ -79,14 +79,8 @@ struct VersionStage: RequestStage {
     static func number(_ text: Substring) -> Int? {
         var digits = text.utf8[...]
         if digits.first == UInt8(ascii: "v") { digits = digits.dropFirst() }
-        guard let first = digits.first, digits.count <= 9, first != UInt8(ascii: "0") || digits.count == 1 else { return nil }
-        var value = 0
-        for byte in digits {
-            let digit = byte &- UInt8(ascii: "0")
-            guard digit < 10 else { return nil }
-            value = value * 10 + Int(digit)
-        }
-        return value
+        guard digits.first != UInt8(ascii: "0") || digits.count == 1 else { return nil }
+        return DecimalDigits.value(of: digits, maxDigits: 9)
     }
 
     /// The platform field's value in lowercase, as buckets name platforms; sliced, not copied,

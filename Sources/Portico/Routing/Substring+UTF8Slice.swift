@@ -1,9 +1,0 @@
-extension Substring {
-    /// The text at UTF-8 offsets `range` of this substring (offsets from its start, as
-    /// `withUTF8` counts them), sharing its storage. The offsets must fall on character boundaries
-    /// (they follow ASCII delimiters, where the gateway uses it).
-    func utf8Slice(_ range: Range<Int>) -> Substring {
-        let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
-        return Substring(utf8[start..<utf8.index(start, offsetBy: range.count)])
-    }
-}
