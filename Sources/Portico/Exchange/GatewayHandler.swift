@@ -26,8 +26,31 @@ struct GatewayServices: Sendable {
     var logger = Logger(label: "portico")
     /// Handlers written in Swift, by name.
     var codeHandlers: [String: any CodeHandler] = [:]
-    /// Fleet mode's shared limits and nonces; `nil` keeps them in this process.
-    var fleet: FleetStore? = nil
+    /// Where requests draw from their limits and record their nonces: this process's
+    /// (`rateLimiter` and `nonces`), or, in fleet mode, the fleet's in Redis.
+    let limits: any LimitStore
+
+    /// - Parameter fleet: fleet mode's shared state, which then holds limits and nonces, with
+    ///   `rateLimiter` and `nonces` as its fallback when Redis cannot answer.
+    init(
+        store: PolicyStore, upstream: any UpstreamClient, nonces: any NonceStore, rateLimiter: RateLimiter, accessLogger: Logger,
+        scheme: String, listener: String = "", accessLogWriter: AccessLogWriter? = nil, metrics: GatewayMetrics? = nil,
+        logger: Logger = Logger(label: "portico"), codeHandlers: [String: any CodeHandler] = [:], fleet: FleetStore? = nil
+    ) {
+        self.store = store
+        self.upstream = upstream
+        self.nonces = nonces
+        self.rateLimiter = rateLimiter
+        self.accessLogger = accessLogger
+        self.scheme = scheme
+        self.listener = listener
+        self.accessLogWriter = accessLogWriter
+        self.metrics = metrics
+        self.logger = logger
+        self.codeHandlers = codeHandlers
+        let local = LocalLimitStore(rateLimiter: rateLimiter, nonces: nonces)
+        self.limits = fleet.map { FleetLimitStore(fleet: $0, local: local) } ?? local
+    }
 }
 
 /// Carries each request of one connection through the stages and its response back to the client.
@@ -80,8 +103,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         self.stages = stages
         self.proxy = ProxyHandler(upstream: services.upstream, concurrency: services.rateLimiter.concurrency, scheme: services.scheme)
         self.facade = FacadeHandler(
-            upstream: services.upstream, rateLimiter: services.rateLimiter, metrics: services.metrics, logger: services.logger,
-            fleet: services.fleet)
+            upstream: services.upstream, limits: services.limits, concurrency: services.rateLimiter.concurrency,
+            metrics: services.metrics, logger: services.logger)
         self.accessLog = AccessLogObserver(logger: services.accessLogger, writer: services.accessLogWriter)
         self.timeouts = timeouts
     }
@@ -255,15 +278,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
     private func stagesAnswered(_ exchange: Exchange, with problem: Problem, context: ChannelHandlerContext) {
         if let nonce = exchange.pendingNonce {
             exchange.pendingNonce = nil
-            let now = RequestAuthenticator.now()
-            if let fleet = services.fleet {
-                // The fleet's store decides as for an admitted request; if Redis cannot answer,
-                // this gateway's store keeps it.
-                let nonces = services.nonces
-                fleet.decide([], nonce: nonce, on: context.eventLoop).whenFailure { _ in _ = nonce.record(in: nonces, now: now) }
-            } else {
-                _ = nonce.record(in: services.nonces, now: now)
-            }
+            // Decided as an admitted request's nonce is; the answer is this problem whatever it says.
+            _ = services.limits.admit(LimitRequest(service: "", nonce: nonce), on: context.eventLoop)
         }
         perform(machine.stagesFinished(exchange, answer: problem), context: context)
     }
@@ -374,8 +390,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder {
         let tasks = FacadeTasks()
         exchange.task = tasks
         let fetcher = SourceFetch(
-            upstream: services.upstream, rateLimiter: services.rateLimiter, service: exchange.record.service ?? "",
-            requestID: exchange.requestID, tasks: tasks, fleet: services.fleet)
+            upstream: services.upstream, limits: services.limits, concurrency: services.rateLimiter.concurrency,
+            service: exchange.record.service ?? "", requestID: exchange.requestID, tasks: tasks)
         let handlerContext = CodeHandlerContext(
             eventLoop: context.eventLoop, backends: policy.backends, fetcher: fetcher, compiled: exchange.policy.backends,
             maxBodyBytes: exchange.snapshot.limits.maxBodyBytes)

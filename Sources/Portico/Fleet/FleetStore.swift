@@ -167,15 +167,3 @@ enum FleetKeys {
 
     private static func part(_ text: String) -> String { "\(text.utf8.count):\(text)" }
 }
-
-extension ClusterFailurePolicy {
-    /// What `limits` answers when Redis cannot: `local`'s refusal (the in-process buckets), none
-    /// (`allow`), or 503 (`deny`). The one rule for proxied requests and facade fetches alike.
-    func limitsRefusal(local: () -> Problem?) -> Problem? {
-        switch limits {
-        case .local: local()
-        case .allow: nil
-        case .deny: .sharedStateUnavailable("rate limits")
-        }
-    }
-}

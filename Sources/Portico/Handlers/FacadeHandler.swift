@@ -21,11 +21,11 @@ struct FacadeAnswer {
 /// client's (non-blocking), and reforming is a bounded amount of pure computation.
 struct FacadeHandler: Sendable {
     let upstream: any UpstreamClient
-    let rateLimiter: RateLimiter
+    /// The limits the sources' backends draw from.
+    let limits: any LimitStore
+    let concurrency: BackendConcurrency
     let metrics: GatewayMetrics?
     let logger: Logger
-    /// Fleet mode's shared limits, which the sources' backends draw from; `nil` keeps them local.
-    var fleet: FleetStore? = nil
 
     func serve(_ exchange: Exchange, facade: CompiledFacade, on eventLoop: any EventLoop) -> EventLoopFuture<FacadeAnswer> {
         let remainder = exchange.routed?.remainder ?? ""
@@ -36,8 +36,8 @@ struct FacadeHandler: Sendable {
         let tasks = FacadeTasks()
         exchange.task = tasks
         let fetcher = SourceFetch(
-            upstream: upstream, rateLimiter: rateLimiter, service: facade.service, requestID: exchange.requestID, tasks: tasks,
-            fleet: fleet)
+            upstream: upstream, limits: limits, concurrency: concurrency, service: facade.service, requestID: exchange.requestID,
+            tasks: tasks)
         if !facade.aggregate.isEmpty {
             return aggregate(facade, parameters: parameters, fetcher: fetcher, on: eventLoop)
         }

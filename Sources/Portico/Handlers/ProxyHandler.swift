@@ -16,11 +16,9 @@ struct ProxyHandler: Sendable {
             // A validated snapshot always has the backend its routes name; answer rather than hang.
             return .badGateway(backend: proxy.backend)
         }
-        if let limit = backend.maxConcurrent {
-            guard let slot = concurrency.acquire(backend.name, max: limit) else {
-                return .backendBusy(backend: backend.name, limit: limit)
-            }
-            exchange.concurrencySlot = slot
+        switch concurrency.slot(for: backend) {
+        case .success(let slot): exchange.concurrencySlot = slot
+        case .failure(let busy): return busy
         }
         let request = ProxyForwarding.upstreamRequest(
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend,

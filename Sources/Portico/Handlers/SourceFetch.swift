@@ -52,19 +52,18 @@ struct SourceFailure: Error {
 
 /// Fetches one facade source through the gateway's ``UpstreamClient`` and reforms its body.
 ///
-/// The fetch draws from its backend's rate limit and takes one of its concurrency slots, like a
-/// proxied request; the slot is given back when the exchange ends, however it ends. In fleet mode
-/// the backend's limit is the fleet's, decided by Redis (``FleetStore``) with the same `onFailure`
-/// behaviour as a proxied request's.
+/// The fetch draws from its backend's rate limit (in the gateway's ``LimitStore``, so the fleet's in
+/// fleet mode) and takes one of its concurrency slots, like a proxied request; the slot is given
+/// back when the exchange ends, however it ends.
 struct SourceFetch: Sendable {
     let upstream: any UpstreamClient
-    let rateLimiter: RateLimiter
+    let limits: any LimitStore
+    /// The backends' in-flight counts, for their `maxConcurrent` caps.
+    let concurrency: BackendConcurrency
     let service: String
     let requestID: String
     /// Where the request's fetches are registered, so that its client leaving cancels them.
     var tasks: FacadeTasks? = nil
-    /// Fleet mode's shared limits; `nil` keeps them in this process.
-    var fleet: FleetStore? = nil
 
     func fetch(
         _ source: CompiledFacade.Source, contract: Contract, parameters: [String: String], partial: Bool = false,
@@ -113,32 +112,20 @@ struct SourceFetch: Sendable {
         backend: CompiledBackend, target: String, accept: String, limit: Int, on eventLoop: any EventLoop
     ) -> EventLoopFuture<FetchedResponse> {
         if let tasks, tasks.isCancelled { return eventLoop.makeFailedFuture(FetchCancelled()) }
-        if let fleet, let rateLimit = backend.rateLimit {
-            return admitShared(fleet, backend: backend, limit: rateLimit, on: eventLoop).flatMap { refusal in
-                if let refusal { return eventLoop.makeFailedFuture(refusal) }
-                // The client may have gone while Redis answered.
+        let request = LimitRequest(service: service, backend: RateLimiter.draw(backend: backend))
+        switch limits.admit(request, on: eventLoop) {
+        case .decided(.refused(let refusal)):
+            return eventLoop.makeFailedFuture(refusal)
+        case .decided(.admitted):
+            return send(backend: backend, target: target, accept: accept, limit: limit, on: eventLoop)
+        case .pending(let future):
+            let tasks = tasks
+            return future.flatMap { outcome in
+                if case .refused(let refusal) = outcome { return eventLoop.makeFailedFuture(refusal) }
+                // The client may have gone while the store answered.
                 if let tasks, tasks.isCancelled { return eventLoop.makeFailedFuture(FetchCancelled()) }
                 return send(backend: backend, target: target, accept: accept, limit: limit, on: eventLoop)
             }
-        }
-        if let refusal = rateLimiter.admit(backend: backend, service: service) { return eventLoop.makeFailedFuture(refusal) }
-        return send(backend: backend, target: target, accept: accept, limit: limit, on: eventLoop)
-    }
-
-    /// Draws one request from `backend`'s limit in Redis: the refusal (429), or `nil` when admitted.
-    /// When Redis cannot answer, `cluster.onFailure.limits` decides, as for a proxied request:
-    /// the local bucket, no limit, or 503.
-    private func admitShared(
-        _ fleet: FleetStore, backend: CompiledBackend, limit: CompiledRateLimit, on eventLoop: any EventLoop
-    ) -> EventLoopFuture<Problem?> {
-        let draw = LimitDraw(limit: limit, key: RateLimiter.backendKey(backend))
-        let service = service
-        let rateLimiter = rateLimiter
-        return fleet.decide([draw], nonce: nil, on: eventLoop).map { verdict -> Problem? in
-            guard case .limited(let index, let decisions) = verdict, decisions.indices.contains(index) else { return nil }
-            return .rateLimited(AppliedLimit(limit: limit, service: service, decision: decisions[index]))
-        }.flatMapErrorThrowing { _ in
-            fleet.onFailure.limitsRefusal { rateLimiter.admit(backend: backend, service: service) }
         }
     }
 
@@ -146,14 +133,11 @@ struct SourceFetch: Sendable {
     private func send(
         backend: CompiledBackend, target: String, accept: String, limit: Int, on eventLoop: any EventLoop
     ) -> EventLoopFuture<FetchedResponse> {
-        var slot: BackendConcurrency.Counter?
-        if let cap = backend.maxConcurrent {
-            guard let acquired = rateLimiter.concurrency.acquire(backend.name, max: cap) else {
-                return eventLoop.makeFailedFuture(Problem.backendBusy(backend: backend.name, limit: cap))
-            }
-            slot = acquired
+        let heldSlot: BackendConcurrency.Counter?
+        switch concurrency.slot(for: backend) {
+        case .success(let slot): heldSlot = slot
+        case .failure(let busy): return eventLoop.makeFailedFuture(busy)
         }
-        let heldSlot = slot
         var headers = HTTPHeaders()
         headers.add(name: "host", value: backend.hostHeader)
         headers.add(name: "accept", value: accept)

@@ -45,3 +45,14 @@ public final class BackendConcurrency: Sendable {
         }
     }
 }
+
+extension BackendConcurrency {
+    /// The one place a request to `backend` takes its slot, whoever sends it (a proxied request,
+    /// a facade's or code handler's fetch): nil for a backend without a `maxConcurrent` cap, the
+    /// 503 when the cap is reached.
+    func slot(for backend: CompiledBackend) -> Result<Counter?, Problem> {
+        guard let cap = backend.maxConcurrent else { return .success(nil) }
+        guard let slot = acquire(backend.name, max: cap) else { return .failure(.backendBusy(backend: backend.name, limit: cap)) }
+        return .success(slot)
+    }
+}

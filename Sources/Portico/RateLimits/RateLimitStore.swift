@@ -33,9 +33,9 @@ public struct RateLimitKey: Hashable, Sendable {
 /// Where rate-limit buckets live. The gateway owns one for its whole life (policy reloads keep it);
 /// a bucket whose limit changed in a reload starts afresh, the others keep their state.
 ///
-/// Decisions are made synchronously on the event loop. ``InMemoryRateLimitStore`` serves one
-/// gateway; a store shared by a fleet (Redis running GCRA in a script, say) would need an
-/// asynchronous variant of this call, which the rate-limit stage is the one place to adopt.
+/// Decisions are made synchronously on the event loop: this is the bucket store under this
+/// process's ``LocalLimitStore``. A fleet's buckets are Redis's, decided together with the nonce
+/// in one script run (``FleetLimitStore``); both are ``LimitStore``s, which is what requests call.
 public protocol RateLimitStore: Sendable {
     /// Draws one request from the bucket `key` under `limit` at `now` (monotonic nanoseconds).
     func acquire(_ key: RateLimitKey, limit: GCRALimit, now: Int64) -> RateLimitDecision

@@ -75,13 +75,20 @@ public final class RateLimiter: Sendable {
     func admit(
         service: ServiceRules, tier: String?, keyID: String?, clientAddress: String?, backend: CompiledBackend?
     ) -> Result<AppliedLimit?, Problem> {
+        let (client, backend) = Self.draws(service: service, tier: tier, keyID: keyID, clientAddress: clientAddress, backend: backend)
+        return draw(client: client, backend: backend, service: service.name)
+    }
+
+    /// Draws from `client`'s bucket, then `backend`'s, in this process's store: the first refusal
+    /// (429), or the most restrictive limit (nil when neither applies).
+    func draw(client: LimitDraw?, backend: LimitDraw?, service: String) -> Result<AppliedLimit?, Problem> {
+        guard client != nil || backend != nil else { return .success(nil) }
         let now = clock()
         var tightest: AppliedLimit?
-        let (client, backend) = Self.draws(service: service, tier: tier, keyID: keyID, clientAddress: clientAddress, backend: backend)
         for draw in [client, backend] {
             guard let draw else { continue }
             let decision = store.acquire(draw.key, limit: draw.limit.gcra, now: now)
-            if let refusal = Self.apply(decision, of: draw, service: service.name, tightest: &tightest) { return .failure(refusal) }
+            if let refusal = Self.apply(decision, of: draw, service: service, tightest: &tightest) { return .failure(refusal) }
         }
         return .success(tightest)
     }
@@ -105,14 +112,12 @@ public final class RateLimiter: Sendable {
         RateLimitKey(scope: .authFailures, name: "", subject: address ?? "unknown")
     }
 
-    /// Draws one request from `backend`'s own limit, for a request the gateway makes on its own
-    /// account (a facade's fetch from one of its sources, a shadow fetch); the 429 problem when
-    /// the limit refuses it.
-    func admit(backend: CompiledBackend, service: String) -> Problem? {
-        guard let limit = backend.rateLimit else { return nil }
-        let decision = store.acquire(Self.backendKey(backend), limit: limit.gcra, now: clock())
-        return decision.allowed ? nil : .rateLimited(AppliedLimit(limit: limit, service: service, decision: decision))
+    /// The draw of `backend`'s own limit, for a request the gateway makes on its own account (a
+    /// facade's fetch from one of its sources, a shadow fetch, a code handler's fetch).
+    static func draw(backend: CompiledBackend) -> LimitDraw? {
+        backend.rateLimit.map { LimitDraw(limit: $0, key: backendKey(backend)) }
     }
+
     /// The buckets a request draws from, in order: the client's (its key's tier for this service,
     /// or its address), then the backend's. Shared by the in-process limiter and fleet mode's, so
     /// that both choose the same limits.
@@ -128,10 +133,7 @@ public final class RateLimiter: Sendable {
         } else if keyID == nil, let limit = service.addressLimit {
             client = LimitDraw(limit: limit, key: RateLimitKey(scope: .address, name: service.name, subject: clientAddress ?? "unknown"))
         }
-        let backendDraw = backend.flatMap { backend in
-            backend.rateLimit.map { LimitDraw(limit: $0, key: backendKey(backend)) }
-        }
-        return (client, backendDraw)
+        return (client, backend.flatMap(draw(backend:)))
     }
 
     /// The bucket of `backend`'s own limit: one per backend, whether a proxied request, a facade

@@ -34,7 +34,7 @@ struct RequestStages: Sendable {
             RouteStage(listener: services.listener),
             AuthenticationStage(nonces: services.nonces, scheme: services.scheme, rateLimiter: services.rateLimiter),
             VersionStage(),
-            RateLimitStage(rateLimiter: services.rateLimiter, nonces: services.nonces, fleet: services.fleet),
+            RateLimitStage(limits: services.limits),
         ])
     }
 }
