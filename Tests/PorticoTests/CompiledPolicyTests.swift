@@ -91,11 +91,11 @@ struct CompiledPolicyTests {
         let first = try Self.served("/api/1/quotes/AAPL", in: compiled)
         #expect(first.routed?.rules.name == "quotes")
         #expect(first.routed?.rules === compiled.rules(named: "quotes"))
-        #expect(first.backend === compiled.backend(named: "standardPort"))
+        #expect(first.destination?.proxyBackend === compiled.backend(named: "standardPort"))
         let second = try Self.served("/api/v2/quotes", in: compiled)
-        #expect(second.backend === compiled.backend(named: "secure"))
+        #expect(second.destination?.proxyBackend === compiled.backend(named: "secure"))
         let byQuery = try Self.served("/open/x?apiVersion=1", in: compiled)
-        #expect(byQuery.backend === compiled.backend(named: "plain"))
+        #expect(byQuery.destination?.proxyBackend === compiled.backend(named: "plain"))
         for (index, service) in compiled.snapshot.routes.services.enumerated() {
             #expect(compiled.rules(for: service).name == service.name)
             #expect(service.index == index)
@@ -107,8 +107,10 @@ struct CompiledPolicyTests {
         let compiled = try Self.compiled()
         func url(_ uri: String) throws -> String {
             let exchange = try Self.served(uri, in: compiled)
-            guard case .proxy(let proxy) = exchange.handler, let routed = exchange.routed else { throw CancellationError() }
-            return ProxyForwarding.upstreamURL(routed, proxy: proxy, backend: try #require(exchange.backend))
+            guard case .proxy(let proxy, let backend) = exchange.destination, let routed = exchange.routed else {
+                throw CancellationError()
+            }
+            return ProxyForwarding.upstreamURL(routed, proxy: proxy, backend: backend)
         }
         #expect(try url("/api/1/quotes/AAPL?x=1") == "http://quotes.internal:80/base/v1/AAPL?x=1")
         #expect(try url("/api/1/quotes") == "http://quotes.internal:80/base/v1")

@@ -7,30 +7,28 @@ import Testing
 
 /// The exchange state machine on its own: events in, actions out, no channel.
 @Suite struct ExchangeStateMachineTests {
-    static let snapshot: PolicySnapshot = {
-        let text = """
-            listeners:
-              - { name: main, address: 127.0.0.1, port: 0 }
-            limits: { maxBodyBytes: 1000 }
-            backends:
-              quotes: { url: "http://127.0.0.1:9" }
-            services:
-              quotes:
-                path: /quotes
-                versions:
-                  1: { proxy: { backend: quotes } }
-            """
-        return try! PolicyLoader().load(sources: [(file: "machine.yaml", text: text)])
-    }()
+    /// An exchange as the machine sees it: its framing and its body, no policy.
+    final class TestExchange: FramedExchange {
+        var framing: RequestFraming
+        var body: ByteBuffer?
+        let serial: Int
 
-    static func exchange(_ fields: [(String, String)] = [], version: HTTPVersion = .http1_1, serial: Int = 1) -> Exchange {
+        init(framing: RequestFraming, serial: Int) {
+            self.framing = framing
+            self.serial = serial
+        }
+    }
+
+    typealias Machine = ExchangeStateMachine<TestExchange>
+
+    static func exchange(_ fields: [(String, String)] = [], version: HTTPVersion = .http1_1, serial: Int = 1) -> TestExchange {
         var head = HTTPRequestHead(version: version, method: .POST, uri: "/quotes")
         head.headers.add(name: "host", value: "example.test")
         for (name, value) in fields { head.headers.add(name: name, value: value) }
-        return Exchange(head: head, requestID: "r\(serial)", policy: CompiledPolicy(snapshot), client: ClientConnection())
+        return TestExchange(framing: RequestFraming(head: head, maxBodyBytes: 1000), serial: serial)
     }
 
-    static func name(_ action: ExchangeStateMachine.Action) -> String {
+    static func name(_ action: Machine.Action) -> String {
         switch action {
         case .none: "none"
         case .runStages: "runStages"
@@ -48,7 +46,7 @@ import Testing
     }
 
     @Test func aRequestWithABodyIsHandledAtItsEndAndTheConnectionWaitsForTheNext() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange([("content-length", "5")])
         #expect(Self.name(machine.headReceived(exchange)) == "runStages")
         #expect(Self.name(machine.stagesFinished(exchange, answer: nil)) == "none")
@@ -62,31 +60,31 @@ import Testing
     }
 
     @Test func anEarlyAnswerDropsTheRestOfASmallBodyThenServesTheNextRequest() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange([("content-length", "10")])
         _ = machine.headReceived(exchange)
         #expect(Self.name(machine.stagesFinished(exchange, answer: .notFound(path: "/x"))) == "answer 404 discardRest")
         #expect(Self.name(machine.bodyReceived(ByteBuffer(string: "0123456789"))) == "none")
-        #expect(exchange.drainedBytes == 10)
+        #expect(exchange.framing.drainedBytes == 10)
         #expect(Self.name(machine.endReceived()) == "drainFinished")
         #expect(Self.name(machine.headReceived(Self.exchange(serial: 2))) == "runStages")
     }
 
     @Test func anEarlyAnswerClosesWhenTheBodyIsTooLongToDrainOrTheClientAwaitsContinue() {
-        var machine = ExchangeStateMachine()
-        let long = Self.exchange([("content-length", String(ExchangeStateMachine.maxDrainBytes + 1))])
+        var machine = Machine()
+        let long = Self.exchange([("content-length", String(RequestFraming.maxDrainBytes + 1))])
         _ = machine.headReceived(long)
         #expect(Self.name(machine.stagesFinished(long, answer: .notFound(path: "/x"))) == "answer 404 close")
         #expect(Self.name(machine.endReceived()) == "none")
 
-        var second = ExchangeStateMachine()
+        var second = Machine()
         let waiting = Self.exchange([("content-length", "10"), ("expect", "100-continue")])
         _ = second.headReceived(waiting)
         #expect(Self.name(second.stagesFinished(waiting, answer: .notFound(path: "/x"))) == "answer 404 close")
     }
 
     @Test func aDroppedChunkedBodyThatTurnsOutLongClosesTheConnection() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange([("transfer-encoding", "chunked")])
         _ = machine.headReceived(exchange)
         #expect(Self.name(machine.stagesFinished(exchange, answer: .notFound(path: "/x"))) == "answer 404 discardRest")
@@ -97,7 +95,7 @@ import Testing
     }
 
     @Test func aBodyOverTheLimitIsAnswered413AndClosed() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange([("transfer-encoding", "chunked")])
         _ = machine.headReceived(exchange)
         _ = machine.stagesFinished(exchange, answer: nil)
@@ -106,29 +104,29 @@ import Testing
     }
 
     @Test func continueIsSentOnlyOnceTheStagesAdmittedTheRequest() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange([("content-length", "3"), ("expect", "100-continue")])
         _ = machine.headReceived(exchange)
         #expect(Self.name(machine.stagesFinished(exchange, answer: nil)) == "sendContinue")
-        #expect(!exchange.awaitingContinue)
+        #expect(!exchange.framing.awaitingContinue)
         _ = machine.bodyReceived(ByteBuffer(string: "abc"))
         #expect(Self.name(machine.endReceived()) == "handle")
 
-        var other = ExchangeStateMachine()
+        var other = Machine()
         let unknown = Self.exchange([("content-length", "3"), ("expect", "something-else")])
         _ = other.headReceived(unknown)
         #expect(Self.name(other.stagesFinished(unknown, answer: nil)) == "answer 417 close")
     }
 
     @Test func anHTTP10ExpectationIsIgnored() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange([("content-length", "3"), ("expect", "100-continue")], version: .http1_0)
         _ = machine.headReceived(exchange)
         #expect(Self.name(machine.stagesFinished(exchange, answer: nil)) == "none")
     }
 
     @Test func whileAStageIsSuspendedTheBodyAndEndAreKeptForTheHandler() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange([("content-length", "2")])
         _ = machine.headReceived(exchange)
         #expect(Self.name(machine.bodyReceived(ByteBuffer(string: "ok"))) == "none")
@@ -138,7 +136,7 @@ import Testing
     }
 
     @Test func anAnswerAfterTheRequestEndedWhileSuspendedGoesStraightToTheNextRequest() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange()
         _ = machine.headReceived(exchange)
         _ = machine.endReceived()
@@ -147,14 +145,14 @@ import Testing
     }
 
     @Test func eventsForAnExchangeThatIsNoLongerCurrentAreIgnored() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let first = Self.exchange()
         _ = machine.headReceived(first)
         #expect(Self.name(machine.channelInactive()) == "abandon")
         #expect(Self.name(machine.stagesFinished(first, answer: nil)) == "none")
         #expect(Self.name(machine.responseEnded(first)) == "none")
 
-        var other = ExchangeStateMachine()
+        var other = Machine()
         let current = Self.exchange(serial: 1)
         let stale = Self.exchange(serial: 2)
         _ = other.headReceived(current)
@@ -163,7 +161,7 @@ import Testing
     }
 
     @Test func theClientLeavingMidResponseAbandonsTheHandlersWork() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange()
         _ = machine.headReceived(exchange)
         _ = machine.stagesFinished(exchange, answer: nil)
@@ -173,7 +171,7 @@ import Testing
     }
 
     @Test func aResponseThatBreaksAfterItsHeadClosesAndOneWithoutKeepAliveEndsClosing() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange()
         _ = machine.headReceived(exchange)
         _ = machine.stagesFinished(exchange, answer: nil)
@@ -181,7 +179,7 @@ import Testing
         #expect(Self.name(machine.responseFailed(exchange)) == "abortResponse")
         #expect(Self.name(machine.headReceived(Self.exchange(serial: 2))) == "none")
 
-        var other = ExchangeStateMachine()
+        var other = Machine()
         let closing = Self.exchange([("connection", "close")])
         _ = other.headReceived(closing)
         _ = other.stagesFinished(closing, answer: nil)
@@ -190,7 +188,7 @@ import Testing
     }
 
     @Test func aHandlersProblemKeepsTheConnectionUnlessItMustClose() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange()
         _ = machine.headReceived(exchange)
         _ = machine.stagesFinished(exchange, answer: nil)
@@ -199,7 +197,7 @@ import Testing
     }
 
     @Test func aPipelinedRequestWaitsUntilTheCurrentResponseHasEnded() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange()
         let next = HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/next"))
         #expect(machine.accepts(next))
@@ -214,14 +212,14 @@ import Testing
     }
 
     @Test func aParseErrorIsAnsweredUnlessAResponseIsUnderWay() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let exchange = Self.exchange([("transfer-encoding", "chunked")])
         _ = machine.headReceived(exchange)
         _ = machine.stagesFinished(exchange, answer: nil)
         #expect(Self.name(machine.parserErrorReceived(.malformedRequest("bad chunk"))) == "refuse 400 exchange")
         #expect(!machine.isCurrent(exchange))
 
-        var answered = ExchangeStateMachine()
+        var answered = Machine()
         let early = Self.exchange()
         _ = answered.headReceived(early)
         _ = answered.stagesFinished(early, answer: .notFound(path: "/x"))
@@ -229,10 +227,10 @@ import Testing
     }
 
     @Test func shuttingDownClosesAnIdleConnectionAndMakesTheCurrentExchangeTheLast() {
-        var idle = ExchangeStateMachine()
+        var idle = Machine()
         #expect(Self.name(idle.quiesce()) == "close")
 
-        var busy = ExchangeStateMachine()
+        var busy = Machine()
         let exchange = Self.exchange()
         _ = busy.headReceived(exchange)
         _ = busy.stagesFinished(exchange, answer: nil)
@@ -240,7 +238,7 @@ import Testing
         #expect(Self.name(busy.quiesce()) == "none")
         #expect(Self.name(busy.responseEnded(exchange)) == "finishResponse closing=true")
 
-        var draining = ExchangeStateMachine()
+        var draining = Machine()
         let answered = Self.exchange([("content-length", "4")])
         _ = draining.headReceived(answered)
         _ = draining.stagesFinished(answered, answer: .notFound(path: "/x"))
@@ -249,14 +247,166 @@ import Testing
     }
 
     @Test func aClientLeavingMidUploadIsLoggedAndAParseErrorBetweenRequestsHasNoExchange() {
-        var machine = ExchangeStateMachine()
+        var machine = Machine()
         let upload = Self.exchange([("content-length", "10")])
         _ = machine.headReceived(upload)
         _ = machine.stagesFinished(upload, answer: nil)
         _ = machine.bodyReceived(ByteBuffer(string: "abc"))
         #expect(Self.name(machine.channelInactive()) == "abandon")
 
-        var idle = ExchangeStateMachine()
+        var idle = Machine()
         #expect(Self.name(idle.parserErrorReceived(.malformedRequest("bad"))) == "refuse 400")
+    }
+
+    // MARK: Flow: held reads, pipelining, flushes, credit
+
+    /// Takes `exchange` from its head to its handler (a request without a body, admitted).
+    static func handle(_ exchange: TestExchange, on machine: inout Machine) {
+        _ = machine.headReceived(exchange)
+        _ = machine.endReceived()
+        _ = machine.stagesFinished(exchange, answer: nil)
+    }
+
+    static func head() -> HTTPServerRequestPart {
+        .head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/quotes", headers: ["host": "example.test"]))
+    }
+
+    @Test func aPipelinedRequestWaitsBehindTheCurrentOneAndHoldsTheReadUntilItIsTaken() {
+        var machine = Machine()
+        let first = Self.exchange()
+        let result1 = machine.takesNow(Self.head())
+        #expect(result1)
+        #expect(Self.name(machine.headReceived(first)) == "runStages")
+        let result2 = machine.takesNow(.end(nil))
+        #expect(result2)
+        #expect(Self.name(machine.endReceived()) == "requestEnded")
+        #expect(Self.name(machine.stagesFinished(first, answer: nil)) == "handle")
+
+        // The next request's head arrives while the first is answered: it waits, and so do reads.
+        let result3 = machine.takesNow(Self.head())
+        #expect(!result3)
+        let result4 = machine.takesNow(.end(nil))
+        #expect(!result4)
+        let result5 = machine.readRequested()
+        #expect(result5 == .hold)
+        #expect(machine.hasWaitingInput)
+        let result6 = machine.deliveryBegins()
+        #expect(result6)
+        let result7 = machine.nextPipelined()
+        #expect(result7 == nil)
+        let result8 = machine.deliveryEnds()
+        #expect(!result8)
+
+        #expect(Self.name(machine.responseEnded(first)) == "finishResponse closing=false")
+        let result9 = machine.deliveryBegins()
+        #expect(result9)
+        let result10 = machine.deliveryBegins()
+        #expect(!result10, "a hand-over already under way is not begun again")
+        guard case .part(.head) = machine.nextPipelined() else {
+            Issue.record("the waiting head was not handed over first")
+            return
+        }
+        let second = Self.exchange(serial: 2)
+        #expect(Self.name(machine.headReceived(second)) == "runStages")
+        guard case .part(.end) = machine.nextPipelined() else {
+            Issue.record("the waiting end was not handed over next")
+            return
+        }
+        #expect(Self.name(machine.endReceived()) == "requestEnded")
+        let result11 = machine.nextPipelined()
+        #expect(result11 == nil)
+        let result12 = machine.deliveryEnds()
+        #expect(result12, "the held read is passed on once nothing waits")
+        #expect(!machine.hasWaitingInput)
+        let result13 = machine.readRequested()
+        #expect(result13 == .read)
+    }
+
+    @Test func aParseErrorBehindAResponseWaitsForItAndAClosedConnectionReadsNothing() {
+        var machine = Machine()
+        let first = Self.exchange()
+        Self.handle(first, on: &machine)
+        let result14 = machine.takesParserErrorNow(.invalidVersion)
+        #expect(!result14)
+        let result15 = machine.nextPipelined()
+        #expect(result15 == nil)
+        _ = machine.responseEnded(first)
+        guard case .parserError = machine.nextPipelined() else {
+            Issue.record("the parse error was not handed over once the response ended")
+            return
+        }
+        #expect(Self.name(machine.parserErrorReceived(.malformedRequest("bad"))) == "refuse 400")
+        let result16 = machine.readRequested()
+        #expect(result16 == .hold)
+
+        var leaving = Machine()
+        let current = Self.exchange()
+        Self.handle(current, on: &leaving)
+        _ = leaving.takesNow(Self.head())
+        _ = leaving.readRequested()
+        #expect(Self.name(leaving.channelInactive()) == "abandon")
+        #expect(!leaving.hasWaitingInput, "what waited is forgotten with the connection")
+    }
+
+    @Test func writesInAReadBatchAreFlushedOnceAtItsEndAndOthersAtOnce() {
+        var machine = Machine()
+        let result17 = machine.wrote()
+        #expect(result17, "outside a read batch a write is flushed at once")
+        _ = machine.takesNow(Self.head())
+        let result18 = machine.wrote()
+        #expect(!result18)
+        let result19 = machine.wrote()
+        #expect(!result19)
+        let result20 = machine.readBatchEnded()
+        #expect(result20, "the batch's writes are flushed once, at its end")
+        let result21 = machine.readBatchEnded()
+        #expect(!result21)
+        _ = machine.takesNow(Self.head())
+        _ = machine.wrote()
+        let result22 = machine.takePendingFlush()
+        #expect(result22, "a close flushes what waits first")
+        let result23 = machine.readBatchEnded()
+        #expect(!result23)
+    }
+
+    @Test func theBackendIsOwedCreditOnlyForTheCurrentResponseAndNotAfterItEnded() {
+        var machine = Machine()
+        let exchange = Self.exchange()
+        Self.handle(exchange, on: &machine)
+        let result24 = machine.creditDue()
+        #expect(result24 == nil)
+        machine.responseBodyWritten(bytes: 100)
+        machine.responseBodyWritten(bytes: 20)
+        let due = machine.creditDue()
+        #expect(due?.0 === exchange)
+        #expect(due?.1 == 120)
+        let result25 = machine.creditDue()
+        #expect(result25 == nil, "credit is returned once")
+        machine.responseBodyWritten(bytes: 5)
+        _ = machine.responseEnded(exchange)
+        let result26 = machine.creditDue()
+        #expect(result26 == nil)
+    }
+
+    @Test func anHTTP10ResponseOfUnknownLengthClosesTheConnection() {
+        var known = Machine()
+        let sized = Self.exchange([("connection", "keep-alive")], version: .http1_0)
+        Self.handle(sized, on: &known)
+        let result27 = known.responseBegins(sized, lengthKnown: true)
+        #expect(!result27)
+        #expect(Self.name(known.responseEnded(sized)) == "finishResponse closing=false")
+
+        var unknown = Machine()
+        let streamed = Self.exchange([("connection", "keep-alive")], version: .http1_0)
+        Self.handle(streamed, on: &unknown)
+        let result28 = unknown.responseBegins(streamed, lengthKnown: false)
+        #expect(result28)
+        #expect(Self.name(unknown.responseEnded(streamed)) == "finishResponse closing=true")
+
+        var eleven = Machine()
+        let chunked = Self.exchange()
+        Self.handle(chunked, on: &eleven)
+        let result29 = eleven.responseBegins(chunked, lengthKnown: false)
+        #expect(!result29, "HTTP/1.1 frames it with chunked coding")
     }
 }

@@ -133,7 +133,7 @@ struct HTTPEdgeCaseTests {
     func largeBodyNotRead() async throws {
         try await withGateway(policy: Self.policy) { gateway, _ in
             let client = try gateway.connect()
-            try client.send("POST /nowhere HTTP/1.1\r\nHost: t\r\nContent-Length: \(ExchangeStateMachine.maxDrainBytes + 1)\r\n\r\n")
+            try client.send("POST /nowhere HTTP/1.1\r\nHost: t\r\nContent-Length: \(RequestFraming.maxDrainBytes + 1)\r\n\r\n")
             let answer = try client.readResponse()
             #expect(answer.status == 404)
             #expect(answer.header("connection") == "close")

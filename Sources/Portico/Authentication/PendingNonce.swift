@@ -5,11 +5,11 @@ import PorticoSigning
 
 /// A verified signature's nonce, not yet recorded.
 ///
-/// The rate-limit stage records it (in the key's share of the store), whether the key's limits
-/// admit the request or refuse it; a request another stage refuses after authentication has it
-/// recorded as it is answered (``GatewayHandler``). Either way a genuine request, once refused, can
-/// never be admitted later: its nonce is recorded, or, where its key has no room left, the key's
-/// refusal mark covers it (``NonceStore``).
+/// The rate-limit stage records it (in the key's share of the store, through the ``LimitStore``),
+/// whether the key's limits admit the request or refuse it; a request another stage refuses after
+/// authentication has it recorded as it is answered (``GatewayHandler/stagesFinished(_:answer:)``).
+/// Either way a genuine request, once refused, can never be admitted later: its nonce is
+/// recorded, or, where its key has no room left, the key's refusal mark covers it (``NonceStore``).
 struct PendingNonce {
     let keyID: String
     let nonce: String

@@ -2,7 +2,7 @@ import NIOCore
 import NIOHTTP1
 
 /// A gateway answer that no backend gives: the service locator and its public key.
-struct BuiltInResponse {
+struct BuiltInResponse: Sendable {
     var status: HTTPResponseStatus
     var headers: HTTPHeaders
     /// `nil` for a 304 and for HEAD.

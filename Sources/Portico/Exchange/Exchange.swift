@@ -1,6 +1,5 @@
 import NIOCore
 import NIOHTTP1
-import PorticoHTTP
 import PorticoPolicy
 import PorticoTLS
 import PorticoUpstream
@@ -19,36 +18,26 @@ struct ClientConnection {
 
 /// One request in progress and what the stages have found out about it so far.
 ///
-/// Stages fill it in, in order; later stages read what earlier ones wrote. A class confined to the
-/// connection's event loop, so that stages update it in place rather than copying a dozen fields
-/// (and their reference counts) at each step, and a suspended stage's continuation can hold it.
-final class Exchange {
+/// Stages fill it in, in order; later stages read what earlier ones wrote; the handler and the
+/// response fill in its ``ExchangeOutcome``, and its access-log line (``AccessRecord``) is made
+/// from it once it has ended. A class confined to the connection's event loop, so that stages
+/// update it in place rather than copying a dozen fields (and their reference counts) at each
+/// step, and a suspended stage's continuation can hold it.
+final class Exchange: FramedExchange {
     let head: HTTPRequestHead
     let requestID: String
     /// The policy the request is served by from head to end, read once at the head.
     let policy: CompiledPolicy
     let client: ClientConnection
-    var keepAlive: Bool
-    /// The body length the head announced (`nil`: none announced, or chunked).
-    let declaredLength: Int?
-    /// Whether a body follows the head (announced length over zero, or chunked).
-    let expectsBody: Bool
-    /// The `Expect` field of an HTTP/1.1 request (RFC 9110 §10.1.1: an HTTP/1.0 client's is ignored).
-    let expectation: String?
-    /// An HTTP/1.1 client sent `Expect: 100-continue` and has not been told to go on: it may
-    /// never send its body, so a request answered early cannot be drained.
-    var awaitingContinue: Bool
-    /// The request's `.end` has arrived.
-    var requestEnded = false
-    /// Body bytes read and dropped after an early answer.
-    var drainedBytes = 0
-    var record: AccessRecord
+    let started: NIODeadline
+    /// How the request is framed and how much of it has arrived (the state machine's).
+    var framing: RequestFraming
 
     // Found by the stages, in order.
-    /// Route stage: the service and the normalised path.
-    var routed: RoutedRequest?
-    /// Route stage: the gateway's own answer (the service locator), given instead of a handler's.
-    var builtIn: BuiltInResponse?
+    /// Route stage: the service and the normalised path, or the service locator.
+    var route: ExchangeRoute?
+    /// Authenticate stage: the key that signed or carried the request (never its secret).
+    var keyID: String?
     /// Authenticate stage: the header carrying an API key, which is not forwarded (it holds the secret).
     var credentialHeader: String?
     /// Authenticate stage: the `Content-Digest` a signed request's body must match before it is handled.
@@ -57,19 +46,16 @@ final class Exchange {
     var tier: String?
     /// Authenticate stage: the signature's nonce, recorded by the rate-limit stage once admitted.
     var pendingNonce: PendingNonce?
-    /// Version stage: the API version served and its handler.
+    /// Version stage: the API version served.
     var version: Int?
-    var handler: HandlerPolicy?
     /// Version stage: the `Vary` value naming the request fields that chose the version, when the
     /// active map read them (precomputed per service).
     var vary: String?
     /// Version stage: for a request that left out the `{version}` segment, the service path with
     /// the chosen version in it, which a proxy without `rewrite` forwards instead of the request's.
     var versionedPrefix: String?
-    /// Version stage: the backend a `proxy` handler forwards to, compiled.
-    var backend: CompiledBackend?
-    /// Version stage: a `facade` version's compiled sources.
-    var facade: CompiledFacade?
+    /// Route stage (the locator's answer) or version stage (the version's handler).
+    var destination: Destination?
     /// Rate-limit stage: the most restrictive limit that admitted the request, reported in the response.
     var rateLimit: AppliedLimit?
 
@@ -79,36 +65,67 @@ final class Exchange {
     var task: (any UpstreamTask)?
     /// The backend concurrency slot this exchange holds while forwarding.
     var concurrencySlot: BackendConcurrency.Counter?
-    var responseStarted = false
+    /// How the exchange went, as far as it has gone.
+    var outcome = ExchangeOutcome()
 
     init(head: HTTPRequestHead, requestID: String, policy: CompiledPolicy, client: ClientConnection) {
         self.head = head
         self.requestID = requestID
         self.policy = policy
         self.client = client
-        let declaredLength = head.headers.first(name: "content-length").flatMap(Int.init)
-        self.declaredLength = declaredLength
-        let transferCoded = head.headers.contains(name: "transfer-encoding")
-        self.expectsBody = (declaredLength ?? 0) > 0 || transferCoded
-        // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding is treated as faultily framed,
-        // and the connection closes after the response (a 1.0 peer may frame what follows otherwise).
-        self.keepAlive = head.isKeepAlive && !(transferCoded && head.version == .http1_0)
-        self.expectation = head.version == .http1_1 ? head.headers.first(name: "expect") : nil
-        self.awaitingContinue = expectation.map { HeaderName.matches($0, "100-continue") } ?? false
-        let path = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")).map { head.uri[..<$0] } ?? head.uri[...]
-        var record = AccessRecord(requestID: requestID, method: head.method.rawValue, path: path, client: client.address, started: .now())
-        record.tlsVersion = client.tls?.version
-        record.clientCertificate = client.tls?.peerSubject
-        self.record = record
+        self.started = .now()
+        self.framing = RequestFraming(head: head, maxBodyBytes: policy.snapshot.limits.maxBodyBytes)
     }
 
     var snapshot: PolicySnapshot { policy.snapshot }
 
-    /// Whether what is left of the body can be read and dropped after an early answer, so that the
-    /// connection can carry the next request: it is small (``ExchangeStateMachine/maxDrainBytes``)
-    /// and the client is not waiting for `100 Continue` before sending it.
-    var bodyIsDrainable: Bool {
-        !expectsBody || requestEnded || (!awaitingContinue && (declaredLength ?? 0) <= ExchangeStateMachine.maxDrainBytes)
+    /// The service the request was routed to.
+    var routed: RoutedRequest? {
+        if case .service(let routed) = route { return routed }
+        return nil
+    }
+
+    /// The request's path without its query, as the client sent it.
+    var path: Substring {
+        head.uri.utf8.firstIndex(of: UInt8(ascii: "?")).map { head.uri[..<$0] } ?? head.uri[...]
+    }
+
+    /// What of the handler's `events` may be written. A body part is never written before a head:
+    /// whatever such bytes are, they are not an answer the client can read, so the handler's work
+    /// is cancelled and the exchange fails. (The upstream clients refuse this themselves; this is
+    /// the last line.)
+    func screened(_ events: UpstreamEvents) -> UpstreamEvents {
+        guard events.head == nil, events.body != nil, !outcome.responseStarted else { return events }
+        task?.cancel()
+        return UpstreamEvents(result: .failure(ResponseFraming.bodyBeforeHead))
+    }
+
+    /// The handler's work has ended with `result`: its task and backend slot are let go and the
+    /// outcome recorded. A failure comes back as the problem that answers it (502 or 504 naming
+    /// the backend), for when no response has begun.
+    func handlerEnded(_ result: Result<UpstreamMetrics, UpstreamError>) -> Result<Void, Problem> {
+        task = nil
+        releaseConcurrencySlot()
+        switch result {
+        case .success(let metrics):
+            outcome.upstreamDuration = metrics.duration
+            outcome.upstreamConnects = metrics.newConnections
+            return .success(())
+        case .failure(let error):
+            outcome.failure = error.description
+            let backend = outcome.backend ?? destination?.proxyBackend?.name ?? "unknown"
+            return .failure(ProxyHandler.problem(for: error, backend: backend))
+        }
+    }
+
+    /// The client went away: the handler's work stops, its backend slot is given back, and the
+    /// outcome says so (499 when nothing had been sent).
+    func abandon() {
+        task?.cancel()
+        task = nil
+        releaseConcurrencySlot()
+        outcome.failure = "client closed the connection"
+        if !outcome.responseStarted { outcome.status = 499 }
     }
 
     /// Gives the backend slot back, once, whichever way the exchange ended.
@@ -116,4 +133,31 @@ final class Exchange {
         concurrencySlot?.release()
         concurrencySlot = nil
     }
+}
+
+/// What the route stage found a request to be for.
+enum ExchangeRoute {
+    /// A service of the policy.
+    case service(RoutedRequest)
+    /// The service locator's document or key, which the gateway answers itself.
+    case locator
+}
+
+/// How an exchange went: filled in by its handler and by what the gateway writes back.
+struct ExchangeOutcome {
+    /// The status the client was sent (499 for a client that left before any).
+    var status: UInt = 0
+    var bytesSent = 0
+    /// Whether the response's head has been written (so a failure can only cut it short).
+    var responseStarted = false
+    /// The backend that served or failed, when it is not the proxy's own (a facade's source's, a
+    /// code handler's fetch).
+    var backend: String?
+    /// The facade source that served (or failed last), by its policy name.
+    var source: String?
+    var upstreamDuration: Duration?
+    /// Connections the upstream client opened for this exchange (0 when it reused a pooled one).
+    var upstreamConnects: Int?
+    /// Why the exchange ended abnormally (for logs only; may name internal addresses).
+    var failure: String?
 }

@@ -1,6 +1,12 @@
 import NIOCore
 import NIOHTTP1
-import PorticoPolicy
+
+/// What the machine reads and keeps of an exchange: how its request is framed, and its body as it
+/// arrives. A protocol so that the machine's tests drive it with plain objects, without a policy.
+protocol FramedExchange: AnyObject {
+    var framing: RequestFraming { get set }
+    var body: ByteBuffer? { get set }
+}
 
 /// Where a connection's current request stands, and what the handler must do at each event.
 ///
@@ -12,15 +18,11 @@ import PorticoPolicy
 /// recognised and ignored.
 ///
 /// Requests are served one at a time, in order (RFC 9112 §9.3.2): a part the machine cannot take
-/// yet (``accepts(_:)``: the head of a pipelined request while another is answered) waits in the
-/// handler's ``PipelinedRequests`` until the current exchange has ended.
-struct ExchangeStateMachine {
-    /// The most of an unread body the gateway reads and throws away after answering early, so that
-    /// the connection can carry the next request. A longer body (or one whose client waits for
-    /// `100 Continue`) is not read at all: the answer says `Connection: close` and the connection
-    /// closes, which costs the client a new connection rather than the gateway an unbounded read.
-    static let maxDrainBytes = 64 * 1024
-
+/// yet (the head of a pipelined request while another is answered) waits in its
+/// ``PipelinedRequests`` until the current exchange has ended. It also keeps what the connection's
+/// reads and writes depend on (``Flow``: held reads, the read batch's one flush, the credit owed to
+/// a backend), as async-http-client's request state machine keeps read demand and writability.
+struct ExchangeStateMachine<Exchange: FramedExchange> {
     enum State {
         /// Waiting for a request head.
         case idle
@@ -72,9 +74,12 @@ struct ExchangeStateMachine {
         case refuse(Problem, Exchange?)
     }
 
-    private(set) var state = State.idle
+    private var state = State.idle
     /// The gateway is shutting down: the exchange in progress is the connection's last.
     private var quiescing = false
+    /// Parts and parse errors of later requests, waiting for the current exchange to end.
+    var pipelined = PipelinedRequests()
+    var flow = Flow()
 
     // MARK: Ordering
 
@@ -83,7 +88,7 @@ struct ExchangeStateMachine {
     func accepts(_ part: HTTPServerRequestPart) -> Bool {
         switch (state, part) {
         case (.idle, .head): true
-        case (.admitting(let exchange), .body), (.admitting(let exchange), .end): !exchange.requestEnded
+        case (.admitting(let exchange), .body), (.admitting(let exchange), .end): !exchange.framing.requestEnded
         case (.receivingBody, .body), (.receivingBody, .end), (.discardingBody, .body), (.discardingBody, .end): true
         default: false
         }
@@ -95,7 +100,7 @@ struct ExchangeStateMachine {
         switch state {
         case .idle, .receivingBody, .discardingBody: true
         // A request that has ended is answered first, even while one of its stages waits.
-        case .admitting(let exchange): !exchange.requestEnded
+        case .admitting(let exchange): !exchange.framing.requestEnded
         case .handling, .closed: false
         }
     }
@@ -121,12 +126,13 @@ struct ExchangeStateMachine {
     /// The gateway is shutting down: close now if idle, else after the current exchange.
     mutating func quiesce() -> Action {
         quiescing = true
+        pipelined.removeAll()
         switch state {
         case .idle:
             state = .closed
             return .close
         case .admitting(let exchange), .receivingBody(let exchange), .handling(let exchange), .discardingBody(let exchange):
-            exchange.keepAlive = false
+            exchange.framing.keepAlive = false
             return .none
         case .closed:
             return .none
@@ -148,13 +154,13 @@ struct ExchangeStateMachine {
         if let problem { return answerEarly(exchange, problem) }
         // RFC 9110 §10.1.1: a client waiting on `Expect: 100-continue` sends its body only when
         // told, and is told only once the request has passed every check that needs no body.
-        if let expectation = exchange.expectation, !exchange.requestEnded {
-            guard exchange.awaitingContinue else { return answerEarly(exchange, .expectationFailed(expectation)) }
-            exchange.awaitingContinue = false
+        if let expectation = exchange.framing.expectation, !exchange.framing.requestEnded {
+            guard exchange.framing.awaitingContinue else { return answerEarly(exchange, .expectationFailed(expectation)) }
+            exchange.framing.awaitingContinue = false
             state = .receivingBody(exchange)
             return .sendContinue(exchange)
         }
-        if exchange.requestEnded {
+        if exchange.framing.requestEnded {
             state = .handling(exchange)
             return .handle(exchange)
         }
@@ -165,7 +171,7 @@ struct ExchangeStateMachine {
     mutating func bodyReceived(_ part: ByteBuffer) -> Action {
         switch state {
         case .admitting(let exchange), .receivingBody(let exchange):
-            let limit = exchange.snapshot.limits.maxBodyBytes
+            let limit = exchange.framing.maxBodyBytes
             if (exchange.body?.readableBytes ?? 0) + part.readableBytes > limit {
                 return answerEarly(exchange, .bodyTooLarge(limit: limit))
             }
@@ -177,9 +183,9 @@ struct ExchangeStateMachine {
             }
             return .none
         case .discardingBody(let exchange):
-            exchange.drainedBytes += part.readableBytes
+            exchange.framing.drainedBytes += part.readableBytes
             // A chunked body announces no length: stop reading once it is clearly not small.
-            guard exchange.drainedBytes > Self.maxDrainBytes else { return .none }
+            guard exchange.framing.drainedBytes > RequestFraming.maxDrainBytes else { return .none }
             state = .closed
             return .close
         case .idle, .handling, .closed:
@@ -190,10 +196,10 @@ struct ExchangeStateMachine {
     mutating func endReceived() -> Action {
         switch state {
         case .admitting(let exchange):
-            exchange.requestEnded = true
+            exchange.framing.requestEnded = true
             return .requestEnded
         case .receivingBody(let exchange):
-            exchange.requestEnded = true
+            exchange.framing.requestEnded = true
             state = .handling(exchange)
             return .handle(exchange)
         case .discardingBody:
@@ -214,7 +220,7 @@ struct ExchangeStateMachine {
     /// failed before sending a head).
     mutating func handlerAnswered(_ exchange: Exchange, _ problem: Problem) -> Action {
         guard case .handling(let current) = state, current === exchange else { return .none }
-        if problem.closesConnection || !exchange.keepAlive {
+        if problem.closesConnection || !exchange.framing.keepAlive {
             state = .closed
             return .answer(exchange, problem, .close)
         }
@@ -222,9 +228,18 @@ struct ExchangeStateMachine {
         return .answer(exchange, problem, .nextRequest)
     }
 
+    /// The handler's response head is about to be written: whether the connection closes after
+    /// this response. An HTTP/1.0 client can only see the end of a body of unknown length as the
+    /// connection's close.
+    mutating func responseBegins(_ exchange: Exchange, lengthKnown: Bool) -> Bool {
+        if exchange.framing.isHTTP10 && !lengthKnown { exchange.framing.keepAlive = false }
+        return !exchange.framing.keepAlive
+    }
+
     mutating func responseEnded(_ exchange: Exchange) -> Action {
         guard case .handling(let current) = state, current === exchange else { return .none }
-        if exchange.keepAlive {
+        flow.unconsumedBytes = 0
+        if exchange.framing.keepAlive {
             state = .idle
             return .finishResponse(exchange, closing: false)
         }
@@ -234,6 +249,7 @@ struct ExchangeStateMachine {
 
     mutating func responseFailed(_ exchange: Exchange) -> Action {
         guard case .handling(let current) = state, current === exchange else { return .none }
+        flow.unconsumedBytes = 0
         state = .closed
         return .abortResponse(exchange)
     }
@@ -241,6 +257,8 @@ struct ExchangeStateMachine {
     // MARK: Connection events
 
     mutating func channelInactive() -> Action {
+        pipelined.removeAll()
+        flow.readHeld = false
         defer { state = .closed }
         switch state {
         // An upload the client gave up on is logged too (499), like an exchange it left mid-answer.
@@ -266,14 +284,26 @@ struct ExchangeStateMachine {
         }
     }
 
+    /// Whether the connection is closing (or closed): it reads nothing more.
+    var isClosed: Bool {
+        if case .closed = state { return true }
+        return false
+    }
+
+    /// The exchange whose response is under way, if any.
+    var handlingExchange: Exchange? {
+        if case .handling(let exchange) = state { return exchange }
+        return nil
+    }
+
     /// Answers while the request's body may still be arriving. The connection stays open only if
-    /// what is left of the body can be dropped (``Exchange/bodyIsDrainable``).
+    /// what is left of the body can be dropped (``RequestFraming/bodyIsDrainable``).
     private mutating func answerEarly(_ exchange: Exchange, _ problem: Problem) -> Action {
-        if problem.closesConnection || !exchange.bodyIsDrainable || !exchange.keepAlive {
+        if problem.closesConnection || !exchange.framing.bodyIsDrainable || !exchange.framing.keepAlive {
             state = .closed
             return .answer(exchange, problem, .close)
         }
-        if exchange.requestEnded {
+        if exchange.framing.requestEnded {
             state = .idle
             return .answer(exchange, problem, .nextRequest)
         }

@@ -5,7 +5,7 @@ import NIOHTTP1
 /// pipelining, RFC 9112 §9.3.2), in arrival order.
 ///
 /// The gateway answers requests one at a time and in order, so a pipelined request's parts wait
-/// here. While anything waits, the connection's handler holds back reads: the queue never holds
+/// here (``ExchangeStateMachine``). While anything waits, the connection holds back reads: the queue never holds
 /// more than one read's worth, and the rest stays in the socket, where TCP's window slows the client
 /// down. Doing this in the gateway's own handler, rather than in NIO's `HTTPServerPipelineHandler`,
 /// saves a handler on every event and the two `epoll_ctl` calls per request that its holding back

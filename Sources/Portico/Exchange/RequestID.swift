@@ -1,3 +1,4 @@
+import NIOHTTP1
 import Synchronization
 
 /// Request ids: taken from the client when well-formed, generated otherwise.
@@ -5,6 +6,11 @@ import Synchronization
 /// A client-supplied id lets one trace a request across client logs and ours; it is only accepted
 /// when short and made of safe characters, since it is echoed in headers and written to logs.
 enum RequestID {
+    /// The id of the request `head` begins: the client's `X-Request-Id` if it is acceptable, else a new one.
+    static func of(_ head: HTTPRequestHead) -> String {
+        head.headers.first(name: "x-request-id").flatMap { accept($0) ? $0 : nil } ?? generate()
+    }
+
     static func accept(_ value: String) -> Bool {
         guard (1...128).contains(value.utf8.count) else { return false }
         return value.utf8.allSatisfy { byte in

@@ -1,5 +1,7 @@
+import NIOCore
 import NIOHTTP1
 import PorticoPolicy
+import PorticoUpstream
 
 /// The response-decoration stage: what the gateway adds to every answer it sends for an exchange,
 /// whoever wrote the rest (a backend, or the gateway's own problem).
@@ -18,5 +20,39 @@ enum ResponseDecoration {
             head.headers.add(name: "RateLimit", value: limit.statusField)
         }
         if closing && !head.headers.contains(name: "connection") { head.headers.add(name: "Connection", value: "close") }
+    }
+
+    /// A handler's response head (a backend's, or the gateway's own answer) as the client gets it:
+    /// the backend's fields the gateway passes on, then the decoration. Recorded as the response's start.
+    static func head(_ upstream: UpstreamResponseHead, for exchange: Exchange, closing: Bool) -> HTTPResponseHead {
+        var head = ProxyForwarding.responseHead(upstream, version: exchange.head.version)
+        decorate(&head, for: exchange, closing: closing)
+        exchange.outcome.status = head.status.code
+        exchange.outcome.responseStarted = true
+        return head
+    }
+
+    /// A problem as the exchange's whole answer: its decorated head and its body, recorded in the outcome.
+    static func answer(_ problem: Problem, for exchange: Exchange, closing: Bool) -> (HTTPResponseHead, ByteBuffer) {
+        let body = problem.body(requestID: exchange.requestID)
+        var head = problem.head(requestID: exchange.requestID, contentLength: body.readableBytes, version: exchange.head.version)
+        decorate(&head, for: exchange, closing: closing)
+        exchange.outcome.status = problem.status.code
+        exchange.outcome.bytesSent = body.readableBytes
+        return (head, body)
+    }
+
+    /// The answer to bytes the decoder refused, which closes the connection: undecorated (nothing
+    /// is known of the request but, if it had begun, its id), and recorded in the outcome of the
+    /// exchange that broke off, if any.
+    static func refusal(_ problem: Problem, of exchange: Exchange?) -> (HTTPResponseHead, ByteBuffer) {
+        let requestID = exchange?.requestID ?? RequestID.generate()
+        let body = problem.body(requestID: requestID)
+        if let exchange {
+            exchange.outcome.status = problem.status.code
+            exchange.outcome.bytesSent = body.readableBytes
+            exchange.outcome.failure = "the request could not be parsed"
+        }
+        return (problem.head(requestID: requestID, contentLength: body.readableBytes), body)
     }
 }

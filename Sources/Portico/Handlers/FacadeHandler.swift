@@ -31,7 +31,7 @@ struct FacadeHandler: Sendable {
         let remainder = exchange.routed?.remainder ?? ""
         guard let parameters = facade.parameters(remainder: remainder, query: exchange.routed?.query) else {
             return eventLoop.makeSucceededFuture(
-                FacadeAnswer(problem: .facadeNoSuchPath(String(exchange.record.path)), source: facade.chain.first?.name ?? ""))
+                FacadeAnswer(problem: .facadeNoSuchPath(String(exchange.path)), source: facade.chain.first?.name ?? ""))
         }
         let tasks = FacadeTasks()
         exchange.task = tasks

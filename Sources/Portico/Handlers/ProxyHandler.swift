@@ -11,11 +11,11 @@ struct ProxyHandler: Sendable {
 
     /// Starts the exchange; a problem instead when it cannot be sent (the backend's concurrency
     /// cap is reached). Events arrive on `eventLoop`, tagged with the exchange.
-    func start(_ exchange: Exchange, proxy: ProxyPolicy, on eventLoop: any EventLoop, responder: any ExchangeResponder) -> Problem? {
-        guard let routed = exchange.routed, let backend = exchange.backend else {
-            // A validated snapshot always has the backend its routes name; answer rather than hang.
-            return .badGateway(backend: proxy.backend)
-        }
+    func start(
+        _ exchange: Exchange, proxy: ProxyPolicy, backend: CompiledBackend, on eventLoop: any EventLoop, responder: any ExchangeResponder
+    ) -> Problem? {
+        // A proxied request has always been routed; answer rather than hang.
+        guard let routed = exchange.routed else { return .badGateway(backend: proxy.backend) }
         switch concurrency.slot(for: backend) {
         case .success(let slot): exchange.concurrencySlot = slot
         case .failure(let busy): return busy

@@ -11,10 +11,11 @@ struct AccessLogObserver: Sendable {
     func exchangeEnded(_ exchange: Exchange) {
         exchange.policy.requestMetrics?.exchangeEnded(exchange)
         guard exchange.snapshot.policy.accessLog.enabled else { return }
+        let record = AccessRecord(exchange)
         if let writer {
-            writer.write(exchange.record)
+            writer.write(record)
         } else {
-            exchange.record.write(to: logger)
+            record.write(to: logger)
         }
     }
 }

@@ -1,7 +1,11 @@
 import Logging
 import NIOCore
+import NIOHTTP1
+import PorticoPolicy
+import PorticoTLS
 
-/// One structured line per request, written when the response ends (or the exchange is abandoned).
+/// One structured line per request, made from the ``Exchange`` when the response ends (or the
+/// exchange is abandoned).
 ///
 /// The fields are what an operator needs to follow a request: its id, what was asked, which
 /// service/version/backend served it, the outcome, and where the time went. No header values and no
@@ -30,6 +34,38 @@ struct AccessRecord {
     var upstreamConnects: Int?
     /// Why an exchange ended abnormally (for logs only; may name internal addresses).
     var failure: String?
+
+    init(requestID: String, method: String, path: Substring, client: String?, started: NIODeadline) {
+        self.requestID = requestID
+        self.method = method
+        self.path = path
+        self.client = client
+        self.started = started
+    }
+
+    /// The line of an exchange that has ended.
+    init(_ exchange: Exchange) {
+        self.init(
+            requestID: exchange.requestID, method: exchange.head.method.rawValue, path: exchange.path, client: exchange.client.address,
+            started: exchange.started)
+        switch exchange.route {
+        case .service(let routed): service = routed.service.name
+        case .locator: service = "(locator)"
+        case nil: break
+        }
+        version = exchange.version
+        keyID = exchange.keyID
+        tlsVersion = exchange.client.tls?.version
+        clientCertificate = exchange.client.tls?.peerSubject
+        let outcome = exchange.outcome
+        backend = outcome.backend ?? exchange.destination?.proxyBackend?.name
+        source = outcome.source
+        status = outcome.status
+        bytesSent = outcome.bytesSent
+        upstreamDuration = outcome.upstreamDuration
+        upstreamConnects = outcome.upstreamConnects
+        failure = outcome.failure
+    }
 
     func write(to logger: Logger) {
         let total = NIODeadline.now() - started

@@ -199,7 +199,7 @@ struct RequestMetrics: Sendable {
 
     /// Counts one finished exchange.
     func exchangeEnded(_ exchange: Exchange) {
-        let status = Int(exchange.record.status)
+        let status = Int(exchange.outcome.status)
         let statusClass = min(max(status / 100, 1), 5) - 1
         if let service = exchange.routed?.service.index {
             if let version = exchange.version, let counters = services[service][version] {
@@ -210,8 +210,10 @@ struct RequestMetrics: Sendable {
         } else {
             unrouted[statusClass].increment()
         }
-        requestDuration.recordNanoseconds((NIODeadline.now() - exchange.record.started).nanoseconds)
-        if let duration = exchange.record.upstreamDuration, let backend = exchange.record.backend, let timer = upstream[backend] {
+        requestDuration.recordNanoseconds((NIODeadline.now() - exchange.started).nanoseconds)
+        if let duration = exchange.outcome.upstreamDuration,
+            let backend = exchange.outcome.backend ?? exchange.destination?.proxyBackend?.name, let timer = upstream[backend]
+        {
             timer.recordNanoseconds(TimeAmount(duration).nanoseconds)
         }
     }

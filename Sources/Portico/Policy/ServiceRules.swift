@@ -11,15 +11,15 @@ final class ServiceRules: Sendable {
     /// What one version is served by.
     struct Version: Sendable {
         let handler: HandlerPolicy
-        /// The proxy's backend; `nil` only if the policy names one it does not define, which a
-        /// validated policy never does (the request is then answered 502).
-        let backend: CompiledBackend?
+        /// What serves the version, compiled: the proxy with its backend, the facade with its
+        /// sources, reformers and backends, or the code handler. `nil` only if the policy names a
+        /// backend it does not define, which a validated policy never does (the request is then
+        /// answered 502).
+        let destination: Destination?
         /// The service's path with this version in its `{version}` segment (`/api/2/stockquote`),
         /// for a template that has one: what a request that left the segment out is forwarded as
         /// when the proxy does not rewrite, so the backend sees the version chosen.
         let versionedPrefix: String?
-        /// A `facade` version's sources, reformers and backends, compiled.
-        var facade: CompiledFacade? = nil
     }
 
     let service: CompiledService
@@ -66,20 +66,17 @@ final class ServiceRules: Sendable {
         versions = Dictionary(
             uniqueKeysWithValues: service.policy.versions.map { number, version in
                 let prefix = hasVersionSegment ? service.policy.path.replacingOccurrences(of: "{version}", with: String(number)) : nil
+                let destination: Destination?
                 switch version.handler {
                 case .proxy(let proxy):
-                    return (number, Version(handler: version.handler, backend: backends[proxy.backend], versionedPrefix: prefix))
+                    destination = backends[proxy.backend].map { .proxy(proxy, $0) }
                 case .facade(let facade):
                     // Each fetch draws from its own source's backend limits, not the request.
-                    return (
-                        number,
-                        Version(
-                            handler: version.handler, backend: nil, versionedPrefix: prefix,
-                            facade: CompiledFacade(facade, service: service.name, version: number, backends: backends))
-                    )
-                case .code:
-                    return (number, Version(handler: version.handler, backend: nil, versionedPrefix: prefix))
+                    destination = .facade(CompiledFacade(facade, service: service.name, version: number, backends: backends))
+                case .code(let code):
+                    destination = .code(code)
                 }
+                return (number, Version(handler: version.handler, destination: destination, versionedPrefix: prefix))
             })
         versionNumbers = service.policy.versions.keys.sorted()
         let policy = service.policy

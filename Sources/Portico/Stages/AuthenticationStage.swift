@@ -25,7 +25,9 @@ struct AuthenticationStage: RequestStage {
             return .answer(refusal)
         }
         let authenticator = RequestAuthenticator(exchange.policy, nonces: nonces, scheme: scheme)
-        switch authenticator.authenticate(exchange.head, service: service, hasBody: exchange.expectsBody, now: RequestAuthenticator.now()) {
+        switch authenticator.authenticate(
+            exchange.head, service: service, hasBody: exchange.framing.expectsBody, now: RequestAuthenticator.now())
+        {
         case .failure(let problem):
             // A genuine key refused (403: revoked, not allowed) is not a failed authentication.
             if problem.status == .unauthorized || problem.status == .badRequest {
@@ -33,7 +35,7 @@ struct AuthenticationStage: RequestStage {
             }
             return .answer(problem)
         case .success(let authentication):
-            exchange.record.keyID = authentication.keyID
+            exchange.keyID = authentication.keyID
             exchange.contentDigest = authentication.contentDigest
             exchange.tier = authentication.tier
             exchange.pendingNonce = authentication.nonce

@@ -21,7 +21,7 @@ struct HeadChecksStage: RequestStage {
             return .answer(.misdirectedRequest())
         }
         let limit = exchange.snapshot.limits.maxBodyBytes
-        if let length = exchange.declaredLength, length > limit { return .answer(.bodyTooLarge(limit: limit)) }
+        if let length = exchange.framing.declaredLength, length > limit { return .answer(.bodyTooLarge(limit: limit)) }
         return .proceed
     }
 

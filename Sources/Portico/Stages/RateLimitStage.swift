@@ -14,8 +14,8 @@ struct RateLimitStage: RequestStage {
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
         guard let service = exchange.routed?.rules else { return .proceed }
         let (client, backend) = RateLimiter.draws(
-            service: service, tier: exchange.tier, keyID: exchange.record.keyID, clientAddress: exchange.client.addressSubject,
-            backend: exchange.backend)
+            service: service, tier: exchange.tier, keyID: exchange.keyID, clientAddress: exchange.client.addressSubject,
+            backend: exchange.destination?.proxyBackend)
         let request = LimitRequest(service: service.name, client: client, backend: backend, nonce: exchange.pendingNonce)
         guard !request.isEmpty else { return .proceed }
         // The store has the nonce now, whatever it decides.

@@ -4,8 +4,8 @@ import PorticoPolicy
 /// The route stage: which service a request is for (``Route``), or a 404 or 400 problem.
 ///
 /// The service locator's two paths (``CompiledLocator``) are answered by the gateway itself: the
-/// exchange gets a built-in response, and the stages after this one, which act on a routed
-/// service, let it through.
+/// exchange's destination is a built-in response, and no later stage runs for it
+/// (``RequestStages``).
 struct RouteStage: RequestStage {
     /// The listener's policy name, which picks the locator's public base URL.
     var listener: String = ""
@@ -14,10 +14,10 @@ struct RouteStage: RequestStage {
         if let locator = exchange.policy.locator,
             let answer = locator.answer(exchange.head, listener: listener)
         {
-            exchange.record.service = "(locator)"
+            exchange.route = .locator
             switch answer {
             case .success(let response):
-                exchange.builtIn = response
+                exchange.destination = .builtIn(response)
                 return .proceed
             case .failure(let problem):
                 return .answer(problem)
@@ -27,8 +27,7 @@ struct RouteStage: RequestStage {
         case .failure(let problem):
             return .answer(problem)
         case .success(let routed):
-            exchange.routed = routed
-            exchange.record.service = routed.service.name
+            exchange.route = .service(routed)
             return .proceed
         }
     }

@@ -4,7 +4,7 @@ import PorticoHTTP
 import PorticoPolicy
 
 /// The resolve-version stage: which of the service's API versions serves the request, and so
-/// which handler (and, for a proxy, which backend).
+/// which handler (and, for a proxy, which backend): the exchange's ``Destination``.
 ///
 /// 1. When the service reads the client's version (it has compatibility buckets or a
 ///    `minimumClientVersion`), the app's version is read from `clients.versionHeader`: one that
@@ -62,14 +62,14 @@ struct VersionStage: RequestStage {
             return .answer(.unknownVersion(named, service: rules.name, available: rules.versionNumbers))
         }
         exchange.version = version
-        exchange.handler = served.handler
-        exchange.backend = served.backend
         if routed.versionless { exchange.versionedPrefix = served.versionedPrefix }
-        exchange.record.version = version
-        switch served.handler {
-        case .proxy(let proxy): exchange.record.backend = proxy.backend
-        case .facade, .code: exchange.facade = served.facade
+        guard let destination = served.destination else {
+            // Only a policy naming a backend it does not define compiles so; validation refuses one.
+            let backend = if case .proxy(let proxy) = served.handler { proxy.backend } else { "unknown" }
+            exchange.outcome.backend = backend
+            return .answer(.badGateway(backend: backend))
         }
+        exchange.destination = destination
         return .proceed
     }
 

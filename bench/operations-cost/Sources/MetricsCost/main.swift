@@ -36,11 +36,11 @@ let policy = CompiledPolicy(snapshot, metrics: metrics)
 let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/api/2/stockquote/AAPL", headers: ["Host": "gateway.test"])
 let exchange = Exchange(head: head, requestID: "r", policy: policy, client: ClientConnection())
 guard case .success(let routed) = Route.resolve(head, in: policy) else { fatalError("the benchmark's request is not routed") }
-exchange.routed = routed
+exchange.route = .service(routed)
 exchange.version = 2
-exchange.record.backend = "quotes"
-exchange.record.status = 200
-exchange.record.upstreamDuration = .microseconds(412)
+exchange.outcome.backend = "quotes"
+exchange.outcome.status = 200
+exchange.outcome.upstreamDuration = .microseconds(412)
 let requestMetrics = policy.requestMetrics!
 
 var perExchange: [Double] = []

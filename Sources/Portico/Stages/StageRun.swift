@@ -1,0 +1,53 @@
+import NIOCore
+
+/// Where a run of the stages reports: the connection's handler.
+protocol StageRunDelegate: AnyObject {
+    /// Whether `exchange` is still waiting on its stages: a suspended stage resuming checks this
+    /// before it goes on (an exchange answered meanwhile, or whose client left, runs no further stage).
+    func isAdmitting(_ exchange: Exchange) -> Bool
+    /// The stages of `exchange` have run: `problem` is the answer one of them gave, or nil if all passed.
+    func stagesFinished(_ exchange: Exchange, answer problem: Problem?)
+}
+
+extension RequestStages {
+    /// Runs the stages from `index` on, over `exchange`, on the connection's event loop. A
+    /// suspended stage resumes the run when its future completes (a failed one is the gateway's
+    /// 500). An exchange whose destination is the gateway's own answer (the service locator) runs
+    /// no stage after the one that chose it.
+    func run(_ exchange: Exchange, from index: Int = 0, on eventLoop: any EventLoop, reportingTo delegate: some StageRunDelegate) {
+        var index = index
+        while index < stages.count {
+            let outcome = stages[index].process(exchange, on: eventLoop)
+            index += 1
+            switch outcome {
+            case .proceed:
+                if case .builtIn = exchange.destination { index = stages.count }
+            case .answer(let problem):
+                return delegate.stagesFinished(exchange, answer: problem)
+            case .suspend(let future):
+                return resume(exchange, after: future, at: index, on: eventLoop, reportingTo: delegate)
+            }
+        }
+        delegate.stagesFinished(exchange, answer: nil)
+    }
+
+    private func resume(
+        _ exchange: Exchange, after future: EventLoopFuture<StageOutcome>, at index: Int, on eventLoop: any EventLoop,
+        reportingTo delegate: some StageRunDelegate
+    ) {
+        future.hop(to: eventLoop).assumeIsolated().whenComplete { result in
+            // The client may have left, or the exchange been answered, while the stage waited.
+            guard delegate.isAdmitting(exchange) else { return }
+            switch result {
+            case .success(.proceed):
+                run(exchange, from: index, on: eventLoop, reportingTo: delegate)
+            case .success(.answer(let problem)):
+                delegate.stagesFinished(exchange, answer: problem)
+            case .success(.suspend(let next)):
+                resume(exchange, after: next, at: index, on: eventLoop, reportingTo: delegate)
+            case .failure:
+                delegate.stagesFinished(exchange, answer: .stageFailed())
+            }
+        }
+    }
+}
