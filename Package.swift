@@ -203,9 +203,33 @@ let package = Package(
         ),
         // glibc's spawn and pipe extensions, for the tests' child processes.
         .target(name: "CPorticoSpawn"),
+        // What every test target may share, none of it the gateway: child processes, a refusing
+        // port, the test certificates, waiting without sleeping a fixed time, a socket that stops reading.
         .target(
             name: "PorticoTestSupport",
-            dependencies: ["CPorticoSpawn", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            dependencies: [
+                "CPorticoSpawn", "CPorticoOpenSSL", "PorticoTLS", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            exclude: ["Fixtures"],
+            swiftSettings: swiftSettings
+        ),
+        // The one way tests start a real gateway (with backends), and the fixtures several test
+        // targets share (the facade and client fixture, a backend that holds its answer).
+        .target(
+            name: "PorticoTesting",
+            dependencies: [
+                "Portico",
+                "PorticoPolicy",
+                "PorticoClient",
+                "PorticoCrypto",
+                "PorticoDemoBackends",
+                "PorticoTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -247,11 +271,28 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "PorticoTLSTests",
+            dependencies: [
+                "PorticoTLS",
+                "CPorticoOpenSSL",
+                "PorticoTestSupport",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "PorticoClientTests",
             dependencies: [
                 "PorticoClient",
                 "PorticoSigning",
                 "PorticoDemoBackends",
+                // The façade against a real gateway: its fixture, and the gateway's locator key.
+                "Portico",
+                "PorticoCrypto",
+                "PorticoTesting",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
@@ -284,6 +325,7 @@ let package = Package(
                 "PorticoRedis",
                 "PorticoRedisTesting",
                 "PorticoTestSupport",
+                "PorticoTesting",
                 "PorticoDemoBackends",
                 "CPorticoOpenSSL",
                 "CPorticoCurl",
@@ -296,7 +338,6 @@ let package = Package(
                 .product(name: "Version", package: "Version"),
                 .product(name: "Yams", package: "Yams"),
             ],
-            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -12,18 +12,9 @@ import Testing
 /// with TLS only, on certificates made for this run.
 @Suite("Redis over TLS", .enabled(if: RedisServerProcess.isInstalled), .serialized)
 struct RedisTLSTests {
-    /// The TLS tests' certificates (`Tests/PorticoTests/Fixtures/make-test-certs.sh`): `ca.pem`
-    /// signs `localhost.pem` (SAN localhost and 127.0.0.1); `foreign-ca.pem` is another CA.
-    static let certificates: String = {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-redis-certs-\(UUID().uuidString)").path
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("PorticoTests/Fixtures/make-test-certs.sh").path
-        let result = try! ChildProcess.run("/bin/bash", [script, directory])
-        precondition(result.termination == .exited(0), "make-test-certs.sh failed (is the openssl command installed?)")
-        return directory
-    }()
-
-    static func path(_ name: String) -> String { certificates + "/" + name }
+    /// The tests' certificates (``TestCertificates``): `ca.pem` signs `localhost.pem` (SAN
+    /// localhost and 127.0.0.1); `foreign-ca.pem` is another CA.
+    static func path(_ name: String) -> String { TestCertificates.path(name) }
 
     static func server() throws -> RedisServerProcess {
         try RedisServerProcess(

@@ -1,5 +1,7 @@
 import Logging
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @Suite("The access log")

@@ -2,6 +2,8 @@ import Foundation
 import PorticoDemoBackends
 import PorticoPolicy
 import PorticoRedis
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @testable import Portico

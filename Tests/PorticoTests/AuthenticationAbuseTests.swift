@@ -1,6 +1,8 @@
 import Foundation
 import PorticoDemoBackends
 import PorticoSigning
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @testable import Portico

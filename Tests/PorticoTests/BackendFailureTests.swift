@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import PorticoDemoBackends
 import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @Suite("Backends that fail")

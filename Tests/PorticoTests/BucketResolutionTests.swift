@@ -1,5 +1,7 @@
 import Foundation
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// The active version map end to end: a real gateway, a real backend (echo, which shows the

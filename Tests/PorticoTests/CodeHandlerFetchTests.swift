@@ -4,6 +4,7 @@ import NIOCore
 import Portico
 import PorticoDemoBackends
 import PorticoTestSupport
+import PorticoTesting
 import PorticoUpstream
 import Synchronization
 import Testing

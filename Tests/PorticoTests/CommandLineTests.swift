@@ -2,6 +2,7 @@ import Foundation
 import Portico
 import PorticoCrypto
 import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// The `portico` executable, built beside the test bundle by `swift test`.

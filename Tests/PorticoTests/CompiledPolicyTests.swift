@@ -3,6 +3,8 @@ import NIOEmbedded
 import NIOHTTP1
 import PorticoPolicy
 import PorticoSigning
+import PorticoTestSupport
+import PorticoTesting
 import PorticoUpstream
 import Testing
 

@@ -3,6 +3,8 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @Suite("Many clients at once")

@@ -2,6 +2,8 @@ import Logging
 import NIOCore
 import PorticoDemoBackends
 import PorticoPolicy
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @testable import Portico

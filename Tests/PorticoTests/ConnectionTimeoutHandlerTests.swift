@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
+import PorticoTestSupport
 import Testing
 
 @testable import Portico
@@ -245,7 +246,7 @@ struct ConnectionTimeoutHandlerTests {
     @Test("over TLS, the send timeout closes at once instead of waiting out the TLS close deadline")
     func overTLS() throws {
         let timeouts = ConnectionTimeoutHandler(headTimeout: .seconds(10), idleTimeout: .seconds(60), sendTimeout: .seconds(1))
-        let setup = try TLSServerHandlerTests.setUp(above: timeouts)
+        let setup = try TLSHandlerHarness.start(above: timeouts)
         try setup.pump()
         setup.client.write("GET / HTTP/1.1\r\n\r\n")
         try setup.pump()

@@ -1,5 +1,6 @@
 import CPorticoCurl
 import Foundation
+import PorticoTestSupport
 
 /// A blocking libcurl easy handle, for TLS tests that must come from libcurl: one handle keeps its
 /// connection alive between ``get(_:)`` calls, as a client app would.

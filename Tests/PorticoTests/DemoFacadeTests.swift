@@ -3,6 +3,8 @@ import Logging
 import Portico
 import PorticoDemoBackends
 import PorticoPolicy
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// The shipped facades, stockQuote and weather, over the demo feeds: each version answers its

@@ -1,14 +1,15 @@
 import Foundation
 import PorticoDemoBackends
 import PorticoPolicy
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// The quick start's stockQuote: two versions with their own contracts, served by the demo quotes
 /// backend's `/v1` and `/v2` routes, and the shipped policy's buckets choosing between them.
 @Suite("Demo stockQuote versions")
 struct DemoQuotesTests {
-    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
+    static let repositoryRoot = Repository.root
 
     /// The shipped policy's stockQuote, without its signature requirement; since the facades
     /// issue its versions are facades over the CSV and XML feeds (``DemoFacadeTests/feeds``).

@@ -7,7 +7,7 @@ import Testing
 
 @testable import Portico
 
-/// The gateway's connection pipeline on an `EmbeddedChannel`, with a policy whose signed service
+/// The gateway's connection pipeline on an `EmbeddedChannel` with its standard stages, and a policy whose signed service
 /// lives under `/api/{version}/stockquote` and a backend that is never called.
 enum EmbeddedGateway {
     static let policy = """
@@ -26,22 +26,13 @@ enum EmbeddedGateway {
           demo-app: { secret: demo-only-secret-published-in-the-portico-repository, demo: true, services: [stockQuote] }
         """
 
-    /// Sends `input` on a fresh connection, closes it, and returns everything the gateway wrote.
+    /// Sends `input` on a fresh connection (``StagedConnection`` with the standard stages),
+    /// closes it, and returns everything the gateway wrote.
     static func exchange(_ input: String) throws -> String {
-        let snapshot = try PolicyLoader().load(sources: [(file: "embedded.yaml", text: policy)])
-        let services = GatewayServices(
-            store: PolicyStore(snapshot), upstream: UnreachableUpstream(), nonces: InMemoryNonceStore(capacity: 16),
-            rateLimiter: RateLimiter(), accessLogger: Logger(label: "portico.test"), scheme: "http")
-        let channel = EmbeddedChannel()
-        try ConnectionPipeline(services: services, limits: snapshot.limits).configure(channel.pipeline.syncOperations)
-        try channel.connect(to: SocketAddress(ipAddress: "192.0.2.1", port: 1)).wait()
-        _ = try? channel.writeInbound(ByteBuffer(string: input))
-        channel.embeddedEventLoop.run()
-        var output = ""
-        while let data = try channel.readOutbound(as: IOData.self) {
-            if case .byteBuffer(let buffer) = data { output += String(buffer: buffer) }
-        }
-        _ = try? channel.finish(acceptAlreadyClosed: true)
+        let connection = try StagedConnection(policy: policy, upstream: UnreachableUpstream()) { services, _ in .standard(services) }
+        connection.send(input)
+        let output = try connection.output()
+        _ = try? connection.channel.finish(acceptAlreadyClosed: true)
         return output
     }
 }

@@ -4,6 +4,8 @@ import NIOCore
 import NIOHTTP1
 import Portico
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Synchronization
 import Testing
 

@@ -5,6 +5,7 @@ import NIOHTTP1
 import Portico
 import PorticoDemoBackends
 import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// A facade falls back, source by source, on each kind of failure; with nothing left it answers

@@ -5,6 +5,7 @@ import NIOHTTP1
 import Portico
 import PorticoDemoBackends
 import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// Shadow comparison: a candidate source fetched beside the active one, compared field by field,

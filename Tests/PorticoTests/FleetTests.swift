@@ -8,6 +8,8 @@ import PorticoDemoBackends
 import PorticoPolicy
 import PorticoRedis
 import PorticoRedisTesting
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @testable import Portico

@@ -155,25 +155,3 @@ import Testing
         _ = try? connection.channel.finish(acceptAlreadyClosed: true)
     }
 }
-
-/// The TLS handler's promise order (found in review).
-@Suite struct TLSPromiseOrderTests {
-    /// A flush of only empty writes (NIO's `.end` for a body with a known length) completes its
-    /// promise after the flushes before it have reached the socket, not at once.
-    @Test func anEmptyEndCompletesOnlyAfterTheBytesBeforeIt() throws {
-        let setup = try TLSServerHandlerTests.setUp()
-        try setup.pump()
-        setup.socket.stuck = true
-        let order = NIOLockedValueBox<[String]>([])
-        let body = setup.channel.eventLoop.makePromise(of: Void.self)
-        body.futureResult.whenSuccess { order.withLockedValue { $0.append("body") } }
-        setup.channel.writeAndFlush(ByteBuffer(string: "the last body bytes"), promise: body)
-        let end = setup.channel.eventLoop.makePromise(of: Void.self)
-        end.futureResult.whenSuccess { order.withLockedValue { $0.append("end") } }
-        setup.channel.writeAndFlush(ByteBuffer(), promise: end)
-        setup.socket.stuck = false
-        setup.socket.release()
-        #expect(order.withLockedValue { $0 } == ["body", "end"])
-        _ = try setup.channel.finish(acceptAlreadyClosed: true)
-    }
-}

@@ -1,5 +1,7 @@
 import NIOCore
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @testable import Portico

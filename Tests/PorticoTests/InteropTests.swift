@@ -1,5 +1,6 @@
 import Foundation
 import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// Signatures made by an independent RFC 9421 implementation (Python's http-message-signatures

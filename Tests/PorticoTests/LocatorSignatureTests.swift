@@ -4,6 +4,7 @@ import PorticoClient
 import PorticoCrypto
 import PorticoDemoBackends
 import PorticoTestSupport
+import PorticoTesting
 import Synchronization
 import Testing
 
@@ -53,7 +54,7 @@ struct LocatorSignatureTests {
         }
     }
 
-    static let pinned = try! PinnedLocatorKey(base64URL: LocatorSigning.base64URL(LocatorKeys.signing.key.publicKey))
+    static let pinned = LocatorKeys.pinned
 
     func withLocator(
         key: String? = LocatorKeys.signing.file,

@@ -5,6 +5,8 @@ import PorticoCrypto
 import PorticoDemoBackends
 import PorticoPolicy
 import PorticoSigning
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @testable import Portico

@@ -1,6 +1,8 @@
 import Foundation
 import NIOHTTP1
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @testable import Portico

@@ -1,5 +1,7 @@
 import Foundation
 import PorticoPolicy
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @testable import Portico

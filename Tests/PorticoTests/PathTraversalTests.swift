@@ -1,4 +1,6 @@
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// The gateway decides what a path means before a backend can: dot-segments in any encoding and

@@ -2,6 +2,8 @@ import Foundation
 import NIOConcurrencyHelpers
 import PorticoDemoBackends
 import PorticoPolicy
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @testable import Portico

@@ -4,6 +4,8 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @testable import Portico

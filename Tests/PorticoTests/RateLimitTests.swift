@@ -4,6 +4,8 @@ import NIOConcurrencyHelpers
 import NIOHTTP1
 import Portico
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// Rate limits through the running gateway: per key tier, per backend, per address, concurrency.

@@ -4,6 +4,8 @@ import NIOCore
 import NIOHTTP1
 import PorticoDemoBackends
 import PorticoPolicy
+import PorticoTestSupport
+import PorticoTesting
 
 @testable import Portico
 
@@ -30,9 +32,7 @@ final class ReloadableGateway: Sendable {
         var files = files
         if files["gateway.yaml"] == nil {
             files["gateway.yaml"] = """
-                listeners:
-                  - { name: test, address: 127.0.0.1, port: 0\(tls.map { ", tls: \($0)" } ?? "") }
-                accessLog: { enabled: false }
+                \(TestGateway.gatewaySection(accessLog: false, tls: tls))
                 admin: \(admin)
                 """
         }
@@ -96,24 +96,9 @@ func withReloadableGateway(
     backends: [BackendServer.Handler] = [DemoBackends.echo], tls: String? = nil, admin: String = "{ address: 127.0.0.1, port: 0 }",
     files: ([Int]) -> [String: String], _ body: (ReloadableGateway, [BackendServer]) async throws -> Void
 ) async throws {
-    var servers: [BackendServer] = []
-    for handler in backends { servers.append(try await BackendServer.start(handler: handler)) }
-    let gateway: ReloadableGateway
-    do {
-        gateway = try await ReloadableGateway.start(files: files(servers.map(\.port)), tls: tls, admin: admin)
-    } catch {
-        for server in servers { try? await server.shutdown() }
-        throw error
-    }
-    do {
-        try await body(gateway, servers)
-    } catch {
-        await gateway.shutdown()
-        for server in servers { try? await server.shutdown() }
-        throw error
-    }
-    await gateway.shutdown()
-    for server in servers { try? await server.shutdown() }
+    try await withBackends(
+        backends, start: { ports in try await ReloadableGateway.start(files: files(ports), tls: tls, admin: admin) },
+        shutdown: { await $0.shutdown() }, body)
 }
 
 /// A backend that answers every request with `200` and `name` as its body.

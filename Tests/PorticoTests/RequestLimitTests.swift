@@ -1,6 +1,8 @@
 import Foundation
 import Portico
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 @Suite("Bad and oversized requests")

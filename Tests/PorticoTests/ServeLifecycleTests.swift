@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import PorticoDemoBackends
 import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 #if canImport(Glibc)

@@ -3,6 +3,8 @@ import Logging
 import PorticoCrypto
 import PorticoDemoBackends
 import PorticoSigning
+import PorticoTestSupport
+import PorticoTesting
 import RawStructuredFieldValues
 import Testing
 
@@ -10,36 +12,11 @@ import Testing
 
 @Suite("Signature and API-key authentication through the running gateway")
 struct SignatureAuthTests {
-    static let appSecret = "app-one-secret-0123456789abcdefghijklmnopqrstuvwxyz"
-    static let revokedSecret = "revoked-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+    static let appSecret = SignedServicesFixture.appSecret
+    static let revokedSecret = SignedServicesFixture.revokedSecret
     static let signer = TestSigner(keyID: "app-one", secret: appSecret)
 
-    static func policy(_ ports: [Int]) -> String {
-        """
-        signatures: { maxClockSkew: 300s, requireNonce: true }
-        limits: { authFailures: off }  # these tests send hundreds of refusals from one address
-        backends:
-          echo: { url: "http://127.0.0.1:\(ports[0])" }
-        services:
-          signed:
-            path: /signed
-            auth: signature
-            versions: { 1: { proxy: { backend: echo } } }
-          other:
-            path: /other
-            auth: signature
-            versions: { 1: { proxy: { backend: echo } } }
-          keyed:
-            path: /keyed
-            auth: apiKey
-            versions: { 1: { proxy: { backend: echo } } }
-        tiers:
-          standard: { rate: 10000/s, burst: 10000 }
-        keys:
-          app-one: { secret: "\(appSecret)", demo: true, services: [signed, keyed], tier: standard }
-          old-app: { secret: "\(revokedSecret)", demo: true, status: revoked, services: ["*"] }
-        """
-    }
+    static func policy(_ ports: [Int]) -> String { SignedServicesFixture.policy(ports) }
 
     @Test("a correctly signed GET and POST pass, with the key id and no secret in the access log")
     func signedRequestsPass() async throws {

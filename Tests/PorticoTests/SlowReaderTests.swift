@@ -2,6 +2,8 @@ import Foundation
 import NIOHTTP1
 import Portico
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// Clients that stop reading their answers, through the running gateway.

@@ -5,6 +5,7 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
+import PorticoTestSupport
 #endif
 
 /// A blocking TLS client over a plain socket, driven with OpenSSL directly, so that tests choose

@@ -8,6 +8,7 @@ import NIOPosix
 import PorticoDemoBackends
 import PorticoPolicy
 import PorticoTestSupport
+import PorticoTesting
 import PorticoUpstream
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import Portico
 import PorticoCrypto
 import PorticoSigning
+import PorticoTestSupport
 
 /// Signs requests for tests the way a client app would, with the server's own OpenSSL HMAC (the
 /// client library has its own tests against the same vectors).

@@ -1,5 +1,7 @@
 import Foundation
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// The gateway with both upstream clients: NIO (the default for `http://`) and libcurl (`client: curl`).

@@ -2,6 +2,8 @@ import Foundation
 import NIOCore
 import NIOPosix
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// A backend response the gateway must not pass on, named for the test report.

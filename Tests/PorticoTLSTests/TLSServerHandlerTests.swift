@@ -3,137 +3,19 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import PorticoTLS
+import PorticoTestSupport
 import Testing
 
 /// The handler's state machine without sockets: an `EmbeddedChannel` on one side, an OpenSSL
 /// client over memory BIOs on the other, bytes moved by hand between them.
 @Suite("The TLS handler, byte by byte")
 struct TLSServerHandlerTests {
-    /// An OpenSSL client whose ciphertext the test carries to and from the channel.
-    final class MemoryClient {
-        let context: OpaquePointer
-        let ssl: OpaquePointer
-        let input: OpaquePointer
-        let output: OpaquePointer
-
-        init() {
-            context = portico_tls_client_context_new(0, 0)!
-            SSL_CTX_load_verify_locations(context, TestCertificates.path("ca.pem"), nil)
-            SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
-            ssl = SSL_new(context)!
-            input = portico_tls_memory_bio()!
-            output = portico_tls_memory_bio()!
-            SSL_set_bio(ssl, input, output)
-            _ = portico_tls_set_host_name(ssl, "localhost")
-            SSL_set1_host(ssl, "localhost")
-            SSL_set_connect_state(ssl)
-        }
-
-        deinit {
-            SSL_free(ssl)
-            SSL_CTX_free(context)
-        }
-
-        /// Ciphertext the client wants to send.
-        func take() -> ByteBuffer? {
-            let pending = Int(BIO_ctrl_pending(output))
-            guard pending > 0 else { return nil }
-            var bytes = [UInt8](repeating: 0, count: pending)
-            _ = BIO_read(output, &bytes, Int32(pending))
-            return ByteBuffer(bytes: bytes)
-        }
-
-        func give(_ buffer: ByteBuffer) {
-            let bytes = Array(buffer.readableBytesView)
-            _ = BIO_write(input, bytes, Int32(bytes.count))
-        }
-
-        func handshake() -> Int32 { SSL_do_handshake(ssl) }
-
-        func write(_ text: String) {
-            let bytes = Array(text.utf8)
-            _ = SSL_write(ssl, bytes, Int32(bytes.count))
-        }
-
-        /// Plaintext available, and whether close_notify arrived.
-        func read() -> (text: String, closeNotify: Bool) {
-            var text = ""
-            var chunk = [UInt8](repeating: 0, count: 16384)
-            while true {
-                let count = SSL_read(ssl, &chunk, Int32(chunk.count))
-                if count > 0 {
-                    text += String(decoding: chunk.prefix(Int(count)), as: UTF8.self)
-                    continue
-                }
-                return (text, SSL_get_error(ssl, count) == SSL_ERROR_ZERO_RETURN)
-            }
-        }
-    }
-
-    /// Records what reaches the stage above the TLS handler.
-    final class Recorder: ChannelInboundHandler {
-        typealias InboundIn = ByteBuffer
-        var plaintext = ""
-        var events: [TLSConnectionInfo] = []
-        var errors: [TLSError] = []
-
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            plaintext += String(buffer: unwrapInboundIn(data))
-        }
-
-        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-            if let completed = event as? TLSHandshakeCompleted { events.append(completed.info) }
-        }
-
-        func errorCaught(context: ChannelHandlerContext, error: any Error) {
-            if let error = error as? TLSError { errors.append(error) }
-        }
-    }
-
-    struct Setup {
-        let channel: EmbeddedChannel
-        let client: MemoryClient
-        let recorder: Recorder
-        /// Below the TLS handler: holds ciphertext while `stuck`, like a peer that stopped reading.
-        let socket: StuckSocket
-
-        /// Moves the virtual clock.
-        func advance(_ amount: TimeAmount) { channel.embeddedEventLoop.advanceTime(by: amount) }
-
-        /// Carries bytes both ways until neither side has anything to say.
-        func pump() throws {
-            var moved = true
-            while moved {
-                moved = false
-                _ = client.handshake()
-                if let bytes = client.take() {
-                    try channel.writeInbound(bytes)
-                    moved = true
-                }
-                while let bytes = try channel.readOutbound(as: ByteBuffer.self) {
-                    client.give(bytes)
-                    moved = true
-                }
-            }
-        }
-    }
+    typealias Setup = TLSHandlerHarness
 
     /// A TLS handler (default handshake and close timeouts: 10 s and 3 s) on an embedded channel;
     /// `above` goes between it and the recorder.
     static func setUp(above: (any ChannelHandler)? = nil) throws -> Setup {
-        let configuration = TLSConfiguration(certificates: [
-            .init(certificateChain: TestCertificates.path("localhost.pem"), privateKey: TestCertificates.path("localhost-key.pem"))
-        ])
-        let context = try TLSContext(configuration: configuration)
-        let recorder = Recorder()
-        let socket = StuckSocket()
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandler(socket)
-        try channel.pipeline.syncOperations.addHandler(try #require(TLSServerHandler(context: context)))
-        if let above { try channel.pipeline.syncOperations.addHandler(above) }
-        try channel.pipeline.syncOperations.addHandler(recorder)
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        return Setup(channel: channel, client: MemoryClient(), recorder: recorder, socket: socket)
+        try TLSHandlerHarness.start(above: above)
     }
 
     /// The content type of each TLS record in `ciphertext`, walked by the 5-byte record headers
@@ -381,5 +263,27 @@ struct TLSServerHandlerTests {
         #expect(!setup.channel.isActive)
         #expect(failed.withLockedValue { $0 })
         #expect(setup.recorder.errors.isEmpty)  // our own decision, not a peer's unclean shutdown
+    }
+}
+
+/// The TLS handler's promise order (found in review).
+@Suite struct TLSPromiseOrderTests {
+    /// A flush of only empty writes (NIO's `.end` for a body with a known length) completes its
+    /// promise after the flushes before it have reached the socket, not at once.
+    @Test func anEmptyEndCompletesOnlyAfterTheBytesBeforeIt() throws {
+        let setup = try TLSHandlerHarness.start()
+        try setup.pump()
+        setup.socket.stuck = true
+        let order = NIOLockedValueBox<[String]>([])
+        let body = setup.channel.eventLoop.makePromise(of: Void.self)
+        body.futureResult.whenSuccess { order.withLockedValue { $0.append("body") } }
+        setup.channel.writeAndFlush(ByteBuffer(string: "the last body bytes"), promise: body)
+        let end = setup.channel.eventLoop.makePromise(of: Void.self)
+        end.futureResult.whenSuccess { order.withLockedValue { $0.append("end") } }
+        setup.channel.writeAndFlush(ByteBuffer(), promise: end)
+        setup.socket.stuck = false
+        setup.socket.release()
+        #expect(order.withLockedValue { $0 } == ["body", "end"])
+        _ = try setup.channel.finish(acceptAlreadyClosed: true)
     }
 }

@@ -3,6 +3,8 @@ import Logging
 import Portico
 import PorticoCrypto
 import PorticoDemoBackends
+import PorticoTestSupport
+import PorticoTesting
 import Synchronization
 import Testing
 

@@ -6,19 +6,19 @@ import Synchronization
 /// A backend that counts requests and holds every answer until the test calls ``release()``: the
 /// requests a client sends meanwhile are all in flight at once, which is what deduplication of
 /// requests in flight needs to be shown (a quick backend would let them run one after another).
-final class HeldBackend: Sendable {
-    let port: Int
+public final class HeldBackend: Sendable {
+    public let port: Int
     private let channel: any Channel
     private let state: Mutex<State>
 
-    struct State {
-        var requests = 0
-        var held: [@Sendable () -> Void] = []
-        var released = false
+    public struct State {
+        public var requests = 0
+        public var held: [@Sendable () -> Void] = []
+        public var released = false
     }
 
     /// Requests received so far, answered or held.
-    var requestsReceived: Int { state.withLock { $0.requests } }
+    public var requestsReceived: Int { state.withLock { $0.requests } }
 
     private init(port: Int, channel: any Channel) {
         self.port = port
@@ -27,7 +27,7 @@ final class HeldBackend: Sendable {
     }
 
     /// Starts it on loopback; every request gets `200` with `body` (JSON) once released.
-    static func start(body: String) async throws -> HeldBackend {
+    public static func start(body: String) async throws -> HeldBackend {
         let backend = Box()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -45,7 +45,7 @@ final class HeldBackend: Sendable {
     }
 
     /// Answers every held request, and from now on answers at once.
-    func release() {
+    public func release() {
         let held = state.withLock { state in
             state.released = true
             defer { state.held = [] }
@@ -54,7 +54,7 @@ final class HeldBackend: Sendable {
         for answer in held { answer() }
     }
 
-    func shutdown() async throws { try await channel.close() }
+    public func shutdown() async throws { try await channel.close() }
 
     private func arrived(_ answer: @escaping @Sendable () -> Void) {
         let now = state.withLock { state in
@@ -66,26 +66,26 @@ final class HeldBackend: Sendable {
     }
 
     private final class Box: Sendable {
-        let held = Mutex<HeldBackend?>(nil)
-        var value: HeldBackend? {
+        public let held = Mutex<HeldBackend?>(nil)
+        public var value: HeldBackend? {
             get { held.withLock { $0 } }
             set { held.withLock { $0 = newValue } }
         }
     }
 
     private final class Handler: ChannelInboundHandler {
-        typealias InboundIn = HTTPServerRequestPart
-        typealias OutboundOut = HTTPServerResponsePart
+        public typealias InboundIn = HTTPServerRequestPart
+        public typealias OutboundOut = HTTPServerResponsePart
 
-        let body: String
-        let arrived: @Sendable (@escaping @Sendable () -> Void) -> Void
+        public let body: String
+        public let arrived: @Sendable (@escaping @Sendable () -> Void) -> Void
 
-        init(body: String, arrived: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
+        public init(body: String, arrived: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
             self.body = body
             self.arrived = arrived
         }
 
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard case .end = unwrapInboundIn(data) else { return }
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             let body = self.body

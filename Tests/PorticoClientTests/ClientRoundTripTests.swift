@@ -1,6 +1,8 @@
 import Foundation
 import PorticoClient
 import PorticoSigning
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -33,14 +35,14 @@ struct ClientRoundTripTests {
     static let identity = ClientIdentity(appVersion: "2.4.1", platform: "iphone")
 
     static func signer() -> RequestSigner {
-        var signer = RequestSigner(keyID: "app-one", secret: SignatureAuthTests.appSecret, identity: identity)
+        var signer = RequestSigner(keyID: "app-one", secret: SignedServicesFixture.appSecret, identity: identity)
         signer.coveredFields = ["content-type"]
         return signer
     }
 
     @Test("signed over a raw connection, each request reaches the backend as sent", arguments: cases)
     func rawConnection(_ testCase: Case) async throws {
-        try await withGateway(policy: SignatureAuthTests.policy) { gateway, _ in
+        try await withGateway(policy: SignedServicesFixture.policy) { gateway, _ in
             let url = try #require(URL(string: "http://gateway.test" + testCase.target))
             let headers = testCase.body == nil ? [] : [(name: "Content-Type", value: "application/json")]
             let fields = try Self.signer().sign(
@@ -64,7 +66,7 @@ struct ClientRoundTripTests {
 
     @Test("URLRequest.sign(with:) through URLSession, and a request changed after signing is refused", arguments: cases)
     func urlSession(_ testCase: Case) async throws {
-        try await withGateway(policy: SignatureAuthTests.policy) { gateway, _ in
+        try await withGateway(policy: SignedServicesFixture.policy) { gateway, _ in
             let url = try #require(URL(string: "http://127.0.0.1:\(gateway.port)" + testCase.target))
             var request = URLRequest(url: url)
             request.httpMethod = testCase.method

@@ -1,10 +1,9 @@
 import Foundation
-import PorticoTestSupport
 
 /// Certificates for the TLS tests, made once per test run by `Fixtures/make-test-certs.sh` (which
 /// lists what it makes) in a fresh temporary directory.
-enum TestCertificates {
-    static let directory: String = {
+public enum TestCertificates {
+    public static let directory: String = {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-test-certs-\(UUID().uuidString)").path
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/make-test-certs.sh").path
         let result = try! ChildProcess.run("/bin/bash", [script, directory])
@@ -12,10 +11,10 @@ enum TestCertificates {
         return directory
     }()
 
-    static func path(_ name: String) -> String { directory + "/" + name }
+    public static func path(_ name: String) -> String { directory + "/" + name }
 
     /// A listener `tls` mapping with one certificate.
-    static func listenerTLS(_ name: String = "localhost", extra: String = "") -> String {
+    public static func listenerTLS(_ name: String = "localhost", extra: String = "") -> String {
         "{ certificate: \"\(path(name + ".pem"))\", privateKey: \"\(path(name + "-key.pem"))\"\(extra) }"
     }
 }

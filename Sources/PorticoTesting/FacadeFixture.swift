@@ -16,13 +16,13 @@ import Synchronization
 /// façade's tests do not change when the shipped demo's handlers do (its stockQuote may become a
 /// facade over other feeds): what they need is the versioning, signature and rate-limit behaviour.
 /// `echo` requires a signature here, so that a signed POST is verified.
-enum FacadeFixture {
-    static let root = DemoQuotesTests.repositoryRoot.appendingPathComponent("policies")
-    static let demoSecret = try! String(contentsOf: root.appendingPathComponent("secrets/demo-app.secret"), encoding: .utf8)
+public enum FacadeFixture {
+    public static let root = Repository.root.appendingPathComponent("policies")
+    public static let demoSecret = try! String(contentsOf: root.appendingPathComponent("secrets/demo-app.secret"), encoding: .utf8)
         .trimmingCharacters(in: .whitespacesAndNewlines)
-    static let pinned = LocatorSignatureTests.pinned
+    public static let pinned = LocatorKeys.pinned
 
-    static func policy(quotesPort: Int, echoPort: Int, gatewayPort: Int?, quotesMaxConcurrent: Int = 64) -> String {
+    public static func policy(quotesPort: Int, echoPort: Int, gatewayPort: Int?, quotesMaxConcurrent: Int = 64) -> String {
         let keys = try! String(contentsOf: root.appendingPathComponent("keys.yaml"), encoding: .utf8)
             .replacingOccurrences(of: "secretFile: secrets/demo-app.secret", with: "secret: \"\(demoSecret)\"")
         let base = gatewayPort.map { "http://127.0.0.1:\($0)" } ?? "http://127.0.0.1:1"
@@ -59,10 +59,13 @@ enum FacadeFixture {
     }
 
     /// A rate limiter whose clock moves only when a test moves it.
-    final class ManualLimiterClock: Sendable {
-        let nanos = Mutex<Int64>(1_000_000_000_000)
-        var limiter: RateLimiter { RateLimiter(clock: { [self] in self.nanos.withLock { $0 } }) }
-        func advance(by duration: Duration) {
+    public final class ManualLimiterClock: Sendable {
+        public let nanos = Mutex<Int64>(1_000_000_000_000)
+
+        public init() {}
+
+        public var limiter: RateLimiter { RateLimiter(clock: { [self] in self.nanos.withLock { $0 } }) }
+        public func advance(by duration: Duration) {
             let (seconds, attoseconds) = duration.components
             nanos.withLock { $0 += seconds * 1_000_000_000 + attoseconds / 1_000_000_000 }
         }
@@ -70,7 +73,7 @@ enum FacadeFixture {
 
     /// Runs `body` with the demo policy's gateway, a quotes backend (`quotes`, defaults to the demo
     /// one) and the demo echo backend.
-    static func run(
+    public static func run(
         quotes: @escaping BackendServer.Handler = DemoBackends.quotes, quotesPort: Int? = nil, quotesMaxConcurrent: Int = 64,
         rateLimiter: RateLimiter = RateLimiter(),
         logger: Logger? = nil, _ body: (TestGateway, URL, [BackendServer]) async throws -> Void
@@ -101,7 +104,7 @@ enum FacadeFixture {
         for backend in backends { try? await backend.shutdown() }
     }
 
-    static func api(
+    public static func api(
         _ locator: URL, appVersion: String = "2.4.1", secret: String = demoSecret, pinnedKey: PinnedLocatorKey = pinned,
         credentials: (any RequestCredentials)? = nil, configuration: PorticoAPI.Configuration = .init(),
         clock: @escaping @Sendable () -> Date = { Date() }, sleep: @escaping @Sendable (Duration) async throws -> Void = { _ in }
@@ -114,11 +117,13 @@ enum FacadeFixture {
 
     /// The demo quotes backend, with validators: a strong `ETag` per body, `Cache-Control:
     /// max-age=60`, and a 304 for a matching `If-None-Match`. Counts the 304s it sends.
-    final class ValidatingQuotes: Sendable {
-        let notModified = Atomic<Int>(0)
-        let conditional = Atomic<Int>(0)
+    public final class ValidatingQuotes: Sendable {
+        public let notModified = Atomic<Int>(0)
+        public let conditional = Atomic<Int>(0)
 
-        var handler: BackendServer.Handler {
+        public init() {}
+
+        public var handler: BackendServer.Handler {
             { [self] request in
                 guard case .full(let status, var headers, let body) = DemoBackends.quotes(request), status == .ok else {
                     return DemoBackends.quotes(request)
@@ -141,25 +146,28 @@ enum FacadeFixture {
 }
 
 /// stockQuote's version 2 contract; version 1 answers lack the optional members.
-struct Quote: Decodable, Sendable, Equatable {
-    var symbol: String
-    var name: String
-    var currentPrice: Double
-    var openingPrice: Double?
-    var percentageChange: Double?
+public struct Quote: Decodable, Sendable, Equatable {
+    public var symbol: String
+    public var name: String
+    public var currentPrice: Double
+    public var openingPrice: Double?
+    public var percentageChange: Double?
 }
 
 /// What the echo backend says it received.
-struct Echoed: Decodable, Sendable {
-    var method: String
-    var path: String
-    var query: String
-    var headers: [String: String]
-    var body: String
+public struct Echoed: Decodable, Sendable {
+    public var method: String
+    public var path: String
+    public var query: String
+    public var headers: [String: String]
+    public var body: String
 }
 
 /// A user token from the "account system", next to the app's signature.
-struct BearerToken: RequestCredentials {
-    let token: String
-    func fields(for request: APIRequest) async throws -> [String: String] { ["Authorization": "Bearer \(token)"] }
+public struct BearerToken: RequestCredentials {
+    public let token: String
+
+    public init(token: String) { self.token = token }
+
+    public func fields(for request: APIRequest) async throws -> [String: String] { ["Authorization": "Bearer \(token)"] }
 }

@@ -6,30 +6,36 @@ import Glibc
 
 /// A deliberately simple blocking HTTP/1.1 client over a plain socket, so tests control every byte
 /// they send (malformed requests, half heads, pipelining) and see every byte the gateway answers.
-final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a client
-    struct Response {
-        var status: Int
-        var headers: [(String, String)]
-        var body: [UInt8]
+public final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a client
+    public struct Response: Sendable {
+        public var status: Int
+        public var headers: [(String, String)]
+        public var body: [UInt8]
 
-        func header(_ name: String) -> String? {
+        public init(status: Int, headers: [(String, String)], body: [UInt8]) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+
+        public func header(_ name: String) -> String? {
             headers.first { $0.0.lowercased() == name.lowercased() }?.1
         }
-        var bodyText: String { String(decoding: body, as: UTF8.self) }
-        var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] }
+        public var bodyText: String { String(decoding: body, as: UTF8.self) }
+        public var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] }
     }
 
-    struct ClosedError: Error {}
-    struct TimeoutError: Error {}
+    public struct ClosedError: Error {}
+    public struct TimeoutError: Error {}
     /// What arrived is not an HTTP/1.1 status line.
-    struct MalformedResponseError: Error {}
+    public struct MalformedResponseError: Error {}
 
     private let fd: Int32
     private var buffer: [UInt8] = []
     /// Bytes received since the connection opened, consumed or not.
-    private(set) var receivedBytes = 0
+    public private(set) var receivedBytes = 0
 
-    init(port: Int, receiveTimeout: Double = 10, socketOptions: SocketOptions = SocketOptions()) throws {
+    public init(port: Int, receiveTimeout: Double = 10, socketOptions: SocketOptions = SocketOptions()) throws {
         guard let fd = Self.connectLoopback(port: port, receiveTimeout: receiveTimeout, options: socketOptions) else {
             throw ClosedError()
         }
@@ -37,19 +43,25 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
     }
 
     /// For clients that misbehave on purpose.
-    struct SocketOptions {
+    public struct SocketOptions: Sendable {
         /// `SO_RCVBUF`, set before connecting so the advertised window stays small: a client that
         /// stops reading then stops the gateway's writes soon.
-        var receiveBufferSize: Int32?
+        public var receiveBufferSize: Int32?
         /// Seconds after which a blocked send gives up (`SO_SNDTIMEO`); nil blocks for ever.
-        var sendTimeout: Double?
+        public var sendTimeout: Double?
         /// The loopback address to connect from (`127.0.0.2`, say: another client to the gateway).
-        var sourceAddress: String?
+        public var sourceAddress: String?
+
+        public init(receiveBufferSize: Int32? = nil, sendTimeout: Double? = nil, sourceAddress: String? = nil) {
+            self.receiveBufferSize = receiveBufferSize
+            self.sendTimeout = sendTimeout
+            self.sourceAddress = sourceAddress
+        }
     }
 
     /// A blocking TCP socket connected to 127.0.0.1:`port`, whose reads give up after
     /// `receiveTimeout` seconds; nil when the connection is refused.
-    static func connectLoopback(port: Int, receiveTimeout: Double, options: SocketOptions = SocketOptions()) -> Int32? {
+    public static func connectLoopback(port: Int, receiveTimeout: Double, options: SocketOptions = SocketOptions()) -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         if var size = options.receiveBufferSize {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
@@ -93,11 +105,11 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
     deinit { close(fd) }
 
     /// Hangs up, as a client that gives up waiting does (the descriptor is released with this object).
-    func hangUp() { shutdown(fd, Int32(SHUT_RDWR)) }
+    public func hangUp() { shutdown(fd, Int32(SHUT_RDWR)) }
 
-    func send(_ text: String) throws { try send(Array(text.utf8)) }
+    public func send(_ text: String) throws { try send(Array(text.utf8)) }
 
-    func send(_ bytes: [UInt8]) throws {
+    public func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -122,23 +134,23 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
     }
 
     /// Bytes received but not yet read as part of a response.
-    var unreadBytes: Int { buffer.count }
+    public var unreadBytes: Int { buffer.count }
 
     /// Whether bytes, an EOF or an error wait to be read, now or within `seconds`.
-    func hasInput(waitingUpTo seconds: Double = 0) -> Bool {
+    public func hasInput(waitingUpTo seconds: Double = 0) -> Bool {
         if !buffer.isEmpty { return true }
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         return poll(&descriptor, 1, Int32(seconds * 1000)) > 0
     }
 
     /// The next byte to read, without consuming it; nil at EOF.
-    func peekByte() -> UInt8? {
+    public func peekByte() -> UInt8? {
         if buffer.isEmpty, (try? fill()) != true { return nil }
         return buffer.first
     }
 
     /// True when the peer closed the connection (reads EOF) before `timeout`.
-    func waitForClose() -> Bool {
+    public func waitForClose() -> Bool {
         while true {
             do {
                 if try !fill() { return true }
@@ -173,7 +185,7 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
 
     /// Reads one response. `headRequest` for answers to HEAD (no body whatever the headers say).
     /// `bodySink`, if given, receives the body in pieces instead of collecting it (for big bodies).
-    func readResponse(headRequest: Bool = false, bodySink: (([UInt8]) -> Void)? = nil) throws -> Response {
+    public func readResponse(headRequest: Bool = false, bodySink: (([UInt8]) -> Void)? = nil) throws -> Response {
         let statusLine = try readLine()
         let parts = statusLine.split(separator: " ")
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else { throw MalformedResponseError() }
@@ -219,7 +231,7 @@ final class RawHTTPClient: @unchecked Sendable {  // one thread at a time uses a
     }
 
     /// Sends a request and reads its response.
-    func request(
+    public func request(
         _ method: String, _ target: String, headers: [(String, String)] = [], body: String? = nil, host: String = "gateway.test"
     ) throws -> Response {
         var text = "\(method) \(target) HTTP/1.1\r\nHost: \(host)\r\n"

@@ -5,17 +5,23 @@ import NIOPosix
 import Portico
 import PorticoDemoBackends
 import PorticoPolicy
+import PorticoTestSupport
 
 /// A real gateway on an ephemeral loopback port, with a policy the test writes.
-struct TestGateway {
-    let gateway: Gateway
-    let port: Int
+public struct TestGateway: Sendable {
+    public let gateway: Gateway
+    public let port: Int
+
+    public init(gateway: Gateway, port: Int) {
+        self.gateway = gateway
+        self.port = port
+    }
 
     /// Starts the gateway. `policy` is YAML with everything but the listener, which is added here.
     /// With a `logger`, the access log is on and goes to it; without, it is off.
     /// With `tls` (a listener `tls` mapping), the listener serves HTTPS.
     /// With a `rateLimiter`, rate limits use it (and its clock).
-    static func start(
+    public static func start(
         policy: String, logger: Logger? = nil, tls: String? = nil, rateLimiter: RateLimiter = RateLimiter()
     ) async throws -> TestGateway {
         let snapshot = try Self.snapshot(policy: policy, accessLog: logger != nil, tls: tls)
@@ -27,32 +33,40 @@ struct TestGateway {
     }
 
     /// The policy the gateway would load from `policy` plus its test listener.
-    static func snapshot(policy: String, accessLog: Bool = false, tls: String? = nil) throws -> PolicySnapshot {
+    public static func snapshot(policy: String, accessLog: Bool = false, tls: String? = nil) throws -> PolicySnapshot {
         let text = """
-            listeners:
-              - { name: test, address: 127.0.0.1, port: 0\(tls.map { ", tls: \($0)" } ?? "") }
-            accessLog: { enabled: \(accessLog) }
+            \(gatewaySection(accessLog: accessLog, tls: tls))
             \(policy)
             """
         return try PolicyLoader().load(sources: [(file: "test.yaml", text: text)])
     }
 
+    /// The test listener `test` (an ephemeral loopback port, HTTPS with `tls`) and the access log
+    /// switch: what every test gateway's policy starts with, loaded from text or from files.
+    public static func gatewaySection(accessLog: Bool, tls: String?) -> String {
+        """
+        listeners:
+          - { name: test, address: 127.0.0.1, port: 0\(tls.map { ", tls: \($0)" } ?? "") }
+        accessLog: { enabled: \(accessLog) }
+        """
+    }
+
     /// Installs a new policy for new requests, as a reload does (listeners stay as they are).
-    func reload(policy: String, accessLog: Bool = false) throws {
+    public func reload(policy: String, accessLog: Bool = false) throws {
         gateway.store.replace(with: try Self.snapshot(policy: policy, accessLog: accessLog))
     }
 
-    func shutdown() async { await gateway.shutdown() }
+    public func shutdown() async { await gateway.shutdown() }
 
     /// A fresh raw connection to the gateway.
-    func connect(receiveTimeout: Double = 10, socketOptions: RawHTTPClient.SocketOptions = .init()) throws -> RawHTTPClient {
+    public func connect(receiveTimeout: Double = 10, socketOptions: RawHTTPClient.SocketOptions = .init()) throws -> RawHTTPClient {
         try RawHTTPClient(port: port, receiveTimeout: receiveTimeout, socketOptions: socketOptions)
     }
 }
 
 /// Policy text for the common case: a backend `echo` on loopback at the first port and a service
 /// `echo` at `/echo` that forwards to it unchanged.
-func echoServicePolicy(_ ports: [Int]) -> String {
+public func echoServicePolicy(_ ports: [Int]) -> String {
     """
     backends:
       echo: { url: "http://127.0.0.1:\(ports[0])" }
@@ -65,7 +79,7 @@ func echoServicePolicy(_ ports: [Int]) -> String {
 }
 
 /// Runs `body` with backends and a gateway, and always stops them.
-func withGateway(
+public func withGateway(
     backends: [BackendServer.Handler] = [DemoBackends.echo],
     tls: String? = nil,
     logger: Logger? = nil,
@@ -73,48 +87,69 @@ func withGateway(
     policy: ([Int]) -> String,
     _ body: (TestGateway, [BackendServer]) async throws -> Void
 ) async throws {
+    try await withBackends(
+        backends,
+        start: { ports in try await TestGateway.start(policy: policy(ports), logger: logger, tls: tls, rateLimiter: rateLimiter) },
+        shutdown: { await $0.shutdown() }, body)
+}
+
+/// Starts `backends`, then a gateway `start` makes from their ports, runs `body`, and always stops
+/// the gateway and then the backends, whichever step failed.
+public func withBackends<Started>(
+    _ backends: [BackendServer.Handler], start: ([Int]) async throws -> Started, shutdown: (Started) async -> Void,
+    _ body: (Started, [BackendServer]) async throws -> Void
+) async throws {
     var servers: [BackendServer] = []
-    for handler in backends { servers.append(try await BackendServer.start(handler: handler)) }
-    let gateway: TestGateway
-    do {
-        gateway = try await TestGateway.start(
-            policy: policy(servers.map(\.port)), logger: logger, tls: tls, rateLimiter: rateLimiter)
-    } catch {
+    func stopServers() async {
         for server in servers { try? await server.shutdown() }
+    }
+    do {
+        for handler in backends { servers.append(try await BackendServer.start(handler: handler)) }
+    } catch {
+        await stopServers()
+        throw error
+    }
+    let started: Started
+    do {
+        started = try await start(servers.map(\.port))
+    } catch {
+        await stopServers()
         throw error
     }
     do {
-        try await body(gateway, servers)
+        try await body(started, servers)
     } catch {
-        await gateway.shutdown()
-        for server in servers { try? await server.shutdown() }
+        await shutdown(started)
+        await stopServers()
         throw error
     }
-    await gateway.shutdown()
-    for server in servers { try? await server.shutdown() }
+    await shutdown(started)
+    await stopServers()
 }
 
 /// Keeps every log record, for tests that read the access log.
-final class RecordingLogHandler: LogHandler, @unchecked Sendable {
-    struct Record {
-        let level: Logger.Level
-        let message: String
-        let metadata: Logger.Metadata
+public final class RecordingLogHandler: LogHandler, @unchecked Sendable {
+    public struct Record: Sendable {
+        public let level: Logger.Level
+        public let message: String
+        public let metadata: Logger.Metadata
     }
 
     private let lock = NSLock()
     private var storage: [Record] = []
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level = .trace
 
-    var records: [Record] { lock.withLock { storage } }
+    public init() {}
 
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    public var records: [Record] { lock.withLock { storage } }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    func log(event: LogEvent) {
+    public func log(event: LogEvent) {
         var merged = self.metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         let record = Record(level: event.level, message: event.message.description, metadata: merged)
@@ -127,7 +162,7 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
 /// Swift's cooperative pool has as many threads as cores, two here. A test that blocks one of them
 /// for seconds, while other tests block the other, starves every task in the process, the
 /// gateway's own shutdown task among them: blocking waits that last belong here.
-func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }

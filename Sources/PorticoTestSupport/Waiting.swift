@@ -4,7 +4,7 @@ import NIOConcurrencyHelpers
 ///
 /// The limit is a guard against a test hanging when the gateway is broken, never a measure of how
 /// fast it is: keep it far above what the slowest machine needs.
-func eventually(within limit: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
+public func eventually(within limit: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + limit
     while !condition() {
         guard ContinuousClock.now < deadline else { return false }
@@ -15,7 +15,7 @@ func eventually(within limit: Duration = .seconds(30), _ condition: () -> Bool) 
 
 /// Runs `operation` and reports whether it returned before `limit`. If it hangs, the test fails
 /// instead of hanging the whole suite (the operation is left behind, still running).
-func returns(within limit: Duration, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
+public func returns(within limit: Duration, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
     await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
         let pending = NIOLockedValueBox<CheckedContinuation<Bool, Never>?>(continuation)
         let finish: @Sendable (Bool) -> Void = { returned in

@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import PorticoTLS
+import PorticoTestSupport
 import Testing
 
 /// The client handler without sockets: two `EmbeddedChannel`s, the client handler on one and the

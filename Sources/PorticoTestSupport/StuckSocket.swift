@@ -8,21 +8,23 @@ import PorticoTLS
 /// While ``stuck``, this handler holds writes instead, with their promises, as a socket whose
 /// peer's window is closed would; ``release(_:)`` lets some through (the peer read a little).
 /// A close fails what it held, as closing a socket does.
-final class StuckSocket: ChannelOutboundHandler {
-    typealias OutboundIn = Any
+public final class StuckSocket: ChannelOutboundHandler {
+    public typealias OutboundIn = Any
 
-    var stuck = false
-    private(set) var held: [(data: NIOAny, promise: EventLoopPromise<Void>?)] = []
+    public var stuck = false
+    public private(set) var held: [(data: NIOAny, promise: EventLoopPromise<Void>?)] = []
     /// User outbound events that reached the socket (unhandled by the handlers above).
-    private(set) var events: [Any] = []
-    private(set) var closeRequests = 0
+    public private(set) var events: [Any] = []
+    public private(set) var closeRequests = 0
     private var context: ChannelHandlerContext?
 
-    var immediateCloseRequested: Bool { events.contains { $0 is CloseImmediatelyEvent } }
+    public init() {}
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    public var immediateCloseRequested: Bool { events.contains { $0 is CloseImmediatelyEvent } }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    public func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if stuck {
             held.append((data, promise))
         } else {
@@ -30,12 +32,12 @@ final class StuckSocket: ChannelOutboundHandler {
         }
     }
 
-    func flush(context: ChannelHandlerContext) {
+    public func flush(context: ChannelHandlerContext) {
         if !stuck { context.flush() }
     }
 
     /// Lets the first `count` held writes through and completes them.
-    func release(_ count: Int = .max) {
+    public func release(_ count: Int = .max) {
         guard let context else { return }
         let released = held.prefix(count)
         held.removeFirst(released.count)
@@ -43,12 +45,12 @@ final class StuckSocket: ChannelOutboundHandler {
         context.flush()
     }
 
-    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+    public func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
         events.append(event)
         context.triggerUserOutboundEvent(event, promise: promise)
     }
 
-    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         closeRequests += 1
         let dropped = held
         held.removeAll()
