@@ -11,6 +11,10 @@
 #   CLIENT=curl bench/run.sh ...  Portico reaches the backend through libcurl instead of its NIO client
 #   LOCAL=1 bench/run.sh ...    also measures an answer given without a backend (Portico's 404 problem,
 #                               nginx returning the same bytes from its config)
+#   BASELINE=<git revision> bench/run.sh ...  also runs Portico as built from that revision (in a git
+#                               worktree at BASELINE_DIR, default /tmp/portico-baseline, built there in
+#                               release with the same flags; later runs build incrementally), with the
+#                               same policy, in the same alternating rounds: a change's cost, as a ratio
 #
 # Caddy (Debian's caddy, Go: the class of Tyk, KrakenD and Traefik) runs as a third peer with the same
 # routes, unless CADDY=0.
@@ -33,6 +37,9 @@ SIGNED_PORT=18193
 LIMITS_PORT=18194
 CADDY_PORT=18195
 ACCESS_PORT=18196
+BASE_PORT=18197
+BASELINE=${BASELINE:-}
+BASELINE_DIR=${BASELINE_DIR:-/tmp/portico-baseline}
 SIGNED=${SIGNED:-0}
 LIMITS=${LIMITS:-0}
 ACCESS_LOG=${ACCESS_LOG:-0}
@@ -60,6 +67,13 @@ bench_install "${TOOLS[@]}"
 echo "== building Portico (release)"
 # The same flags as `make build` (cross-module optimisation), unless SWIFT_BUILD_FLAGS says otherwise.
 swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null
+if [ -n "$BASELINE" ]; then
+  BASELINE_REV=$(git rev-parse --short "$BASELINE^{commit}")
+  echo "== building the baseline, $BASELINE_REV (release, in $BASELINE_DIR)"
+  if [ ! -e "$BASELINE_DIR/.git" ]; then git worktree add --detach "$BASELINE_DIR" "$BASELINE_REV" >/dev/null; fi
+  git -C "$BASELINE_DIR" checkout -q --detach "$BASELINE_REV"
+  (cd "$BASELINE_DIR" && swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null)
+fi
 
 mkdir -p "$WORK/backend" "$WORK/proxy" "$WORK/policies"
 ./certs/make-dev-certs.sh "$WORK/certs" >/dev/null
@@ -101,6 +115,13 @@ mkdir -p "$WORK/logged-policies"
 sed -e "s/name: bench, address: 127.0.0.1, port: $PORTICO_PORT/name: bench, address: 127.0.0.1, port: $ACCESS_PORT/" \
     -e "s/accessLog: { enabled: false }/accessLog: { enabled: true, format: $ACCESS_LOG_FORMAT }/" \
     "$WORK/policies/bench.yaml" >"$WORK/logged-policies/bench.yaml"
+
+# The baseline: the same policy on a port of its own.
+if [ -n "$BASELINE" ]; then
+  mkdir -p "$WORK/base-policies"
+  sed -e "s/name: bench, address: 127.0.0.1, port: $PORTICO_PORT/name: bench, address: 127.0.0.1, port: $BASE_PORT/" \
+      "$WORK/policies/bench.yaml" >"$WORK/base-policies/bench.yaml"
+fi
 
 # The Go peer: Caddy as a keep-alive reverse proxy with the same route, headers and (with TLS=1)
 # certificate. Its admin endpoint and automatic HTTPS are off; it logs no requests by default.
@@ -189,11 +210,16 @@ if [ "$ACCESS_LOG" = 1 ]; then
   .build/release/portico serve --policies "$WORK/logged-policies" --log-level warning --access-log "$WORK/access.log" & PIDS+=($!)
   ACCESS_PID=$!
 fi
+if [ -n "$BASELINE" ]; then
+  "$BASELINE_DIR/.build/release/portico" serve --policies "$WORK/base-policies" --log-level warning & PIDS+=($!)
+  BASE_PID=$!
+fi
 sleep 1.5
 
 PATH_UNDER_TEST=/api/1/stockquote/AAPL
 PORTS=($BACKEND_PORT $NGINX_PORT $PORTICO_PORT)
 [ "$CADDY" = 1 ] && PORTS+=($CADDY_PORT)
+[ -n "$BASELINE" ] && PORTS+=($BASE_PORT)
 for port in "${PORTS[@]}"; do
   url="$SCHEME://localhost:$port$PATH_UNDER_TEST"
   [ $port = $BACKEND_PORT ] && url="http://127.0.0.1:$port/v1/quotes/AAPL"
@@ -241,6 +267,7 @@ for round in $(seq 1 "$ROUNDS"); do
   run_wrk backend "$round" "http://127.0.0.1:$BACKEND_PORT/v1/quotes/AAPL"
   run_wrk nginx "$round" "$SCHEME://127.0.0.1:$NGINX_PORT$PATH_UNDER_TEST" $(nginx_proxy_pids)
   run_wrk portico "$round" "$SCHEME://127.0.0.1:$PORTICO_PORT$PATH_UNDER_TEST" $PORTICO_PID
+  if [ -n "$BASELINE" ]; then run_wrk portico-base "$round" "$SCHEME://127.0.0.1:$BASE_PORT$PATH_UNDER_TEST" $BASE_PID; fi
   if [ "$CADDY" = 1 ]; then run_wrk caddy "$round" "$SCHEME://127.0.0.1:$CADDY_PORT$PATH_UNDER_TEST" $CADDY_PID; fi
   if [ "$LOCAL" = 1 ]; then
     run_wrk nginx-404 "$round" "$SCHEME://127.0.0.1:$NGINX_PORT/nowhere" $(nginx_proxy_pids)
@@ -263,10 +290,10 @@ if [ "$LOCAL" = 1 ]; then
   [ "$n" = "$p" ] || echo "warning: local answers differ in size (nginx $n bytes, Portico $p bytes)" >&2
 fi
 
-python3 - "$WORK" "$HZ" "$ROUNDS" "$SIGNED" "$LIMITS" "$CADDY" "$LOCAL" "$ACCESS_LOG" <<'PY'
+python3 - "$WORK" "$HZ" "$ROUNDS" "$SIGNED" "$LIMITS" "$CADDY" "$LOCAL" "$ACCESS_LOG" "${BASELINE_REV:-}" <<'PY'
 import re, statistics, sys
 work, hz, rounds, signed, limits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
-caddy, local, access = sys.argv[6] == "1", sys.argv[7] == "1", sys.argv[8] == "1"
+caddy, local, access, baseline = sys.argv[6] == "1", sys.argv[7] == "1", sys.argv[8] == "1", sys.argv[9]
 cpu = {(name, int(r)): int(t) for name, r, t in (line.split() for line in open(f"{work}/cpu"))}
 def parse(name, r):
     text = open(f"{work}/{name}.{r}.wrk").read()
@@ -279,7 +306,7 @@ def parse(name, r):
         "errors": int(errors.group(1)) if errors and not name.endswith("-404") else 0,
     }
 rows = {}
-names = ("backend", "nginx", "portico") + (("caddy",) if caddy else ()) + (("portico-sig",) if signed else ())
+names = ("backend", "nginx", "portico") + (("portico-base",) if baseline else ()) + (("caddy",) if caddy else ()) + (("portico-sig",) if signed else ())
 names += (("portico-lim",) if limits else ()) + (("nginx-404", "portico-404") if local else ())
 names += ("portico-log",) if access else ()
 for name in names:
@@ -301,6 +328,9 @@ def p99_ms(row):
     value = float(re.match(r"[\d.]+", text).group(0))
     return value * {"us": 1e-3, "ms": 1.0, "s": 1e3}[re.search(r"[a-z]+$", text).group(0)]
 print(f"\nPortico/nginx (medians): throughput {p['rps']/n['rps']:.2f}x, CPU per request {p['cpu']/n['cpu']:.2f}x, p99 {p99_ms(p)/p99_ms(n):.2f}x")
+if baseline:
+    b = rows["portico-base"]
+    print(f"Portico/baseline {baseline} (medians): throughput {p['rps']/b['rps']:.2f}x, CPU per request {p['cpu']/b['cpu']:.2f}x, p99 {p99_ms(p)/p99_ms(b):.2f}x")
 if caddy:
     c = rows["caddy"]
     print(f"Caddy/nginx (medians): throughput {c['rps']/n['rps']:.2f}x, CPU per request {c['cpu']/n['cpu']:.2f}x, p99 {p99_ms(c)/p99_ms(n):.2f}x")

@@ -3,9 +3,10 @@ import NIOHTTP1
 
 /// Sends requests to backends and streams their answers back onto an event loop.
 ///
-/// The gateway talks to backends only through this protocol so that a second implementation (an
-/// NIO-native client, a test double for what cannot run locally) can slot in without touching the
-/// proxy. ``CurlUpstreamClient`` is the production implementation.
+/// The gateway talks to backends only through this protocol, so that the handlers do not know which
+/// client carries a request: ``NIOUpstreamClient`` (`http://` backends, by default) on the event
+/// loop, ``CurlUpstreamClient`` (`https://` ones) through libcurl, chosen per backend by
+/// ``RoutingUpstreamClient``. A new kind of backend client is a new implementation of it.
 public protocol UpstreamClient: Sendable {
     /// Starts `request`; every call on `handler` happens on `eventLoop`. Across the calls the handler
     /// sees at most one head, then body parts, then exactly one result — unless the returned task was

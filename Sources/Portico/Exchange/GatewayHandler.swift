@@ -143,9 +143,10 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
     func isAdmitting(_ exchange: Exchange) -> Bool { machine.isAdmitting(exchange) }
 
     /// The stages have run. If one refused a request that was signed genuinely and its nonce is
-    /// not recorded yet (a limit, the version stage or a failed suspension refused it after
-    /// authentication), the nonce is recorded now, in the key's share: a refused request can never
-    /// be admitted later. The store's verdict on it changes nothing: the answer is `problem`.
+    /// not recorded yet (a stage between authentication and the rate-limit stage, which hands the
+    /// nonce to the store, refused it: the version stage), the nonce is recorded now, in the key's
+    /// share: a refused request can never be admitted later. The store's verdict on it changes
+    /// nothing: the answer is `problem`.
     func stagesFinished(_ exchange: Exchange, answer problem: Problem?) {
         guard let context else { return }
         if problem != nil, let nonce = exchange.pendingNonce {

@@ -4,8 +4,9 @@ import PorticoPolicy
 import PorticoRedis
 
 /// Fleet mode's shared state: rate-limit buckets and nonces in one Redis, decided by
-/// ``FleetScript`` in one round trip per request, with the policy's `onFailure` behaviour when
-/// Redis cannot answer (down, slow, or its breaker open).
+/// ``FleetScript`` in one round trip per request. A decision Redis cannot make (it is down, slow,
+/// or its breaker open) fails; ``FleetLimitStore``, the limit store requests call, then applies
+/// the policy's `onFailure`.
 ///
 /// Made at start from the policy's `cluster` section and kept for the gateway's life.
 public final class FleetStore: Sendable {

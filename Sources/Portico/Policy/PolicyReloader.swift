@@ -8,7 +8,7 @@ import PorticoSigning
 ///
 /// A reload reads and validates the whole directory (off the event loops: an actor runs on the
 /// cooperative pool), compiles the new policy and builds the TLS listeners' contexts from their
-/// files, and only when all of that succeeded installs both (``Gateway/install(_:compiled:contentHash:tls:)``).
+/// files, and only when all of that succeeded installs both (``Gateway/install(_:contentHash:)``).
 /// A policy that fails anywhere is refused with every diagnostic, and the one in use keeps serving.
 /// Being an actor, it serialises reloads: a second one starts when the first has finished.
 ///

@@ -26,8 +26,8 @@ enum StageOutcome {
 struct RequestStages: Sendable {
     let stages: [any RequestStage]
 
-    /// route → authenticate → resolve version → rate-limit; the handler, response decoration and
-    /// access log follow once the request is admitted.
+    /// head checks → route → authenticate → resolve version → rate-limit; the handler, response
+    /// decoration and access log follow once the request is admitted.
     static func standard(_ services: GatewayServices) -> RequestStages {
         RequestStages(stages: [
             HeadChecksStage(),
