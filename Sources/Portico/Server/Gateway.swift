@@ -21,9 +21,12 @@ public final class Gateway: Sendable {
     public let rateLimiter: RateLimiter
     /// What `/metrics` reports; each compiled policy's requests count into it.
     public let metrics: GatewayMetrics
-    /// Fleet mode's shared limits and nonces in Redis, made at start from the policy's `cluster`
-    /// section; `nil` without one.
+    /// Fleet mode's Redis, made at start from the policy's `cluster` section (`nil` without one):
+    /// owned here for its start-up check and its close; requests reach it through `limits`.
     let fleet: FleetStore?
+    /// Where requests draw from their limits and record their nonces: the fleet's store in fleet
+    /// mode (with this gateway's as its fallback), this gateway's otherwise.
+    private let limits: any LimitStore
     /// The access log's dedicated writer, if the gateway was given one (`portico serve`).
     private let accessLogWriter: AccessLogWriter?
     private let logger: Logger
@@ -70,7 +73,10 @@ public final class Gateway: Sendable {
         self.group = group
         self.upstream = upstream ?? RoutingUpstreamClient.gatewayDefault(sizedBy: snapshot.policy.upstream, group: group)
         self.logger = logger
-        fleet = snapshot.policy.cluster.map { FleetStore($0, group: group, metrics: metrics, logger: logger) }
+        let fleet = snapshot.policy.cluster.map { FleetStore($0, group: group, metrics: metrics, logger: logger) }
+        let local = LocalLimitStore(rateLimiter: rateLimiter, nonces: self.nonces)
+        self.fleet = fleet
+        self.limits = fleet.map { FleetLimitStore(fleet: $0, local: local) } ?? local
     }
 
     /// Listener name → bound port, once ``start()`` has returned.
@@ -121,7 +127,7 @@ public final class Gateway: Sendable {
                 let services = GatewayServices(
                     store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
                     scheme: tls == nil ? "http" : "https", listener: listener.name, accessLogWriter: accessLogWriter,
-                    metrics: metrics, logger: logger, codeHandlers: codeHandlers, fleet: fleet)
+                    metrics: metrics, logger: logger, codeHandlers: codeHandlers, limits: self.limits)
                 let connections = ListenerConnections(
                     listener: listener.name, limit: limits.maxConnections, perAddressLimit: limits.maxConnectionsPerAddress, logger: logger)
                 let channel: any Channel

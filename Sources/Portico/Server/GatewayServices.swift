@@ -25,12 +25,13 @@ struct GatewayServices: Sendable {
     /// (`rateLimiter` and `nonces`), or, in fleet mode, the fleet's in Redis.
     let limits: any LimitStore
 
-    /// - Parameter fleet: fleet mode's shared state, which then holds limits and nonces, with
-    ///   `rateLimiter` and `nonces` as its fallback when Redis cannot answer.
+    /// - Parameter limits: where limits and nonces are decided; by default this process's
+    ///   (`rateLimiter` and `nonces`). In fleet mode the gateway passes its ``FleetLimitStore``.
     init(
         store: PolicyStore, upstream: any UpstreamClient, nonces: any NonceStore, rateLimiter: RateLimiter, accessLogger: Logger,
         scheme: String, listener: String = "", accessLogWriter: AccessLogWriter? = nil, metrics: GatewayMetrics? = nil,
-        logger: Logger = Logger(label: "portico"), codeHandlers: [String: any CodeHandler] = [:], fleet: FleetStore? = nil
+        logger: Logger = Logger(label: "portico"), codeHandlers: [String: any CodeHandler] = [:],
+        limits: (any LimitStore)? = nil
     ) {
         self.store = store
         self.upstream = upstream
@@ -43,7 +44,6 @@ struct GatewayServices: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.codeHandlers = codeHandlers
-        let local = LocalLimitStore(rateLimiter: rateLimiter, nonces: nonces)
-        self.limits = fleet.map { FleetLimitStore(fleet: $0, local: local) } ?? local
+        self.limits = limits ?? LocalLimitStore(rateLimiter: rateLimiter, nonces: nonces)
     }
 }
