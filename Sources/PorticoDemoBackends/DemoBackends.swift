@@ -11,6 +11,8 @@ import NIOHTTP1
 public enum DemoBackends {
     public static let quotesPort = 18081
     public static let echoPort = 18082
+    /// A second instance of the quotes service: the shipped policy balances `quotes` over both.
+    public static let quotesSecondPort = 18087
 
     /// Starts every demo backend on loopback: the quotes and echo services, and the facades'
     /// feeds (see ``quotesCSV(_:)``).
@@ -25,7 +27,7 @@ public enum DemoBackends {
         var servers: [BackendServer] = []
         let all: [(Int, BackendServer.Handler)] = [
             (quotesPort, quotes), (echoPort, echo), (quotesCSVPort, quotesCSV), (quotesXMLPort, quotesXML),
-            (weatherYQLPort, weatherYQL), (weatherRESTPort, weatherREST),
+            (weatherYQLPort, weatherYQL), (weatherRESTPort, weatherREST), (quotesSecondPort, quotes),
         ]
         do {
             for (port, handler) in all { servers.append(try await BackendServer.start(host: host, port: port, handler: handler)) }
@@ -45,7 +47,9 @@ public enum DemoBackends {
     /// `GET /v1/quotes/{symbol}`: `{"symbol","name","currentPrice"}` (stockQuote version 1's contract);
     /// `GET /v2/quotes/{symbol}`: `{"symbol","name","openingPrice","currentPrice","percentageChange"}`
     /// (version 2's), the change from opening to current price in percent, to two decimals.
+    /// `GET /healthz`: 200, for the gateway's health checks.
     @Sendable public static func quotes(_ request: BackendRequest) -> BackendResponse {
+        if request.path == "/healthz" { return json(.ok, ["status": "ok"]) }
         let parts = request.path.split(separator: "/")
         guard request.method == .GET || request.method == .HEAD, parts.count == 3, parts[0] == "v1" || parts[0] == "v2",
             parts[1] == "quotes"

@@ -103,8 +103,11 @@ public enum AccessLogFormat: String, Sendable, Hashable, CaseIterable {
 /// A service behind the gateway, by stable name.
 public struct BackendPolicy: Sendable, Hashable {
     public var name: String
-    /// Base URL; its path, if any, prefixes every forwarded path.
-    public var url: BackendURL
+    /// Its instances (`targets`, or the one `url`); they share one scheme and one base path.
+    public var targets: [BackendTarget]
+    /// The first target's URL: its scheme and base path are every target's (its path, if any,
+    /// prefixes every forwarded path).
+    public var url: BackendURL { targets[0].url }
     public var connectTimeout: Duration = .seconds(2)
     /// Whole-exchange limit, from hand-off to curl until the last body byte.
     public var timeout: Duration = .seconds(30)
@@ -116,6 +119,30 @@ public struct BackendPolicy: Sendable, Hashable {
     /// Which upstream client calls it, as the file says; `nil` (not set) means NIO for `http://`
     /// and libcurl for `https://`. NIO with `https://` is refused when the policy is read.
     public var client: BackendClient?
+    /// How requests are spread over ``targets``.
+    public var balance: BalancePolicy = .roundRobin
+    /// What `balance: hash` hashes.
+    public var hashOn: HashKey = .key
+    /// Requests in flight to each target at once; a target at its cap is passed over.
+    public var maxConcurrentPerTarget: Int?
+    public var healthCheck: HealthCheckPolicy?
+    /// Passive ejection of failing targets; on by default for a backend of several targets.
+    public var outlierDetection: OutlierDetectionPolicy?
+    public var retries: RetryPolicy?
+
+    public init(
+        name: String, targets: [BackendTarget], connectTimeout: Duration = .seconds(2), timeout: Duration = .seconds(30),
+        rateLimit: RateLimitPolicy? = nil, maxConcurrent: Int? = nil, client: BackendClient? = nil
+    ) {
+        self.name = name
+        self.targets = targets
+        self.connectTimeout = connectTimeout
+        self.timeout = timeout
+        self.rateLimit = rateLimit
+        self.maxConcurrent = maxConcurrent
+        self.client = client
+        self.outlierDetection = targets.count > 1 ? OutlierDetectionPolicy() : nil
+    }
 }
 
 /// The upstream clients a backend can be called through.

@@ -329,47 +329,6 @@ struct PolicyDocumentReader {
         return policy
     }
 
-    private func readBackend(_ value: PolicyValue, name: String) -> BackendPolicy? {
-        let known = ["url", "connectTimeout", "timeout", "rateLimit", "maxConcurrent", "client"]
-        guard let fields = value.fields(known: known) else { return nil }
-        let url = fields.required("url", readBackendURL)
-        let connectTimeout = fields.optional("connectTimeout", default: Duration.seconds(2)) { $0.duration() }
-        let timeout = fields.optional("timeout", default: Duration.seconds(30)) { $0.duration() }
-        let rateLimit = fields.optional("rateLimit", readRateLimit)
-        let maxConcurrent = fields.optional("maxConcurrent") { $0.int(in: 1...1_000_000) }
-        let client = fields.optional("client") { $0.oneOf(BackendClient.allCases) }
-        if client == .nio, url?.scheme == "https", let clientValue = fields["client"] {
-            clientValue.error("client nio speaks plain HTTP only; an https:// backend needs client curl (or no client key)")
-        }
-        guard let url else { return nil }
-        return BackendPolicy(
-            name: name, url: url, connectTimeout: connectTimeout, timeout: timeout, rateLimit: rateLimit, maxConcurrent: maxConcurrent,
-            client: client)
-    }
-
-    private func readBackendURL(_ value: PolicyValue) -> BackendURL? {
-        guard let text = value.nonEmptyString() else { return nil }
-        let expected = "expected an absolute http:// or https:// URL with a host and no query, fragment or credentials"
-        guard let components = URLComponents(string: text),
-            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            let host = components.host, !host.isEmpty,
-            components.query == nil, components.fragment == nil,
-            components.user == nil, components.password == nil
-        else {
-            value.error("\(expected), found \"\(text)\"")
-            return nil
-        }
-        let port = components.port ?? (scheme == "https" ? 443 : 80)
-        guard (1...65535).contains(port) else {
-            value.error("port \(port) is out of range 1...65535")
-            return nil
-        }
-        var path = components.percentEncodedPath
-        while path.hasSuffix("/") { path.removeLast() }
-        let bareHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
-        return BackendURL(scheme: scheme, host: bareHost, port: port, basePath: path)
-    }
-
     private func readService(
         _ value: PolicyValue, name: String, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> (ServicePolicy)? {

@@ -6,7 +6,7 @@ struct DemoBackendsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo-backends",
         abstract:
-            "Run the demo backends (quotes on 18081, echo on 18082, the facades' feeds on 18083-18086) until interrupted.")
+            "Run the demo backends (quotes on 18081 and 18087, echo on 18082, the facades' feeds on 18083-18086) until interrupted.")
 
     @Option(help: "The address to bind: 127.0.0.1, or 0.0.0.0 in a container the gateway reaches over a network.")
     var host = "127.0.0.1"

@@ -23,7 +23,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Flag(
         name: .long,
-        help: "Also start the demo backends the shipped policy points at (quotes, echo and the facades' feeds, on 18081-18086).")
+        help: "Also start the demo backends the shipped policy points at (quotes, echo and the facades' feeds, on 18081-18087).")
     var demoBackends = false
 
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")

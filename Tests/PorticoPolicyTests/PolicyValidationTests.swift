@@ -44,7 +44,7 @@ struct PolicyValidationTests {
         BrokenCase(
             name: "unknown key in a backend", yaml: listener + "backends:\n  quotes: { url: \"http://127.0.0.1:1\", tiemout: 5s }\n",
             expected: [
-                "p.yaml:4: backends.quotes.tiemout: unknown key \"tiemout\"; expected one of: url, connectTimeout, timeout, rateLimit, maxConcurrent, client"
+                "p.yaml:4: backends.quotes.tiemout: unknown key \"tiemout\"; expected one of: url, targets, connectTimeout, timeout, rateLimit, maxConcurrent, maxConcurrentPerTarget, client, balance, hashOn, healthCheck, outlierDetection, retries"
             ]),
         BrokenCase(
             name: "port of the wrong type", yaml: "listeners:\n  - { name: a, port: eighty }\n",

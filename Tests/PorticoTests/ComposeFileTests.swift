@@ -87,10 +87,11 @@ struct ComposeFileTests {
         #expect(snapshot.policy.listeners.allSatisfy { $0.address == "0.0.0.0" })
         let demoPorts = Set([
             DemoBackends.quotesPort, DemoBackends.echoPort, DemoBackends.quotesCSVPort, DemoBackends.quotesXMLPort,
-            DemoBackends.weatherYQLPort, DemoBackends.weatherRESTPort,
+            DemoBackends.weatherYQLPort, DemoBackends.weatherRESTPort, DemoBackends.quotesSecondPort,
         ])
-        #expect(Set(snapshot.policy.backends.values.map(\.url.port)) == demoPorts)
-        #expect(snapshot.policy.backends.values.allSatisfy { $0.url.host == "demo-backends" })
+        let targets = snapshot.policy.backends.values.flatMap(\.targets)
+        #expect(Set(targets.map(\.url.port)) == demoPorts)
+        #expect(targets.allSatisfy { $0.url.host == "demo-backends" })
         // The health checks ask what the code serves: the admin listener's /readyz, a demo backend's port.
         let gatewayCheck = try #require((try Self.service("gateway")["healthcheck"] as? [String: Any])?["test"] as? [String])
         let admin = try #require(snapshot.policy.admin)

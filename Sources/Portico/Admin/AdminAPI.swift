@@ -262,9 +262,13 @@ struct AdminPolicyView: Encodable {
 
     struct Backend: Encodable {
         let url: String
+        /// Every target with its weight, for a backend of several (`url` is the first's).
+        let targets: [String]?
+        let balance: String?
         let client: String?
         let rateLimit: String?
         let maxConcurrent: Int?
+        let retries: String?
     }
 
     struct Tier: Encodable {
@@ -326,7 +330,10 @@ struct AdminPolicyView: Encodable {
         // The backend's URL is the operator's own; it is not a secret (a URL with credentials is refused).
         backends = policy.backends.mapValues {
             Backend(
-                url: $0.url.description, client: $0.client?.rawValue, rateLimit: $0.rateLimit?.description, maxConcurrent: $0.maxConcurrent)
+                url: $0.url.description, targets: $0.targets.count > 1 ? $0.targets.map { "\($0.url) weight \($0.weight)" } : nil,
+                balance: $0.targets.count > 1 ? $0.balance.rawValue : nil, client: $0.client?.rawValue,
+                rateLimit: $0.rateLimit?.description, maxConcurrent: $0.maxConcurrent,
+                retries: $0.retries.map { "\($0.attempts) attempts on \($0.on.sorted().map(\.rawValue).joined(separator: ","))" })
         }
         tiers = policy.tiers.mapValues {
             Tier(limit: $0.limit.description, services: $0.services.mapValues(\.description), nonceQuota: $0.nonceQuota)

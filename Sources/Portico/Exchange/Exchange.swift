@@ -158,6 +158,10 @@ struct ExchangeOutcome {
     var upstreamDuration: Duration?
     /// Connections the upstream client opened for this exchange (0 when it reused a pooled one).
     var upstreamConnects: Int?
+    /// Attempts at the backend's targets (more than one when the request was retried).
+    var attempts = 0
+    /// The target that answered (or failed last), for a backend of several.
+    var target: String?
     /// Why the exchange ended abnormally (for logs only; may name internal addresses).
     var failure: String?
 }

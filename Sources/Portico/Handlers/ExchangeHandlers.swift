@@ -12,7 +12,7 @@ struct ExchangeHandlers: Sendable {
 
     init(services: GatewayServices) {
         let concurrency = services.rateLimiter.concurrency
-        proxy = ProxyHandler(upstream: services.upstream, concurrency: concurrency, scheme: services.scheme)
+        proxy = ProxyHandler(upstream: services.upstream, concurrency: concurrency, scheme: services.scheme, logger: services.logger)
         facade = FacadeHandler(
             upstream: services.upstream, limits: services.limits, concurrency: concurrency, metrics: services.metrics,
             logger: services.logger)

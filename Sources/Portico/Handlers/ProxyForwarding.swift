@@ -48,16 +48,17 @@ enum ProxyForwarding {
         return listed
     }
 
-    /// The URL the backend receives: the backend's URL prefix (origin and base path, compiled
+    /// The URL the backend receives: the target's URL prefix (origin and base path, compiled
     /// once), then the rewritten prefix (or the original path when the policy sets no rewrite),
     /// then the request's query unchanged. A request whose path comes out empty gets `/`.
     ///
     /// A request that left out its service's `{version}` segment is forwarded, without a rewrite,
     /// as if it had named the version chosen (`versionedPrefix`, then the rest of its path).
-    static func upstreamURL(_ routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend, versionedPrefix: String? = nil) -> String
-    {
+    static func upstreamURL(
+        _ routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend, target: CompiledTarget, versionedPrefix: String? = nil
+    ) -> String {
         let pathIsEmpty: Bool
-        var length = backend.urlPrefix.utf8.count + 2
+        var length = target.urlPrefix.utf8.count + 2
         if let rewrite = proxy.rewrite {
             pathIsEmpty = backend.basePath.isEmpty && rewrite.isEmpty && routed.remainder.isEmpty
             length += rewrite.utf8.count + routed.remainder.utf8.count
@@ -71,7 +72,7 @@ enum ProxyForwarding {
         if let query = routed.query { length += query.utf8.count }
         var url = ""
         url.reserveCapacity(length)
-        url += backend.urlPrefix
+        url += target.urlPrefix
         if let rewrite = proxy.rewrite {
             url += rewrite
             url += routed.remainder
@@ -89,11 +90,12 @@ enum ProxyForwarding {
         return url
     }
 
-    /// The request sent to `backend`, whose origin, `Host` value, timeouts and client come compiled
-    /// (``CompiledBackend``).
+    /// The request sent to `target` of `backend`, whose origin, `Host` value, timeouts and client
+    /// come compiled (``CompiledBackend``, ``CompiledTarget``). Each attempt's limit is the
+    /// backend's `perTryTimeout`, if it retries, else its `timeout`.
     static func upstreamRequest(
         head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend,
-        clientAddress: String?, scheme: String, requestID: String, dropping credentialHeader: String? = nil,
+        target: CompiledTarget, clientAddress: String?, scheme: String, requestID: String, dropping credentialHeader: String? = nil,
         versionedPrefix: String? = nil
     ) -> UpstreamRequest {
         let listed = connectionListed(head.headers)
@@ -109,7 +111,7 @@ enum ProxyForwarding {
             if let credentialHeader, HeaderName.matches(name, credentialHeader) { continue }
             headers.add(name: name, value: value)
         }
-        headers.add(name: "Host", value: backend.hostHeader)
+        headers.add(name: "Host", value: target.hostHeader)
         // The peer's address alone: what a client wrote in the field is its own claim.
         if let clientAddress { headers.add(name: "X-Forwarded-For", value: clientAddress) }
         headers.add(name: "X-Forwarded-Proto", value: scheme)
@@ -117,9 +119,10 @@ enum ProxyForwarding {
         headers.add(name: "X-Request-Id", value: requestID)
 
         var request = UpstreamRequest(
-            method: head.method.rawValue, url: upstreamURL(routed, proxy: proxy, backend: backend, versionedPrefix: versionedPrefix),
-            headers: headers, body: body,
-            connectTimeout: backend.connectTimeout, timeout: backend.timeout)
+            method: head.method.rawValue,
+            url: upstreamURL(routed, proxy: proxy, backend: backend, target: target, versionedPrefix: versionedPrefix),
+            headers: headers, body: body, connectTimeout: backend.connectTimeout, timeout: backend.retries?.perTryTimeout ?? backend.timeout
+        )
         request.client = backend.client
         return request
     }

@@ -4,6 +4,7 @@ import NIOHTTP1
 import PorticoPolicy
 import PorticoReform
 import PorticoUpstream
+import Synchronization
 
 /// Why one facade source failed one request; each kind but ``Kind/cancelled`` makes the facade try
 /// its next source.
@@ -130,22 +131,56 @@ struct SourceFetch: Sendable {
     }
 
     /// The fetch itself, once the backend's limit admitted it: its concurrency slot, then the exchange.
+    /// The fetch itself, once the backend's limit admitted it: a target of the backend, its
+    /// concurrency slot, then the exchange, retried on another target as the backend's `retries`
+    /// allow (a fetch is a `GET`: idempotent). A backend whose every target is down fails at once
+    /// with its 503, which a facade takes as the source failing.
     private func send(
-        backend: CompiledBackend, target: String, accept: String, limit: Int, on eventLoop: any EventLoop
+        backend: CompiledBackend, target path: String, accept: String, limit: Int, on eventLoop: any EventLoop
     ) -> EventLoopFuture<FetchedResponse> {
+        let target: CompiledTarget
+        switch backend.pick(hashKey: requestID.utf8) {
+        case .success(let chosen): target = chosen
+        case .failure(.allDown(let retryAfter)):
+            return eventLoop.makeFailedFuture(Problem.backendDown(backend: backend.name, retryAfter: retryAfter))
+        case .failure:
+            return eventLoop.makeFailedFuture(Problem.backendBusy(backend: backend.name, limit: backend.maxConcurrentPerTarget ?? 0))
+        }
         let heldSlot: BackendConcurrency.Counter?
         switch concurrency.slot(for: backend) {
         case .success(let slot): heldSlot = slot
         case .failure(let busy): return eventLoop.makeFailedFuture(busy)
         }
+        backend.retryState.requests.wrappingAdd(1, ordering: .relaxed)
+        let fetched = attempt(
+            backend: backend, at: target, tried: TargetSet(), number: 1, path: path, accept: accept, limit: limit,
+            deadline: .now() + .nanoseconds(backend.timeout.nanoseconds), on: eventLoop)
+        // The slot is the backend's while the exchange lasts, however it ends.
+        fetched.whenComplete { _ in
+            heldSlot?.release()
+            backend.retryState.requests.wrappingSubtract(1, ordering: .relaxed)
+        }
+        return fetched
+    }
+
+    /// One attempt at `target`; on a failure the backend's `retries` list, another at a target not
+    /// tried yet (within the retry budget and the backend's `timeout`).
+    private func attempt(
+        backend: CompiledBackend, at target: CompiledTarget, tried: TargetSet, number: Int, path: String, accept: String, limit: Int,
+        deadline: NIODeadline, on eventLoop: any EventLoop
+    ) -> EventLoopFuture<FetchedResponse> {
+        var tried = tried
+        tried.insert(target.index)
         var headers = HTTPHeaders()
-        headers.add(name: "host", value: backend.hostHeader)
+        headers.add(name: "host", value: target.hostHeader)
         headers.add(name: "accept", value: accept)
         headers.add(name: "x-request-id", value: requestID)
+        let perTry = backend.retries?.perTryTimeout ?? backend.timeout
         var request = UpstreamRequest(
-            method: "GET", url: backend.urlPrefix + target, headers: headers, connectTimeout: backend.connectTimeout,
-            timeout: backend.timeout)
+            method: "GET", url: target.urlPrefix + path, headers: headers, connectTimeout: backend.connectTimeout,
+            timeout: min(perTry, .nanoseconds(max((deadline - .now()).nanoseconds, 1_000_000))))
         request.client = backend.client
+        if backend.countsInFlight { target.state.inFlight.wrappingAdd(1, ordering: .relaxed) }
         let collector = BodyCollector(limit: limit, promise: eventLoop.makePromise())
         let task = upstream.execute(request, eventLoop: eventLoop, handler: collector)
         collector.task = task
@@ -155,12 +190,54 @@ struct SourceFetch: Sendable {
             eventLoop.execute { bound.value.cancel() }
         }
         let tasks = tasks
-        // The slot is the backend's while the exchange lasts, however it ends.
-        collector.promise.futureResult.whenComplete { _ in
-            heldSlot?.release()
+        let fetched = collector.promise.futureResult
+        fetched.whenComplete { result in
+            if backend.countsInFlight { target.state.inFlight.wrappingSubtract(1, ordering: .relaxed) }
             if let registered { tasks?.finished(registered) }
+            switch result {
+            case .success(let response): backend.attemptEnded(at: target, failed: response.status >= 500)
+            case .failure(let error): backend.attemptEnded(at: target, failed: error is UpstreamError)
+            }
         }
-        return collector.promise.futureResult
+        return fetched.flatMap { response -> EventLoopFuture<FetchedResponse> in
+            guard let condition = ProxyAttempts.condition(status: response.status),
+                let next = retryTarget(backend, condition: condition, tried: tried, number: number, deadline: deadline)
+            else { return eventLoop.makeSucceededFuture(response) }
+            return retry(
+                backend, at: next, tried: tried, number: number, path: path, accept: accept, limit: limit, deadline: deadline, on: eventLoop
+            )
+        }.flatMapError { error -> EventLoopFuture<FetchedResponse> in
+            guard let upstreamError = error as? UpstreamError, let condition = ProxyAttempts.condition(upstreamError),
+                let next = retryTarget(backend, condition: condition, tried: tried, number: number, deadline: deadline)
+            else { return eventLoop.makeFailedFuture(error) }
+            return retry(
+                backend, at: next, tried: tried, number: number, path: path, accept: accept, limit: limit, deadline: deadline, on: eventLoop
+            )
+        }
+    }
+
+    private func retryTarget(
+        _ backend: CompiledBackend, condition: RetryCondition, tried: TargetSet, number: Int, deadline: NIODeadline
+    ) -> CompiledTarget? {
+        guard let retries = backend.retries, number < retries.attempts, retries.on.contains(condition),
+            condition == .connectFailure || retries.methods.contains("GET"), NIODeadline.now() < deadline
+        else { return nil }
+        if let tasks, tasks.isCancelled { return nil }
+        guard case .success(let next) = backend.pick(hashKey: requestID.utf8, tried: tried),
+            backend.retryState.startRetry(budgetPercent: retries.budgetPercent)
+        else { return nil }
+        return next
+    }
+
+    private func retry(
+        _ backend: CompiledBackend, at next: CompiledTarget, tried: TargetSet, number: Int, path: String, accept: String, limit: Int,
+        deadline: NIODeadline, on eventLoop: any EventLoop
+    ) -> EventLoopFuture<FetchedResponse> {
+        let retried = attempt(
+            backend: backend, at: next, tried: tried, number: number + 1, path: path, accept: accept, limit: limit, deadline: deadline,
+            on: eventLoop)
+        retried.whenComplete { _ in backend.retryState.retries.wrappingSubtract(1, ordering: .relaxed) }
+        return retried
     }
 
     static let accept: [SourceFormat: String] = [

@@ -31,6 +31,8 @@ struct AccessLogLine {
         if let subject = record.clientCertificate { writer.string("client_cert", subject) }
         if let upstream = record.upstreamDuration { writer.milliseconds("upstream_ms", TimeAmount(upstream).nanoseconds) }
         if let connects = record.upstreamConnects { writer.integer("upstream_connects", Int64(connects)) }
+        if let target = record.target { writer.string("target", target) }
+        if let attempts = record.attempts { writer.integer("upstream_attempts", Int64(attempts)) }
         if let failure = record.failure { writer.string("failure", failure) }
         out = writer.finish()
     }

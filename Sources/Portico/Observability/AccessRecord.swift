@@ -34,6 +34,10 @@ struct AccessRecord {
     var upstreamConnects: Int?
     /// Why an exchange ended abnormally (for logs only; may name internal addresses).
     var failure: String?
+    /// The backend's target that answered, when it has several (may name an internal address).
+    var target: String?
+    /// Attempts made, when the request was retried on another target.
+    var attempts: Int?
 
     init(requestID: String, method: String, path: Substring, client: String?, started: NIODeadline) {
         self.requestID = requestID
@@ -65,6 +69,8 @@ struct AccessRecord {
         upstreamDuration = outcome.upstreamDuration
         upstreamConnects = outcome.upstreamConnects
         failure = outcome.failure
+        target = outcome.target
+        attempts = outcome.attempts > 1 ? outcome.attempts : nil
     }
 
     func write(to logger: Logger) {
@@ -89,6 +95,8 @@ struct AccessRecord {
             metadata["upstream_ms"] = .string(Self.milliseconds(TimeAmount(upstreamDuration).nanoseconds))
         }
         if let upstreamConnects { metadata["upstream_connects"] = .stringConvertible(upstreamConnects) }
+        if let target { metadata["target"] = .string(target) }
+        if let attempts { metadata["upstream_attempts"] = .stringConvertible(attempts) }
         if let failure { metadata["failure"] = .string(failure) }
         logger.info("access", metadata: metadata)
     }

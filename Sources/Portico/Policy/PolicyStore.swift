@@ -31,14 +31,17 @@ public final class PolicyStore: Sendable {
     private let revisionBox: NIOLockedValueBox<PolicyRevision>
     /// What each compiled policy's requests count into; nil when nothing is counted (tools, tests).
     let metrics: GatewayMetrics?
+    /// The backends' targets' state, which every compiled policy's backends share.
+    let targets: TargetRegistry
 
     public convenience init(_ snapshot: PolicySnapshot, contentHash: String = "") {
         self.init(snapshot, contentHash: contentHash, metrics: nil)
     }
 
-    init(_ snapshot: PolicySnapshot, contentHash: String, metrics: GatewayMetrics?) {
+    init(_ snapshot: PolicySnapshot, contentHash: String, metrics: GatewayMetrics?, targets: TargetRegistry = TargetRegistry()) {
         self.metrics = metrics
-        box = NIOLockedValueBox((CompiledPolicy(snapshot, metrics: metrics), 0))
+        self.targets = targets
+        box = NIOLockedValueBox((CompiledPolicy(snapshot, metrics: metrics, targets: targets), 0))
         let revision = PolicyRevision(generation: 0, contentHash: contentHash, loadedAt: Date())
         revisionBox = NIOLockedValueBox(revision)
         metrics?.policyInstalled(revision)
@@ -57,7 +60,7 @@ public final class PolicyStore: Sendable {
     }
 
     /// Compiles `snapshot` the way this store's policies are (with its metrics), without installing it.
-    func compile(_ snapshot: PolicySnapshot) -> CompiledPolicy { CompiledPolicy(snapshot, metrics: metrics) }
+    func compile(_ snapshot: PolicySnapshot) -> CompiledPolicy { CompiledPolicy(snapshot, metrics: metrics, targets: targets) }
 
     /// Installs a policy compiled beforehand (a reload compiles off the event loops): new requests
     /// read it from now on; requests in flight finish on the one they started with.

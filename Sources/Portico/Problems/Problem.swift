@@ -227,6 +227,17 @@ extension Problem {
             detail: "The backend \(backend) could not be reached or gave no valid answer.", extensions: [("backend", backend)])
     }
 
+    /// 503, at once, when every target of a backend is down (failing its health checks, or ejected
+    /// for failing requests): no request waits for a timeout to learn it. `Retry-After` is when
+    /// the soonest target may be back.
+    static func backendDown(backend: String, retryAfter: Int64) -> Problem {
+        var problem = Problem(
+            type: typePrefix + "backend-unavailable", title: "Backend unavailable", status: .serviceUnavailable,
+            detail: "Every instance of the backend \(backend) is down; retry in \(retryAfter) s.", extensions: [("backend", backend)])
+        problem.headers = [("retry-after", String(retryAfter))]
+        return problem
+    }
+
     static func gatewayTimeout(backend: String) -> Problem {
         Problem(
             type: typePrefix + "backend-timeout", title: "Backend timeout", status: .gatewayTimeout,

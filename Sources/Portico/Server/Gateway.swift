@@ -32,6 +32,8 @@ public final class Gateway: Sendable {
     private let logger: Logger
     /// Handlers written in Swift, by the name `code` versions select them with.
     private let codeHandlers: [String: any CodeHandler]
+    /// Asks the backends' targets for their health, as their policies' `healthCheck`s say.
+    private let healthChecker: HealthChecker
     private let state = NIOLockedValueBox(RunState())
 
     private struct RunState {
@@ -58,21 +60,25 @@ public final class Gateway: Sendable {
     ///   - accessLogWriter: where access-log lines go; without one, through `logger` (swift-log).
     ///   - contentHash: the policy files' hash (``PolicyRevision/contentHash``), when loaded from files.
     ///   - codeHandlers: handlers written in Swift (``CodeHandler``), by the name a `code` version gives.
+    ///   - targets: the state of the backends' targets (ejections, health, requests in flight), and
+    ///     the clock ejections are timed by (tests may pass their own).
     public init(
         snapshot: PolicySnapshot, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         upstream: (any UpstreamClient)? = nil, nonces: (any NonceStore)? = nil, rateLimiter: RateLimiter = RateLimiter(),
         metrics: GatewayMetrics = GatewayMetrics(), accessLogWriter: AccessLogWriter? = nil, contentHash: String = "",
-        logger: Logger = Logger(label: "portico"), codeHandlers: [String: any CodeHandler] = [:]
+        logger: Logger = Logger(label: "portico"), codeHandlers: [String: any CodeHandler] = [:],
+        targets: TargetRegistry = TargetRegistry()
     ) {
         self.codeHandlers = codeHandlers
         self.nonces = nonces ?? InMemoryNonceStore(capacity: snapshot.policy.signatures.nonceCacheSize)
         self.rateLimiter = rateLimiter
         self.metrics = metrics
         self.accessLogWriter = accessLogWriter
-        self.store = PolicyStore(snapshot, contentHash: contentHash, metrics: metrics)
+        self.store = PolicyStore(snapshot, contentHash: contentHash, metrics: metrics, targets: targets)
         self.group = group
         self.upstream = upstream ?? RoutingUpstreamClient.gatewayDefault(sizedBy: snapshot.policy.upstream, group: group)
         self.logger = logger
+        self.healthChecker = HealthChecker(eventLoop: group.next(), upstream: self.upstream, logger: logger)
         let fleet = snapshot.policy.cluster.map { FleetStore($0, group: group, metrics: metrics, logger: logger) }
         let local = LocalLimitStore(rateLimiter: rateLimiter, nonces: self.nonces)
         self.fleet = fleet
@@ -119,6 +125,7 @@ public final class Gateway: Sendable {
         let tlsStores = try ListenerTLS.contexts(for: snapshot).mapValues(TLSContextStore.init)
         _ = try LocatorSigning.key(for: snapshot)  // a locator key that cannot be read fails the start, naming its file
         if let error = fleet?.configurationError { throw error }  // rediss://'s caFile, likewise (read once, by the store)
+        healthChecker.update(store.current)
         let limits = snapshot.limits
         var bound: [(name: String, channel: any Channel, connections: ListenerConnections)] = []
         do {
@@ -199,7 +206,9 @@ public final class Gateway: Sendable {
         for (name, store) in stores {
             if let context = contexts[name] { store.replace(with: context) }
         }
-        return store.install(compiled, contentHash: contentHash)
+        let revision = store.install(compiled, contentHash: contentHash)
+        healthChecker.update(compiled)
+        return revision
     }
 
     private func bootstrap(
@@ -274,6 +283,7 @@ public final class Gateway: Sendable {
         // those waits must not add up. Then wait until each is gone (and so no longer counted).
         for connection in remaining { connection.close(promise: nil) }
         for connection in remaining { try? await connection.closeFuture.get() }
+        healthChecker.stop()
         upstream.shutdown()
         try? await fleet?.close().get()
     }

@@ -1,0 +1,217 @@
+import PorticoPolicy
+import PorticoUpstream
+import Synchronization
+
+/// A backend as requests use it, everything a forwarded request needs already derived from its
+/// policy: its targets (``CompiledTarget``) and how to choose one (``TargetBalancer``), the
+/// timeouts, the client, its limits, its retries.
+///
+/// One per backend per compiled policy, shared by every request to it; a request's upstream URL
+/// is then its target's prefix plus its own path and query, one string built per request.
+final class CompiledBackend: Sendable {
+    let name: String
+    let targets: [CompiledTarget]
+    /// The base path every target shares: empty, or starting with `/` and without a trailing one.
+    let basePath: String
+    let connectTimeout: Duration
+    let timeout: Duration
+    /// The upstream client the policy names; `nil` lets the routing client go by the scheme.
+    let client: UpstreamClientKind?
+    /// Requests in flight at once; `nil` is no cap.
+    let maxConcurrent: Int?
+    /// Requests in flight to each target at once; `nil` is no cap.
+    let maxConcurrentPerTarget: Int?
+    let rateLimit: CompiledRateLimit?
+    let balancer: TargetBalancer
+    let outlierDetection: OutlierDetectionPolicy?
+    let healthCheck: HealthCheckPolicy?
+    let retries: RetryPolicy?
+    /// Requests and retries in flight, for the retry budget (the gateway's, across reloads).
+    let retryState: BackendRetries
+    private let registry: TargetRegistry
+    /// The round-robin position, and the source of least-request's random draws.
+    private let turns = Atomic<UInt64>(0)
+    /// Whether requests in flight are counted per target (least-request reads them, a per-target
+    /// cap limits them); otherwise no request touches the shared counter.
+    let countsInFlight: Bool
+
+    init(_ policy: BackendPolicy, registry: TargetRegistry = TargetRegistry()) {
+        name = policy.name
+        targets = policy.targets.enumerated().map { index, target in
+            CompiledTarget(
+                target, index: index,
+                state: registry.state(backend: policy.name, origin: "\(target.url.scheme)://\(target.url.hostForURL):\(target.url.port)"))
+        }
+        basePath = policy.url.basePath
+        connectTimeout = policy.connectTimeout
+        timeout = policy.timeout
+        client = policy.client.map(UpstreamClientKind.init)
+        maxConcurrent = policy.maxConcurrent
+        maxConcurrentPerTarget = policy.maxConcurrentPerTarget
+        rateLimit = policy.rateLimit.map { CompiledRateLimit(kind: .backend, name: policy.name, policy: $0) }
+        balancer = TargetBalancer(policy)
+        outlierDetection = policy.outlierDetection
+        healthCheck = policy.healthCheck
+        retries = policy.retries
+        retryState = registry.retries(backend: policy.name)
+        self.registry = registry
+        countsInFlight = policy.balance == .leastRequest || policy.maxConcurrentPerTarget != nil
+    }
+
+    /// The first target: what a backend of one target always sends to.
+    var primary: CompiledTarget { targets[0] }
+
+    var now: Int64 { registry.clock() }
+
+    /// Whether `target` is left out at `now`: unhealthy by its checks, or ejected. Only what this
+    /// policy still asks for counts: a target left unhealthy (or ejected) under a policy that had
+    /// checks (or outlier detection), and reloaded without, is used again.
+    func isDown(_ target: CompiledTarget, at now: Int64) -> Bool {
+        (healthCheck != nil && target.state.health == .unhealthy) || (outlierDetection != nil && target.state.isEjected(at: now))
+    }
+
+    /// Whether any target can be down at all (checks or ejection): if not, no clock is read.
+    private var canBeDown: Bool { healthCheck != nil || outlierDetection != nil }
+
+    // MARK: Choosing a target
+
+    /// Why no target can take a request.
+    enum Unavailable: Error {
+        /// Every target is ejected or unhealthy; the soonest may be back in this many seconds.
+        case allDown(retryAfter: Int64)
+        /// Every target that is up is at `maxConcurrentPerTarget`.
+        case allBusy
+        /// Every target that is up has been tried already.
+        case allTried
+    }
+
+    /// The target for a request (or its retry): among those neither down, at their cap, nor in
+    /// `tried`, as the balancer says; `hashKey` is what `balance: hash` hashes.
+    func pick(hashKey: some Sequence<UInt8>, tried: TargetSet = .empty) -> Result<CompiledTarget, Unavailable> {
+        if case .single = balancer.mode, tried.isEmpty {
+            let target = targets[0]
+            if canBeDown {
+                let now = self.now
+                if isDown(target, at: now) { return .failure(.allDown(retryAfter: retryAfter(now: now))) }
+            }
+            if let cap = maxConcurrentPerTarget, target.state.inFlight.load(ordering: .relaxed) >= cap { return .failure(.allBusy) }
+            return .success(target)
+        }
+        let now = self.now
+        var up = 0
+        var usable = 0
+        for target in targets where !isDown(target, at: now) {
+            up += 1
+            if !tried.contains(target.index) && hasRoom(target) { usable += 1 }
+        }
+        guard up > 0 else { return .failure(.allDown(retryAfter: retryAfter(now: now))) }
+        guard usable > 0 else { return .failure(tried.isEmpty ? .allBusy : .allTried) }
+        let isUsable = { (index: Int) -> Bool in
+            let target = self.targets[index]
+            return !tried.contains(index) && !self.isDown(target, at: now) && self.hasRoom(target)
+        }
+        switch balancer.mode {
+        case .single:
+            return isUsable(0) ? .success(targets[0]) : .failure(.allTried)
+        case .roundRobin(let order):
+            let start = Int(turns.wrappingAdd(1, ordering: .relaxed).oldValue % UInt64(order.count))
+            for step in 0..<order.count {
+                let index = Int(order[(start + step) % order.count])
+                if isUsable(index) { return .success(targets[index]) }
+            }
+        case .leastRequest:
+            let draw = Self.scramble(turns.wrappingAdd(1, ordering: .relaxed).oldValue)
+            let first = Int(draw % UInt64(targets.count))
+            let second = Int((draw >> 32) % UInt64(targets.count))
+            switch (isUsable(first), isUsable(second)) {
+            case (true, true): return .success(lighter(targets[first], targets[second]))
+            case (true, false): return .success(targets[first])
+            case (false, true): return .success(targets[second])
+            case (false, false):
+                // Both draws left out: the lightest of those that are usable.
+                var best: CompiledTarget?
+                for index in targets.indices where isUsable(index) {
+                    best = best.map { lighter($0, targets[index]) } ?? targets[index]
+                }
+                if let best { return .success(best) }
+            }
+        case .hash(let table, _):
+            let slot = Int(TargetBalancer.fnv1a(hashKey) % UInt64(table.count))
+            for step in 0..<table.count {
+                let index = Int(table[(slot + step) % table.count])
+                if isUsable(index) { return .success(targets[index]) }
+            }
+        }
+        return .failure(.allTried)
+    }
+
+    /// The one with fewer requests in flight for its weight: a × weight(b) < b × weight(a).
+    private func lighter(_ a: CompiledTarget, _ b: CompiledTarget) -> CompiledTarget {
+        b.state.inFlight.load(ordering: .relaxed) * a.weight < a.state.inFlight.load(ordering: .relaxed) * b.weight ? b : a
+    }
+
+    private func hasRoom(_ target: CompiledTarget) -> Bool {
+        guard let cap = maxConcurrentPerTarget else { return true }
+        return target.state.inFlight.load(ordering: .relaxed) < cap
+    }
+
+    /// Seconds until the soonest target may take requests again: the end of its ejection, or the
+    /// next health check of an unhealthy one.
+    private func retryAfter(now: Int64) -> Int64 {
+        var soonest = Int64.max
+        for target in targets {
+            let until = target.state.ejectedUntil.load(ordering: .relaxed)
+            if until > now { soonest = min(soonest, until - now) }
+            if target.state.health == .unhealthy, let check = healthCheck {
+                soonest = min(soonest, check.interval.nanoseconds)
+            }
+        }
+        guard soonest != .max else { return 1 }
+        return max(1, (soonest + 999_999_999) / 1_000_000_000)
+    }
+
+    /// SplitMix64's finaliser: consecutive counter values become unrelated draws.
+    private static func scramble(_ value: UInt64) -> UInt64 {
+        var z = value &+ 0x9e37_79b9_7f4a_7c15
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+
+    // MARK: Outcomes
+
+    /// An attempt at `target` ended: a failure (connect failure, reset, timeout, 5xx) counts
+    /// toward its ejection (`outlierDetection`); a success clears its count.
+    func attemptEnded(at target: CompiledTarget, failed: Bool) {
+        guard let detection = outlierDetection else { return }
+        let state = target.state
+        guard failed else {
+            // Loads first: a success writes a counter every core shares only when it must.
+            if state.consecutiveFailures.load(ordering: .relaxed) != 0 { state.consecutiveFailures.store(0, ordering: .relaxed) }
+            if state.ejections.load(ordering: .relaxed) > 0 && !state.isEjected(at: now) {
+                state.ejections.store(0, ordering: .relaxed)
+            }
+            return
+        }
+        let failures = state.consecutiveFailures.wrappingAdd(1, ordering: .relaxed).newValue
+        let now = self.now
+        guard failures >= detection.consecutiveFailures, state.ejectedUntil.load(ordering: .relaxed) <= now else { return }
+        let ejected = targets.count { $0.state.ejectedUntil.load(ordering: .relaxed) > now }
+        guard ejected < max(1, targets.count * detection.maxEjectedPercent / 100) else { return }
+        let ejections = min(10, state.ejections.wrappingAdd(1, ordering: .relaxed).newValue)
+        state.ejectedUntil.store(now + detection.ejectFor.nanoseconds * Int64(ejections), ordering: .relaxed)
+        state.consecutiveFailures.store(0, ordering: .relaxed)
+    }
+}
+
+extension TargetSet {
+    var isEmpty: Bool { bits == 0 }
+}
+
+extension Duration {
+    /// Whole nanoseconds (a duration the policy reader accepted is never longer than 2⁶³ ns).
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

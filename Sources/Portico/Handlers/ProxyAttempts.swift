@@ -1,0 +1,207 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import PorticoPolicy
+import PorticoUpstream
+import Synchronization
+
+/// One proxied exchange's attempts: the first at the target the balancer chose, then, when the
+/// backend's `retries` allow it, each further one at a target not tried yet, until an answer
+/// begins. Whatever reaches the client comes from one attempt only: an attempt is given up (and
+/// retried) only before its response head has been passed on.
+///
+/// A request is retried only when a second attempt cannot apply it twice (``RetryPolicy``): the
+/// first attempt never reached the backend (a connect failure), or its method is idempotent (or it
+/// carries an `Idempotency-Key`) and the failure is one the policy lists. Retries in flight stay
+/// within the backend's budget. Every attempt's outcome counts toward its target's ejection.
+///
+/// It is the exchange's task: cancelling it (the client went away) cancels the current attempt.
+/// Confined to the connection's event loop (`@unchecked Sendable` for ``UpstreamTask``, whose
+/// calls the connection's handler makes there). Each attempt delivers through its own small
+/// handler, tagged with its number, so that a late event of an attempt given up is dropped.
+final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sendable {
+    private let exchange: Exchange
+    private let responder: any ExchangeResponder
+    private let backend: CompiledBackend
+    private let upstream: any UpstreamClient
+    private let eventLoop: any EventLoop
+    private let logger: Logger
+    private var request: UpstreamRequest
+    private var target: CompiledTarget
+    private var tried = TargetSet()
+    private var attempt = 0
+    /// The current attempt holds its target's in-flight count.
+    private var attemptOpen = false
+    /// The current attempt holds a slot of the retry budget.
+    private var holdsRetry = false
+    /// The response head has been passed on: no more retries.
+    private var answering = false
+    /// The status of the response passed on (a 5xx counts against its target).
+    private var status = 0
+    private let deadline: NIODeadline
+    /// The current attempt's task.
+    private var current: (any UpstreamTask)?
+    /// The exchange has ended (answered, failed or cancelled): counted out of the backend's requests.
+    private var finished = false
+
+    init(
+        exchange: Exchange, responder: any ExchangeResponder, backend: CompiledBackend, target: CompiledTarget,
+        request: UpstreamRequest, upstream: any UpstreamClient, eventLoop: any EventLoop, logger: Logger
+    ) {
+        self.exchange = exchange
+        self.responder = responder
+        self.backend = backend
+        self.target = target
+        self.request = request
+        self.upstream = upstream
+        self.eventLoop = eventLoop
+        self.logger = logger
+        // Only retries read it: one clock read fewer per request without them.
+        self.deadline = backend.retries == nil ? .distantFuture : .now() + .nanoseconds(backend.timeout.nanoseconds)
+    }
+
+    /// Sends the first attempt.
+    func start() {
+        if backend.retries != nil { backend.retryState.requests.wrappingAdd(1, ordering: .relaxed) }
+        send()
+    }
+
+    private func send() {
+        attempt += 1
+        tried.insert(target.index)
+        if backend.countsInFlight { target.state.inFlight.wrappingAdd(1, ordering: .relaxed) }
+        attemptOpen = true
+        exchange.outcome.attempts = attempt
+        exchange.outcome.target = backend.targets.count > 1 ? target.origin : nil
+        // Without retries there is one attempt, never given up: it delivers here directly.
+        let handler: any UpstreamResponseHandler = backend.retries == nil ? self : AttemptDelivery(attempts: self, attempt: attempt)
+        current = upstream.execute(request, eventLoop: eventLoop, handler: handler)
+    }
+
+    func upstreamReceived(_ events: UpstreamEvents) {
+        received(events, attempt: 1)
+    }
+
+    func cancel() {
+        current?.cancel()
+        current = nil
+        endAttempt(failed: false)
+        finish()
+    }
+
+    func consumed(bytes: Int) {
+        current?.consumed(bytes: bytes)
+    }
+
+    private func finish() {
+        guard !finished else { return }
+        finished = true
+        if backend.retries != nil { backend.retryState.requests.wrappingSubtract(1, ordering: .relaxed) }
+    }
+
+    fileprivate func received(_ events: UpstreamEvents, attempt number: Int) {
+        guard number == attempt else { return }
+        if !answering {
+            if let head = events.head {
+                if let condition = Self.condition(status: head.status), let next = retryTarget(for: condition) {
+                    return retry(at: next, after: "answered \(head.status)")
+                }
+                answering = true
+                status = head.status
+            } else if case .failure(let error) = events.result {
+                if let condition = Self.condition(error), let next = retryTarget(for: condition) {
+                    return retry(at: next, after: error.description)
+                }
+            }
+        }
+        if let result = events.result {
+            switch result {
+            case .success: endAttempt(failed: status >= 500)
+            case .failure: endAttempt(failed: true)
+            }
+            current = nil
+            finish()
+        }
+        responder.handlerReceived(events, for: exchange)
+    }
+
+    /// The target a failed attempt is retried at, if the request may be retried for `condition`.
+    private func retryTarget(for condition: RetryCondition) -> CompiledTarget? {
+        guard let retries = backend.retries, attempt < retries.attempts, retries.on.contains(condition) else { return nil }
+        if condition != .connectFailure {
+            let idempotent =
+                retries.methods.contains(request.method) || request.headers.contains(name: "idempotency-key")
+            guard idempotent else { return nil }
+        }
+        guard NIODeadline.now() < deadline else { return nil }
+        guard case .success(let next) = backend.pick(hashKey: "".utf8, tried: tried) else { return nil }
+        // The retry's slot of the budget, held until the retry ends.
+        guard backend.retryState.startRetry(budgetPercent: retries.budgetPercent) else { return nil }
+        return next
+    }
+
+    private func retry(at next: CompiledTarget, after failure: String) {
+        current?.cancel()
+        endAttempt(failed: true)
+        holdsRetry = true
+        logger.notice(
+            "retrying on another target",
+            metadata: [
+                "request_id": .string(exchange.requestID), "backend": .string(backend.name), "attempt": .stringConvertible(attempt),
+                "target": .string(target.origin), "failure": .string(failure), "next": .string(next.origin),
+            ])
+        let old = target.urlPrefix
+        request.url = next.urlPrefix + request.url.dropFirst(old.count)
+        request.headers.replaceOrAdd(name: "Host", value: next.hostHeader)
+        let remaining = deadline - .now()
+        let perTry = backend.retries?.perTryTimeout ?? backend.timeout
+        request.timeout = min(perTry, .nanoseconds(max(remaining.nanoseconds, 1_000_000)))
+        target = next
+        send()
+    }
+
+    private func endAttempt(failed: Bool) {
+        guard attemptOpen else { return }
+        attemptOpen = false
+        if backend.countsInFlight { target.state.inFlight.wrappingSubtract(1, ordering: .relaxed) }
+        backend.attemptEnded(at: target, failed: failed)
+        if holdsRetry {
+            holdsRetry = false
+            backend.retryState.retries.wrappingSubtract(1, ordering: .relaxed)
+        }
+    }
+
+    /// The retry condition of a failed attempt's error.
+    static func condition(_ error: UpstreamError) -> RetryCondition? {
+        switch error.kind {
+        case .connectFailed: .connectFailure
+        case .badResponse: .reset
+        case .timedOut: .timeout
+        case .shutdown, .invalidRequest: nil
+        }
+    }
+
+    static func condition(status: Int) -> RetryCondition? {
+        switch status {
+        case 502: .status502
+        case 503: .status503
+        case 504: .status504
+        default: nil
+        }
+    }
+}
+
+/// Routes one attempt's events to its ``ProxyAttempts``, tagged with the attempt's number.
+private final class AttemptDelivery: UpstreamResponseHandler {
+    private let attempts: ProxyAttempts
+    private let attempt: Int
+
+    init(attempts: ProxyAttempts, attempt: Int) {
+        self.attempts = attempts
+        self.attempt = attempt
+    }
+
+    func upstreamReceived(_ events: UpstreamEvents) {
+        attempts.received(events, attempt: attempt)
+    }
+}
