@@ -255,7 +255,11 @@ extension PolicyDocumentReader {
         }
         let budget = fields.optional("budget", default: 20) { readPercent($0) }
         let methods = fields.optional("methods") { value -> Set<String>? in
-            guard let items = value.sequence(), !items.isEmpty else { return nil }
+            guard let items = value.sequence() else { return nil }
+            guard !items.isEmpty else {
+                value.error("expected at least one method; to retry only after connect failures, write on: [connect-failure]")
+                return nil
+            }
             var methods: Set<String> = []
             for item in items {
                 guard let method = item.nonEmptyString() else { return nil }

@@ -317,4 +317,28 @@ struct BackendPoolTests {
         }
         for server in servers { try await server.shutdown() }
     }
+
+    @Test("least request with a cap per target: two requests in flight take one target each; a third finds both full and gets 503")
+    func perTargetCap() async throws {
+        let backends = [try await HeldBackend.start(body: "{}"), try await HeldBackend.start(body: "{}")]
+        let policy = Self.policy(
+            backends.map { String($0.port) }, backend: "balance: leastRequest\nmaxConcurrentPerTarget: 1\noutlierDetection: off")
+        try await Self.withPool(policy) { gateway in
+            let first = try gateway.connect()
+            let second = try gateway.connect()
+            try first.send("GET /api/a HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await eventually { backends.map(\.requestsReceived).reduce(0, +) == 1 })
+            try second.send("GET /api/b HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(await eventually { backends.map(\.requestsReceived).reduce(0, +) == 2 })
+            #expect(backends.map(\.requestsReceived) == [1, 1], "the second request went to the busy target")
+            let third = try gateway.connect().request("GET", "/api/c")
+            #expect(third.status == 503)
+            #expect(third.json?["type"] as? String == "urn:portico:problem:backend-busy")
+            for backend in backends { backend.release() }
+            #expect(try first.readResponse().status == 200)
+            #expect(try second.readResponse().status == 200)
+            #expect(try gateway.connect().request("GET", "/api/d").status == 200, "the places were given back")
+        }
+        for backend in backends { try await backend.shutdown() }
+    }
 }

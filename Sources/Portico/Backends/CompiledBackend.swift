@@ -34,6 +34,11 @@ final class CompiledBackend: Sendable {
     /// Whether requests in flight are counted per target (least-request reads them, a per-target
     /// cap limits them); otherwise no request touches the shared counter.
     let countsInFlight: Bool
+    /// Whether a connect failure proves the request never left the gateway, so that any method
+    /// may be retried after one. True of the NIO client, which writes nothing before its
+    /// connection is up; not of libcurl, which may have written a request on a reused connection,
+    /// seen it die, and failed to connect again.
+    let connectFailureProvesUnsent: Bool
 
     init(_ policy: BackendPolicy, registry: TargetRegistry = TargetRegistry()) {
         name = policy.name
@@ -56,6 +61,7 @@ final class CompiledBackend: Sendable {
         retryState = registry.retries(backend: policy.name)
         self.registry = registry
         countsInFlight = policy.balance == .leastRequest || policy.maxConcurrentPerTarget != nil
+        connectFailureProvesUnsent = (policy.client ?? (policy.url.scheme == "https" ? .curl : .nio)) == .nio
     }
 
     /// The first target: what a backend of one target always sends to.
@@ -86,8 +92,32 @@ final class CompiledBackend: Sendable {
     }
 
     /// The target for a request (or its retry): among those neither down, at their cap, nor in
-    /// `tried`, as the balancer says; `hashKey` is what `balance: hash` hashes.
+    /// `tried`, as the balancer says; `hashKey` is what `balance: hash` hashes. The request is
+    /// counted in the target's requests in flight (when they are counted) from here on: give it
+    /// back with ``release(_:)``. The count is taken by adding first, so two event loops cannot
+    /// both take a target's last place under `maxConcurrentPerTarget`.
     func pick(hashKey: some Sequence<UInt8>, tried: TargetSet = .empty) -> Result<CompiledTarget, Unavailable> {
+        guard countsInFlight else { return choose(hashKey: hashKey, tried: tried) }
+        var tried = tried
+        while true {
+            let chosen = choose(hashKey: hashKey, tried: tried)
+            guard case .success(let target) = chosen else { return chosen }
+            let inFlight = target.state.inFlight.wrappingAdd(1, ordering: .relaxed).newValue
+            if let cap = maxConcurrentPerTarget, inFlight > cap {
+                target.state.inFlight.wrappingSubtract(1, ordering: .relaxed)
+                tried.insert(target.index)
+                continue
+            }
+            return chosen
+        }
+    }
+
+    /// Gives back the place a request took at `target` (``pick(hashKey:tried:)``).
+    func release(_ target: CompiledTarget) {
+        if countsInFlight { target.state.inFlight.wrappingSubtract(1, ordering: .relaxed) }
+    }
+
+    private func choose(hashKey: some Sequence<UInt8>, tried: TargetSet) -> Result<CompiledTarget, Unavailable> {
         if case .single = balancer.mode, tried.isEmpty {
             let target = targets[0]
             if canBeDown {
@@ -122,7 +152,8 @@ final class CompiledBackend: Sendable {
         case .leastRequest:
             let draw = Self.scramble(turns.wrappingAdd(1, ordering: .relaxed).oldValue)
             let first = Int(draw % UInt64(targets.count))
-            let second = Int((draw >> 32) % UInt64(targets.count))
+            // Two different targets: the second is drawn from the others.
+            let second = (first + 1 + Int((draw >> 32) % UInt64(targets.count - 1))) % targets.count
             switch (isUsable(first), isUsable(second)) {
             case (true, true): return .success(lighter(targets[first], targets[second]))
             case (true, false): return .success(targets[first])
@@ -155,16 +186,18 @@ final class CompiledBackend: Sendable {
         return target.state.inFlight.load(ordering: .relaxed) < cap
     }
 
-    /// Seconds until the soonest target may take requests again: the end of its ejection, or the
-    /// next health check of an unhealthy one.
+    /// Seconds until the soonest target may take requests again. A target is back when both its
+    /// ejection has ended and, if it is unhealthy, it has passed `healthyAfter` checks: the later
+    /// of the two.
     private func retryAfter(now: Int64) -> Int64 {
         var soonest = Int64.max
         for target in targets {
-            let until = target.state.ejectedUntil.load(ordering: .relaxed)
-            if until > now { soonest = min(soonest, until - now) }
-            if target.state.health == .unhealthy, let check = healthCheck {
-                soonest = min(soonest, check.interval.nanoseconds)
+            var back: Int64 = 0
+            if outlierDetection != nil { back = max(back, target.state.ejectedUntil.load(ordering: .relaxed) - now) }
+            if let check = healthCheck, target.state.health == .unhealthy {
+                back = max(back, check.interval.nanoseconds * Int64(check.healthyAfter))
             }
+            if back > 0 { soonest = min(soonest, back) }
         }
         guard soonest != .max else { return 1 }
         return max(1, (soonest + 999_999_999) / 1_000_000_000)
@@ -181,7 +214,8 @@ final class CompiledBackend: Sendable {
     // MARK: Outcomes
 
     /// An attempt at `target` ended: a failure (connect failure, reset, timeout, 5xx) counts
-    /// toward its ejection (`outlierDetection`); a success clears its count.
+    /// toward its ejection (`outlierDetection`); a success clears its count. (An attempt given up
+    /// because its client left says nothing of the target, and is not reported.)
     func attemptEnded(at target: CompiledTarget, failed: Bool) {
         guard let detection = outlierDetection else { return }
         let state = target.state
@@ -195,12 +229,18 @@ final class CompiledBackend: Sendable {
         }
         let failures = state.consecutiveFailures.wrappingAdd(1, ordering: .relaxed).newValue
         let now = self.now
-        guard failures >= detection.consecutiveFailures, state.ejectedUntil.load(ordering: .relaxed) <= now else { return }
-        let ejected = targets.count { $0.state.ejectedUntil.load(ordering: .relaxed) > now }
-        guard ejected < max(1, targets.count * detection.maxEjectedPercent / 100) else { return }
-        let ejections = min(10, state.ejections.wrappingAdd(1, ordering: .relaxed).newValue)
-        state.ejectedUntil.store(now + detection.ejectFor.nanoseconds * Int64(ejections), ordering: .relaxed)
-        state.consecutiveFailures.store(0, ordering: .relaxed)
+        guard failures >= detection.consecutiveFailures, !state.isEjected(at: now) else { return }
+        // Counting the ejected and ejecting one more is one step (under the backend's lock, taken
+        // only here, when a target is about to be ejected): two event loops cannot both take the
+        // last place `maxEjectedPercent` leaves.
+        retryState.ejecting.withLock { _ in
+            guard !state.isEjected(at: now) else { return }
+            let ejected = targets.count { $0.state.isEjected(at: now) }
+            guard ejected < max(1, targets.count * detection.maxEjectedPercent / 100) else { return }
+            let ejections = min(10, state.ejections.wrappingAdd(1, ordering: .relaxed).newValue)
+            state.ejectedUntil.store(now + detection.ejectFor.nanoseconds * Int64(ejections), ordering: .relaxed)
+            state.consecutiveFailures.store(0, ordering: .relaxed)
+        }
     }
 }
 

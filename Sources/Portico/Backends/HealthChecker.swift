@@ -106,7 +106,7 @@ final class HealthChecker: @unchecked Sendable {
     }
 
     private func schedule(_ check: Check, after delay: TimeAmount) {
-        check.scheduled = eventLoop.scheduleTask(in: delay) { [weak self, weak check] in
+        check.scheduled = eventLoop.assumeIsolated().scheduleTask(in: delay) { [weak self, weak check] in
             guard let self, let check, !self.stopped else { return }
             self.run(check)
         }

@@ -76,10 +76,13 @@ public final class TargetRegistry: Sendable {
     }
 }
 
-/// A backend's requests and retries in flight, across its targets and event loops.
+/// A backend's requests and retries in flight, across its targets and event loops, and the lock
+/// its ejections are decided under.
 final class BackendRetries: Sendable {
     let requests = Atomic<Int>(0)
     let retries = Atomic<Int>(0)
+    /// Held while one target is ejected, so that `maxEjectedPercent` is counted and kept in one step.
+    let ejecting = Mutex(())
 
     /// Retries that may always be in flight, whatever the budget says (as Envoy's
     /// `min_retry_concurrency`), so that a quiet backend can still be retried.

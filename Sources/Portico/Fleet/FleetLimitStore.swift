@@ -13,9 +13,7 @@ struct FleetLimitStore: LimitStore {
 
     func admit(_ request: LimitRequest, on eventLoop: any EventLoop) -> LimitAnswer {
         guard !request.isEmpty else { return .decided(.admitted(nil)) }
-        var draws: [LimitDraw] = []
-        if let client = request.client { draws.append(client) }
-        if let backend = request.backend { draws.append(backend) }
+        let draws = [request.client, request.backend].compactMap { $0 }
         let future = fleet.decide(draws, nonce: request.nonce, on: eventLoop).map { verdict in
             Self.outcome(of: verdict, draws: draws, service: request.service)
         }.recover { _ in

@@ -28,7 +28,8 @@ struct CodeHandlerRunner: Sendable {
         exchange.task = tasks
         let service = exchange.routed?.service.name ?? ""
         let fetcher = SourceFetch(
-            upstream: upstream, limits: limits, concurrency: concurrency, service: service, requestID: exchange.requestID, tasks: tasks)
+            upstream: upstream, limits: limits, concurrency: concurrency, service: service, requestID: exchange.requestID, tasks: tasks,
+            hashInputs: HashInputs(exchange))
         let context = CodeHandlerContext(
             eventLoop: eventLoop, backends: policy.backends, fetcher: fetcher, compiled: exchange.policy.backends,
             maxBodyBytes: exchange.snapshot.limits.maxBodyBytes)

@@ -37,7 +37,7 @@ struct FacadeHandler: Sendable {
         exchange.task = tasks
         let fetcher = SourceFetch(
             upstream: upstream, limits: limits, concurrency: concurrency, service: facade.service, requestID: exchange.requestID,
-            tasks: tasks)
+            tasks: tasks, hashInputs: HashInputs(exchange))
         if !facade.aggregate.isEmpty {
             return aggregate(facade, parameters: parameters, fetcher: fetcher, on: eventLoop)
         }

@@ -28,6 +28,8 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
     private let logger: Logger
     private var request: UpstreamRequest
     private var target: CompiledTarget
+    /// What `balance: hash` hashed for the first attempt; a retry probes on from the same slot.
+    private let hashKey: Substring
     private var tried = TargetSet()
     private var attempt = 0
     /// The current attempt holds its target's in-flight count.
@@ -45,9 +47,10 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
     private var finished = false
 
     init(
-        exchange: Exchange, responder: any ExchangeResponder, backend: CompiledBackend, target: CompiledTarget,
+        exchange: Exchange, responder: any ExchangeResponder, backend: CompiledBackend, target: CompiledTarget, hashKey: Substring,
         request: UpstreamRequest, upstream: any UpstreamClient, eventLoop: any EventLoop, logger: Logger
     ) {
+        self.hashKey = hashKey
         self.exchange = exchange
         self.responder = responder
         self.backend = backend
@@ -69,7 +72,6 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
     private func send() {
         attempt += 1
         tried.insert(target.index)
-        if backend.countsInFlight { target.state.inFlight.wrappingAdd(1, ordering: .relaxed) }
         attemptOpen = true
         exchange.outcome.attempts = attempt
         exchange.outcome.target = backend.targets.count > 1 ? target.origin : nil
@@ -82,10 +84,13 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         received(events, attempt: 1)
     }
 
+    /// The client went away (or the answer broke): the current attempt stops, and no event of it
+    /// that was already on its way starts anything (``received(_:attempt:)`` checks `finished`).
+    /// Its target is not told: a client leaving says nothing of it.
     func cancel() {
         current?.cancel()
         current = nil
-        endAttempt(failed: false)
+        endAttempt(.givenUp)
         finish()
     }
 
@@ -100,7 +105,7 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
     }
 
     fileprivate func received(_ events: UpstreamEvents, attempt number: Int) {
-        guard number == attempt else { return }
+        guard number == attempt, !finished else { return }
         if !answering {
             if let head = events.head {
                 if let condition = Self.condition(status: head.status), let next = retryTarget(for: condition) {
@@ -116,8 +121,8 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         }
         if let result = events.result {
             switch result {
-            case .success: endAttempt(failed: status >= 500)
-            case .failure: endAttempt(failed: true)
+            case .success: endAttempt(status >= 500 ? .failed : .succeeded)
+            case .failure(let error): endAttempt(Self.condition(error) == nil ? .givenUp : .failed)
             }
             current = nil
             finish()
@@ -128,21 +133,24 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
     /// The target a failed attempt is retried at, if the request may be retried for `condition`.
     private func retryTarget(for condition: RetryCondition) -> CompiledTarget? {
         guard let retries = backend.retries, attempt < retries.attempts, retries.on.contains(condition) else { return nil }
-        if condition != .connectFailure {
+        if condition != .connectFailure || !backend.connectFailureProvesUnsent {
             let idempotent =
                 retries.methods.contains(request.method) || request.headers.contains(name: "idempotency-key")
             guard idempotent else { return nil }
         }
         guard NIODeadline.now() < deadline else { return nil }
-        guard case .success(let next) = backend.pick(hashKey: "".utf8, tried: tried) else { return nil }
         // The retry's slot of the budget, held until the retry ends.
         guard backend.retryState.startRetry(budgetPercent: retries.budgetPercent) else { return nil }
+        guard case .success(let next) = backend.pick(hashKey: hashKey.utf8, tried: tried) else {
+            backend.retryState.retries.wrappingSubtract(1, ordering: .relaxed)
+            return nil
+        }
         return next
     }
 
     private func retry(at next: CompiledTarget, after failure: String) {
         current?.cancel()
-        endAttempt(failed: true)
+        endAttempt(.failed)
         holdsRetry = true
         logger.notice(
             "retrying on another target",
@@ -160,11 +168,19 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         send()
     }
 
-    private func endAttempt(failed: Bool) {
+    private enum AttemptEnd {
+        case succeeded
+        /// A connect failure, reset, timeout or 5xx: counts toward the target's ejection.
+        case failed
+        /// Stopped for reasons of the gateway's or the client's, which say nothing of the target.
+        case givenUp
+    }
+
+    private func endAttempt(_ end: AttemptEnd) {
         guard attemptOpen else { return }
         attemptOpen = false
-        if backend.countsInFlight { target.state.inFlight.wrappingSubtract(1, ordering: .relaxed) }
-        backend.attemptEnded(at: target, failed: failed)
+        backend.release(target)
+        if end != .givenUp { backend.attemptEnded(at: target, failed: end == .failed) }
         if holdsRetry {
             holdsRetry = false
             backend.retryState.retries.wrappingSubtract(1, ordering: .relaxed)

@@ -25,14 +25,17 @@ struct ProxyHandler: Sendable {
         // A proxied request has always been routed; answer rather than hang.
         guard let routed = exchange.routed else { return .badGateway(backend: proxy.backend) }
         let target: CompiledTarget
-        switch backend.pick(hashKey: Self.hashKey(exchange, backend: backend)) {
+        let hashKey = HashInputs(exchange).key(for: backend)
+        switch backend.pick(hashKey: hashKey.utf8) {
         case .success(let chosen): target = chosen
         case .failure(.allDown(let retryAfter)): return .backendDown(backend: backend.name, retryAfter: retryAfter)
         case .failure: return .backendBusy(backend: backend.name, limit: backend.maxConcurrentPerTarget ?? 0)
         }
         switch concurrency.slot(for: backend) {
         case .success(let slot): exchange.concurrencySlot = slot
-        case .failure(let busy): return busy
+        case .failure(let busy):
+            backend.release(target)
+            return busy
         }
         let request = ProxyForwarding.upstreamRequest(
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend, target: target,
@@ -40,27 +43,42 @@ struct ProxyHandler: Sendable {
             versionedPrefix: exchange.versionedPrefix)
         exchange.body = nil
         let attempts = ProxyAttempts(
-            exchange: exchange, responder: responder, backend: backend, target: target, request: request, upstream: upstream,
+            exchange: exchange, responder: responder, backend: backend, target: target, hashKey: hashKey, request: request,
+            upstream: upstream,
             eventLoop: eventLoop, logger: logger)
         exchange.task = attempts
         attempts.start()
         return nil
     }
 
-    /// What `balance: hash` hashes for this request: its key id, its client's address or a header's
-    /// value (the address when there is no key or no such header); nothing for other balancers.
-    static func hashKey(_ exchange: Exchange, backend: CompiledBackend) -> Substring.UTF8View {
-        guard case .hash(_, let on) = backend.balancer.mode else { return ""[...].utf8 }
-        let address = exchange.client.address ?? ""
-        switch on {
-        case .key: return (exchange.keyID ?? address)[...].utf8
-        case .address: return address[...].utf8
-        case .header(let name): return (exchange.head.headers.first(name: name) ?? address)[...].utf8
-        }
-    }
-
     /// The problem answering a backend that failed before its response began.
     static func problem(for error: UpstreamError, backend: String) -> Problem {
         error.kind == .timedOut ? .gatewayTimeout(backend: backend) : .badGateway(backend: backend)
+    }
+}
+
+/// What `balance: hash` may hash of a request: its key id, its client's address, its headers. A
+/// proxied request and the fetches a facade or code handler makes for it hash the same.
+struct HashInputs: Sendable {
+    var keyID: String?
+    var address: String?
+    var headers: HTTPHeaders
+
+    init(_ exchange: Exchange) {
+        keyID = exchange.keyID
+        address = exchange.client.address
+        headers = exchange.head.headers
+    }
+
+    /// The key for `backend`'s `hashOn` (the client address when there is no key id or no such
+    /// header); empty for a backend that does not hash, which then reads nothing.
+    func key(for backend: CompiledBackend) -> Substring {
+        guard case .hash(_, let on) = backend.balancer.mode else { return "" }
+        let address = address ?? ""
+        switch on {
+        case .key: return (keyID ?? address)[...]
+        case .address: return address[...]
+        case .header(let name): return (headers.first(name: name) ?? address)[...]
+        }
     }
 }

@@ -65,6 +65,9 @@ struct SourceFetch: Sendable {
     let requestID: String
     /// Where the request's fetches are registered, so that its client leaving cancels them.
     var tasks: FacadeTasks? = nil
+    /// What a `balance: hash` backend hashes: the request's, so that its fetches reach the same
+    /// target its proxied requests would. Without them (a shadow's fetch, say) the request id.
+    var hashInputs: HashInputs? = nil
 
     func fetch(
         _ source: CompiledFacade.Source, contract: Contract, parameters: [String: String], partial: Bool = false,
@@ -138,8 +141,9 @@ struct SourceFetch: Sendable {
     private func send(
         backend: CompiledBackend, target path: String, accept: String, limit: Int, on eventLoop: any EventLoop
     ) -> EventLoopFuture<FetchedResponse> {
+        let hashKey = hashInputs?.key(for: backend) ?? requestID[...]
         let target: CompiledTarget
-        switch backend.pick(hashKey: requestID.utf8) {
+        switch backend.pick(hashKey: hashKey.utf8) {
         case .success(let chosen): target = chosen
         case .failure(.allDown(let retryAfter)):
             return eventLoop.makeFailedFuture(Problem.backendDown(backend: backend.name, retryAfter: retryAfter))
@@ -149,11 +153,13 @@ struct SourceFetch: Sendable {
         let heldSlot: BackendConcurrency.Counter?
         switch concurrency.slot(for: backend) {
         case .success(let slot): heldSlot = slot
-        case .failure(let busy): return eventLoop.makeFailedFuture(busy)
+        case .failure(let busy):
+            backend.release(target)
+            return eventLoop.makeFailedFuture(busy)
         }
         backend.retryState.requests.wrappingAdd(1, ordering: .relaxed)
         let fetched = attempt(
-            backend: backend, at: target, tried: TargetSet(), number: 1, path: path, accept: accept, limit: limit,
+            backend: backend, at: target, hashKey: hashKey, tried: TargetSet(), number: 1, path: path, accept: accept, limit: limit,
             deadline: .now() + .nanoseconds(backend.timeout.nanoseconds), on: eventLoop)
         // The slot is the backend's while the exchange lasts, however it ends.
         fetched.whenComplete { _ in
@@ -166,11 +172,12 @@ struct SourceFetch: Sendable {
     /// One attempt at `target`; on a failure the backend's `retries` list, another at a target not
     /// tried yet (within the retry budget and the backend's `timeout`).
     private func attempt(
-        backend: CompiledBackend, at target: CompiledTarget, tried: TargetSet, number: Int, path: String, accept: String, limit: Int,
-        deadline: NIODeadline, on eventLoop: any EventLoop
+        backend: CompiledBackend, at target: CompiledTarget, hashKey: Substring, tried: TargetSet, number: Int, path: String,
+        accept: String, limit: Int, deadline: NIODeadline, on eventLoop: any EventLoop
     ) -> EventLoopFuture<FetchedResponse> {
-        var tried = tried
-        tried.insert(target.index)
+        var triedSoFar = tried
+        triedSoFar.insert(target.index)
+        let tried = triedSoFar
         var headers = HTTPHeaders()
         headers.add(name: "host", value: target.hostHeader)
         headers.add(name: "accept", value: accept)
@@ -180,7 +187,6 @@ struct SourceFetch: Sendable {
             method: "GET", url: target.urlPrefix + path, headers: headers, connectTimeout: backend.connectTimeout,
             timeout: min(perTry, .nanoseconds(max((deadline - .now()).nanoseconds, 1_000_000))))
         request.client = backend.client
-        if backend.countsInFlight { target.state.inFlight.wrappingAdd(1, ordering: .relaxed) }
         let collector = BodyCollector(limit: limit, promise: eventLoop.makePromise())
         let task = upstream.execute(request, eventLoop: eventLoop, handler: collector)
         collector.task = task
@@ -192,50 +198,56 @@ struct SourceFetch: Sendable {
         let tasks = tasks
         let fetched = collector.promise.futureResult
         fetched.whenComplete { result in
-            if backend.countsInFlight { target.state.inFlight.wrappingSubtract(1, ordering: .relaxed) }
+            backend.release(target)
             if let registered { tasks?.finished(registered) }
             switch result {
-            case .success(let response): backend.attemptEnded(at: target, failed: response.status >= 500)
-            case .failure(let error): backend.attemptEnded(at: target, failed: error is UpstreamError)
+            case .success(let response):
+                backend.attemptEnded(at: target, failed: response.status >= 500)
+            case .failure(let error as UpstreamError) where ProxyAttempts.condition(error) != nil:
+                backend.attemptEnded(at: target, failed: true)
+            case .failure:
+                break  // cancelled (its client left), over its size, or shut down: nothing of the target
             }
         }
         return fetched.flatMap { response -> EventLoopFuture<FetchedResponse> in
             guard let condition = ProxyAttempts.condition(status: response.status),
-                let next = retryTarget(backend, condition: condition, tried: tried, number: number, deadline: deadline)
+                let next = retryTarget(backend, condition: condition, hashKey: hashKey, tried: tried, number: number, deadline: deadline)
             else { return eventLoop.makeSucceededFuture(response) }
             return retry(
-                backend, at: next, tried: tried, number: number, path: path, accept: accept, limit: limit, deadline: deadline, on: eventLoop
-            )
+                backend, at: next, hashKey: hashKey, tried: tried, number: number, path: path, accept: accept, limit: limit,
+                deadline: deadline, on: eventLoop)
         }.flatMapError { error -> EventLoopFuture<FetchedResponse> in
             guard let upstreamError = error as? UpstreamError, let condition = ProxyAttempts.condition(upstreamError),
-                let next = retryTarget(backend, condition: condition, tried: tried, number: number, deadline: deadline)
+                let next = retryTarget(backend, condition: condition, hashKey: hashKey, tried: tried, number: number, deadline: deadline)
             else { return eventLoop.makeFailedFuture(error) }
             return retry(
-                backend, at: next, tried: tried, number: number, path: path, accept: accept, limit: limit, deadline: deadline, on: eventLoop
-            )
+                backend, at: next, hashKey: hashKey, tried: tried, number: number, path: path, accept: accept, limit: limit,
+                deadline: deadline, on: eventLoop)
         }
     }
 
     private func retryTarget(
-        _ backend: CompiledBackend, condition: RetryCondition, tried: TargetSet, number: Int, deadline: NIODeadline
+        _ backend: CompiledBackend, condition: RetryCondition, hashKey: Substring, tried: TargetSet, number: Int, deadline: NIODeadline
     ) -> CompiledTarget? {
         guard let retries = backend.retries, number < retries.attempts, retries.on.contains(condition),
             condition == .connectFailure || retries.methods.contains("GET"), NIODeadline.now() < deadline
         else { return nil }
         if let tasks, tasks.isCancelled { return nil }
-        guard case .success(let next) = backend.pick(hashKey: requestID.utf8, tried: tried),
-            backend.retryState.startRetry(budgetPercent: retries.budgetPercent)
-        else { return nil }
+        guard backend.retryState.startRetry(budgetPercent: retries.budgetPercent) else { return nil }
+        guard case .success(let next) = backend.pick(hashKey: hashKey.utf8, tried: tried) else {
+            backend.retryState.retries.wrappingSubtract(1, ordering: .relaxed)
+            return nil
+        }
         return next
     }
 
     private func retry(
-        _ backend: CompiledBackend, at next: CompiledTarget, tried: TargetSet, number: Int, path: String, accept: String, limit: Int,
-        deadline: NIODeadline, on eventLoop: any EventLoop
+        _ backend: CompiledBackend, at next: CompiledTarget, hashKey: Substring, tried: TargetSet, number: Int, path: String,
+        accept: String, limit: Int, deadline: NIODeadline, on eventLoop: any EventLoop
     ) -> EventLoopFuture<FetchedResponse> {
         let retried = attempt(
-            backend: backend, at: next, tried: tried, number: number + 1, path: path, accept: accept, limit: limit, deadline: deadline,
-            on: eventLoop)
+            backend: backend, at: next, hashKey: hashKey, tried: tried, number: number + 1, path: path, accept: accept, limit: limit,
+            deadline: deadline, on: eventLoop)
         retried.whenComplete { _ in backend.retryState.retries.wrappingSubtract(1, ordering: .relaxed) }
         return retried
     }
