@@ -341,4 +341,48 @@ struct BackendPoolTests {
         }
         for backend in backends { try await backend.shutdown() }
     }
+
+    @Test("/admin/backends and /metrics show each target's state; a reload that keeps a target keeps its ejection")
+    func reportedAndKeptAcrossReloads() async throws {
+        let dead = try RefusingPort.make()
+        func backends(_ ports: [Int], timeout: String) -> String {
+            """
+            backends:
+              pool:
+                targets: [{ url: "http://127.0.0.1:\(dead)" }, { url: "http://127.0.0.1:\(ports[0])" }]
+                timeout: \(timeout)
+                outlierDetection: { consecutiveFailures: 1, ejectFor: 60s }
+                retries: { attempts: 2, on: [connect-failure] }
+            services:
+              api: { path: /api, versions: { 1: { proxy: { backend: pool } } } }
+            """
+        }
+        try await withReloadableGateway(backends: [namedBackend("alive")], files: { ["services.yaml": backends($0, timeout: "5s")] }) {
+            gateway, servers in
+            let client = try RawHTTPClient(port: gateway.port)
+            for _ in 0..<2 { #expect(try client.request("GET", "/api/x").status == 200) }
+            func deadTarget() async throws -> [String: Any]? {
+                let answer = try await offThePool { try gateway.adminRequest("GET", "/admin/backends") }
+                let report = ReloadableGateway.json(answer)
+                let pool = (report["backends"] as? [String: Any])?["pool"] as? [String: Any]
+                let targets = pool?["targets"] as? [[String: Any]]
+                return targets?.first { ($0["url"] as? String) == "http://127.0.0.1:\(dead)" }
+            }
+            let ejected = try #require(try await deadTarget())
+            #expect(ejected["up"] as? Bool == false)
+            #expect(ejected["ejectionsTotal"] as? Int == 1)
+            #expect(ejected["failuresTotal"] as? Int == 1)
+            #expect((ejected["ejectedForSeconds"] as? Int).map { (1...60).contains($0) } == true)
+            let metrics = try await offThePool { try gateway.adminRequest("GET", "/metrics") }.bodyText
+            #expect(metrics.contains("portico_backend_target_up{backend=\"pool\",target=\"http://127.0.0.1:\(dead)\"} 0"))
+            #expect(metrics.contains("portico_backend_target_up{backend=\"pool\",target=\"http://127.0.0.1:\(servers[0].port)\"} 1"))
+            #expect(metrics.contains("portico_backend_retries_total{backend=\"pool\"} 1"))
+
+            try gateway.write("services.yaml", backends([servers[0].port], timeout: "6s"))
+            #expect(try await offThePool { try gateway.adminRequest("POST", "/admin/reload") }.status == 200)
+            #expect(try await deadTarget()?["up"] as? Bool == false, "the reload forgot the ejection")
+            #expect(try client.request("GET", "/api/x").status == 200)
+            #expect(try await deadTarget()?["failuresTotal"] as? Int == 1, "the ejected target was tried after the reload")
+        }
+    }
 }

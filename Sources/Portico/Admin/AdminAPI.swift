@@ -10,7 +10,8 @@ import PorticoSigning
 /// |---|---|
 /// | `GET /healthz` | 200 while the process runs |
 /// | `GET /readyz` | 200 once the listeners are up and a policy is loaded; 503 while draining |
-/// | `GET /metrics` | the Prometheus text of ``GatewayMetrics`` |
+/// | `GET /metrics` | the Prometheus text of ``GatewayMetrics``, and the backends' targets (``BackendsReport``) |
+/// | `GET /admin/backends` | each backend's targets now: health, ejection, failures (``BackendsReport``) |
 /// | `POST /admin/reload` | a reload (``PolicyReloader``); `?dryRun=true` only reports what would change |
 /// | `GET /admin/policy` | the active revision, services, versions, backends, limits, keys by id and status, the cluster section (its password as `set`) |
 ///
@@ -83,8 +84,11 @@ struct AdminAPI: Sendable {
                 ? json(.ok, ["status": "ready", "generation": String(gateway.store.revision.generation)])
                 : json(.serviceUnavailable, ["status": gateway.isDraining ? "draining" : "starting"])
         case ("/metrics", .GET):
-            return Response(
-                status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(gateway.metrics.render().utf8))
+            var text = gateway.metrics.render()
+            BackendsReport(gateway.store.current).render(into: &text)
+            return Response(status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(text.utf8))
+        case ("/admin/backends", .GET):
+            return encoded(.ok, BackendsReport(gateway.store.current))
         case ("/admin/policy", .GET):
             return encoded(.ok, AdminPolicyView(gateway.store.current.snapshot.policy, revision: gateway.store.revision))
         case ("/admin/reload", .POST):
@@ -97,7 +101,7 @@ struct AdminAPI: Sendable {
             return outcome.result == .refused
                 ? encoded(.unprocessableEntity, ReloadRefusal(outcome), contentType: "application/problem+json")
                 : encoded(.ok, ReloadReport(outcome))
-        case ("/healthz", _), ("/readyz", _), ("/metrics", _), ("/admin/policy", _):
+        case ("/healthz", _), ("/readyz", _), ("/metrics", _), ("/admin/policy", _), ("/admin/backends", _):
             var response = problem(.methodNotAllowed, "method-not-allowed", "Method not allowed", "Use GET.")
             response.headers.append(("Allow", "GET"))
             return response

@@ -217,8 +217,9 @@ final class CompiledBackend: Sendable {
     /// toward its ejection (`outlierDetection`); a success clears its count. (An attempt given up
     /// because its client left says nothing of the target, and is not reported.)
     func attemptEnded(at target: CompiledTarget, failed: Bool) {
-        guard let detection = outlierDetection else { return }
         let state = target.state
+        if failed { state.failuresTotal.wrappingAdd(1, ordering: .relaxed) }
+        guard let detection = outlierDetection else { return }
         guard failed else {
             // Loads first: a success writes a counter every core shares only when it must.
             if state.consecutiveFailures.load(ordering: .relaxed) != 0 { state.consecutiveFailures.store(0, ordering: .relaxed) }
@@ -240,6 +241,7 @@ final class CompiledBackend: Sendable {
             let ejections = min(10, state.ejections.wrappingAdd(1, ordering: .relaxed).newValue)
             state.ejectedUntil.store(now + detection.ejectFor.nanoseconds * Int64(ejections), ordering: .relaxed)
             state.consecutiveFailures.store(0, ordering: .relaxed)
+            state.ejectionsTotal.wrappingAdd(1, ordering: .relaxed)
         }
     }
 }

@@ -25,6 +25,10 @@ final class TargetState: Sendable {
     private let healthValue = Atomic<UInt8>(Health.unknown.rawValue)
     /// Active checks passed (positive) or failed (negative) in a row; the health checker's alone.
     let checkStreak = Atomic<Int>(0)
+    /// Failed attempts and ejections since start, for `/metrics` (counted only when they happen:
+    /// a request that succeeds touches neither).
+    let failuresTotal = Atomic<Int>(0)
+    let ejectionsTotal = Atomic<Int>(0)
 
     var health: Health {
         get { Health(rawValue: healthValue.load(ordering: .relaxed)) ?? .unknown }
@@ -81,6 +85,8 @@ public final class TargetRegistry: Sendable {
 final class BackendRetries: Sendable {
     let requests = Atomic<Int>(0)
     let retries = Atomic<Int>(0)
+    /// Retries sent since start, for `/metrics`.
+    let retriesTotal = Atomic<Int>(0)
     /// Held while one target is ejected, so that `maxEjectedPercent` is counted and kept in one step.
     let ejecting = Mutex(())
 
@@ -96,6 +102,7 @@ final class BackendRetries: Sendable {
             retries.wrappingSubtract(1, ordering: .relaxed)
             return false
         }
+        retriesTotal.wrappingAdd(1, ordering: .relaxed)
         return true
     }
 }
