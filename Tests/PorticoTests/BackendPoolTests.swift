@@ -385,4 +385,41 @@ struct BackendPoolTests {
             #expect(try await deadTarget()?["failuresTotal"] as? Int == 1, "the ejected target was tried after the reload")
         }
     }
+
+    @Test("a target ejected for failing, and failing its checks, is used again as soon as its checks pass, not when its ejection ends")
+    func recoveryEndsEjection() async throws {
+        let up = Mutex(false)
+        let sick: BackendServer.Handler = { _ in
+            let healthy = up.withLock { $0 }
+            return .full(
+                status: healthy ? .ok : .serviceUnavailable, headers: ["Content-Type": "text/plain"],
+                body: ByteBuffer(string: healthy ? "sick" : "down"))
+        }
+        let steady = CountingBackend("steady")
+        let servers = [try await BackendServer.start(handler: sick), try await BackendServer.start(handler: steady.handler)]
+        let policy = Self.policy(
+            servers.map { String($0.port) },
+            backend: """
+                healthCheck: { path: /healthz, interval: 100ms, timeout: 100ms, healthyAfter: 1, unhealthyAfter: 1 }
+                outlierDetection: { consecutiveFailures: 1, ejectFor: 1h }
+                retries: { attempts: 2, on: [503] }
+                """)
+        let registry = TargetRegistry()
+        let sickState = registry.state(backend: "pool", origin: "http://127.0.0.1:\(servers[0].port)")
+        try await Self.withPool(policy, registry: registry) { gateway in
+            let client = try gateway.connect()
+            func answers() throws -> Set<String> {
+                var seen: Set<String> = []
+                for _ in 0..<6 { seen.insert(try client.request("GET", "/api/x").bodyText) }
+                return seen
+            }
+            #expect(await eventually { (try? answers()) == ["steady"] })
+            #expect(await eventually { sickState.health == .unhealthy })
+            // Whether its requests or its checks found it down first, it has earned an hour's ejection.
+            sickState.ejectedUntil.store(registry.clock() + Duration.seconds(3600).nanoseconds, ordering: .relaxed)
+            up.withLock { $0 = true }
+            #expect(await eventually { (try? answers()) == ["sick", "steady"] }, "the hour-long ejection outlived the recovery")
+        }
+        for server in servers { try await server.shutdown() }
+    }
 }

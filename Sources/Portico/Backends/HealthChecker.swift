@@ -10,7 +10,7 @@ import Synchronization
 /// either way so that a fleet's gateways and a backend's targets are not asked in step.
 ///
 /// A target's first passed check makes it healthy; once unhealthy (`unhealthyAfter` failed checks
-/// in a row) it needs `healthyAfter` passed ones. An unhealthy target is left out of balancing
+/// in a row) it needs `healthyAfter` passed ones, which also end an ejection it earned meanwhile. An unhealthy target is left out of balancing
 /// (``TargetState``); a target whose health is still unknown is used. The checks follow reloads
 /// (``update(_:)``): a new target is checked from the next moment, a removed one no more, and one
 /// that stays keeps its health and its schedule.
@@ -144,6 +144,9 @@ final class HealthChecker: @unchecked Sendable {
             case .unknown: state.health = .healthy
             case .unhealthy where streak >= policy.healthyAfter:
                 state.health = .healthy
+                // Back by its checks: an ejection its failures earned while it was down ends too
+                // (as Envoy's active checks un-eject), so it is used again within an interval.
+                state.ejectedUntil.store(0, ordering: .relaxed)
                 logger.notice("target healthy again", metadata: metadata)
             case .healthy, .unhealthy: break
             }
