@@ -3,7 +3,7 @@
 # for each. A steady keep-alive load runs (wrk); one target is killed (SIGKILL), a second is frozen
 # (SIGSTOP), then the first is started again and the second resumed. Reported per proxy: requests,
 # failed ones (non-2xx and socket errors), p99, how long after the recovery each recovered target
-# got its first request again, and, in a second run with POSTs (each with its own id), how many
+# serves its share of requests again (half its fair third, in a 250 ms window), and, in a second run with POSTs (each with its own id), how many
 # POSTs reached two targets.
 #
 #   bench/failover.sh [seconds-per-phase] [connections]
@@ -229,17 +229,35 @@ def wrk(path):
     p99 = re.search(r"^\s+99%\s+(\S+)", text, re.M).group(1)
     failed = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, errors.groups())) if errors else 0)
     return total, failed, p99
-def first_after(log, moment):
+def served(log):
+    times = []
     for line in open(log):
-        stamp, method, *_ = line.split()
-        if float(stamp) * 1000 >= moment and method != "-":
-            return float(stamp) * 1000 - moment
+        parts = line.split()
+        if len(parts) >= 2 and parts[1] != "-":
+            times.append(float(parts[0]) * 1000)
+    return times
+def back_in_rotation(logs, index, moment, window=250):
+    """Milliseconds after `moment` until the target serves at least half its fair share (a sixth
+    of three targets' requests) in a 250 ms window: requests it held while frozen and answers at
+    once do not count as it being back."""
+    all_times = [served(log) for log in logs]
+    end = max((t[-1] for t in all_times if t), default=moment)
+    start = moment
+    while start < end:
+        counts = [sum(1 for t in times if start <= t < start + window) for times in all_times]
+        total = sum(counts)
+        if total and counts[index] * 6 >= total and counts[index] > 0:
+            # Skip a window that is only the backlog a frozen target answers when it resumes.
+            if start - moment >= window or index == 0:
+                return start - moment
+        start += window
     return None
 print(f"{'proxy':<9}{'GET req':>9}{'GET failed':>12}{'GET p99':>9}{'killed back':>13}{'frozen back':>13}{'POST req':>10}{'POST failed':>13}{'POST twice':>12}")
 for proxy in ("portico", "nginx", "haproxy"):
     total, failed, p99 = wrk(f"{work}/{proxy}.GET.wrk")
     recovered = int(open(f"{work}/{proxy}.GET.recovered").read())
-    back = [first_after(f"{work}/{proxy}.GET.target{i}.log", recovered) for i in (0, 1)]
+    logs = [f"{work}/{proxy}.GET.target{i}.log" for i in (0, 1, 2)]
+    back = [back_in_rotation(logs, i, recovered) for i in (0, 1)]
     ptotal, pfailed, _ = wrk(f"{work}/{proxy}.POST.wrk")
     seen = collections.Counter()
     for i in (0, 1, 2):
