@@ -11,6 +11,9 @@
 #   CLIENT=curl bench/run.sh ...  Portico reaches the backend through libcurl instead of its NIO client
 #   LOCAL=1 bench/run.sh ...    also measures an answer given without a backend (Portico's 404 problem,
 #                               nginx returning the same bytes from its config)
+#   POOL=1 bench/run.sh ...     also runs Portico with the backend as a pool of two targets (the same nginx on
+#                               two ports: round robin, a health check every second, outlier detection and
+#                               retries on): the difference is what balancing costs
 #   BASELINE=<git revision> bench/run.sh ...  also runs Portico as built from that revision (in a git
 #                               worktree at BASELINE_DIR, default /tmp/portico-baseline, built there in
 #                               release with the same flags; later runs build incrementally), with the
@@ -38,6 +41,8 @@ LIMITS_PORT=18194
 CADDY_PORT=18195
 ACCESS_PORT=18196
 BASE_PORT=18197
+POOL_PORT=18198
+POOL=${POOL:-0}
 BASELINE=${BASELINE:-}
 BASELINE_DIR=${BASELINE_DIR:-/tmp/portico-baseline}
 SIGNED=${SIGNED:-0}
@@ -86,6 +91,8 @@ if [ "$TLS" = 1 ]; then
   PORTICO_TLS=", tls: { certificate: $WORK/certs/server.pem, privateKey: $WORK/certs/server-key.pem }"
 fi
 bench_backend_conf "$WORK/backend" "$BACKEND_PORT"
+# The pool's second target: the same backend on a second port.
+sed -i "s|    listen 127.0.0.1:$BACKEND_PORT;|    listen 127.0.0.1:$BACKEND_PORT;\n    listen 127.0.0.1:$((BACKEND_PORT + 100));|" "$WORK/backend/nginx.conf"
 bench_policy "$WORK/policies/bench.yaml" "$PORTICO_PORT" "$BACKEND_PORT" "$PORTICO_TLS" "${CLIENT:+, client: $CLIENT}"
 
 # The same service behind signature auth, on its own listener. wrk replays one signature, so the
@@ -115,6 +122,12 @@ mkdir -p "$WORK/logged-policies"
 sed -e "s/name: bench, address: 127.0.0.1, port: $PORTICO_PORT/name: bench, address: 127.0.0.1, port: $ACCESS_PORT/" \
     -e "s/accessLog: { enabled: false }/accessLog: { enabled: true, format: $ACCESS_LOG_FORMAT }/" \
     "$WORK/policies/bench.yaml" >"$WORK/logged-policies/bench.yaml"
+
+# The same service in front of a pool of two targets, on a port of its own.
+mkdir -p "$WORK/pool-policies"
+sed -e "s/name: bench, address: 127.0.0.1, port: $PORTICO_PORT/name: bench, address: 127.0.0.1, port: $POOL_PORT/" \
+    -e "s|  quotes: { url: \"http://127.0.0.1:$BACKEND_PORT\", timeout: 5s|  quotes: { targets: [{ url: \"http://127.0.0.1:$BACKEND_PORT\" }, { url: \"http://127.0.0.1:$((BACKEND_PORT + 100))\" }], healthCheck: { path: /, interval: 1s }, retries: { attempts: 2, on: [connect-failure, 503] }, timeout: 5s|" \
+    "$WORK/policies/bench.yaml" >"$WORK/pool-policies/bench.yaml"
 
 # The baseline: the same policy on a port of its own.
 if [ -n "$BASELINE" ]; then
@@ -210,6 +223,10 @@ if [ "$ACCESS_LOG" = 1 ]; then
   .build/release/portico serve --policies "$WORK/logged-policies" --log-level warning --access-log "$WORK/access.log" & PIDS+=($!)
   ACCESS_PID=$!
 fi
+if [ "$POOL" = 1 ]; then
+  .build/release/portico serve --policies "$WORK/pool-policies" --log-level warning & PIDS+=($!)
+  POOL_PID=$!
+fi
 if [ -n "$BASELINE" ]; then
   "$BASELINE_DIR/.build/release/portico" serve --policies "$WORK/base-policies" --log-level warning & PIDS+=($!)
   BASE_PID=$!
@@ -220,6 +237,7 @@ PATH_UNDER_TEST=/api/1/stockquote/AAPL
 PORTS=($BACKEND_PORT $NGINX_PORT $PORTICO_PORT)
 [ "$CADDY" = 1 ] && PORTS+=($CADDY_PORT)
 [ -n "$BASELINE" ] && PORTS+=($BASE_PORT)
+[ "$POOL" = 1 ] && PORTS+=($POOL_PORT)
 for port in "${PORTS[@]}"; do
   url="$SCHEME://localhost:$port$PATH_UNDER_TEST"
   [ $port = $BACKEND_PORT ] && url="http://127.0.0.1:$port/v1/quotes/AAPL"
@@ -267,6 +285,7 @@ for round in $(seq 1 "$ROUNDS"); do
   run_wrk backend "$round" "http://127.0.0.1:$BACKEND_PORT/v1/quotes/AAPL"
   run_wrk nginx "$round" "$SCHEME://127.0.0.1:$NGINX_PORT$PATH_UNDER_TEST" $(nginx_proxy_pids)
   run_wrk portico "$round" "$SCHEME://127.0.0.1:$PORTICO_PORT$PATH_UNDER_TEST" $PORTICO_PID
+  if [ "$POOL" = 1 ]; then run_wrk portico-pool "$round" "$SCHEME://127.0.0.1:$POOL_PORT$PATH_UNDER_TEST" $POOL_PID; fi
   if [ -n "$BASELINE" ]; then run_wrk portico-base "$round" "$SCHEME://127.0.0.1:$BASE_PORT$PATH_UNDER_TEST" $BASE_PID; fi
   if [ "$CADDY" = 1 ]; then run_wrk caddy "$round" "$SCHEME://127.0.0.1:$CADDY_PORT$PATH_UNDER_TEST" $CADDY_PID; fi
   if [ "$LOCAL" = 1 ]; then
@@ -290,10 +309,11 @@ if [ "$LOCAL" = 1 ]; then
   [ "$n" = "$p" ] || echo "warning: local answers differ in size (nginx $n bytes, Portico $p bytes)" >&2
 fi
 
-python3 - "$WORK" "$HZ" "$ROUNDS" "$SIGNED" "$LIMITS" "$CADDY" "$LOCAL" "$ACCESS_LOG" "${BASELINE_REV:-}" <<'PY'
+python3 - "$WORK" "$HZ" "$ROUNDS" "$SIGNED" "$LIMITS" "$CADDY" "$LOCAL" "$ACCESS_LOG" "${BASELINE_REV:-}" "$POOL" <<'PY'
 import re, statistics, sys
 work, hz, rounds, signed, limits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
 caddy, local, access, baseline = sys.argv[6] == "1", sys.argv[7] == "1", sys.argv[8] == "1", sys.argv[9]
+pool = sys.argv[10] == "1"
 cpu = {(name, int(r)): int(t) for name, r, t in (line.split() for line in open(f"{work}/cpu"))}
 def parse(name, r):
     text = open(f"{work}/{name}.{r}.wrk").read()
@@ -306,7 +326,8 @@ def parse(name, r):
         "errors": int(errors.group(1)) if errors and not name.endswith("-404") else 0,
     }
 rows = {}
-names = ("backend", "nginx", "portico") + (("portico-base",) if baseline else ()) + (("caddy",) if caddy else ()) + (("portico-sig",) if signed else ())
+names = ("backend", "nginx", "portico") + (("portico-pool",) if pool else ()) + (("portico-base",) if baseline else ())
+names += ("caddy",) if caddy else () + (("portico-sig",) if signed else ())
 names += (("portico-lim",) if limits else ()) + (("nginx-404", "portico-404") if local else ())
 names += ("portico-log",) if access else ()
 for name in names:
@@ -328,6 +349,10 @@ def p99_ms(row):
     value = float(re.match(r"[\d.]+", text).group(0))
     return value * {"us": 1e-3, "ms": 1.0, "s": 1e3}[re.search(r"[a-z]+$", text).group(0)]
 print(f"\nPortico/nginx (medians): throughput {p['rps']/n['rps']:.2f}x, CPU per request {p['cpu']/n['cpu']:.2f}x, p99 {p99_ms(p)/p99_ms(n):.2f}x")
+if pool:
+    o = rows["portico-pool"]
+    print(f"Portico with a pool of two targets/one target (medians): throughput {o['rps']/p['rps']:.2f}x, CPU per request {o['cpu']/p['cpu']:.2f}x"
+          f" (balancing adds {o['cpu'] - p['cpu']:.1f} µs of CPU per request)")
 if baseline:
     b = rows["portico-base"]
     print(f"Portico/baseline {baseline} (medians): throughput {p['rps']/b['rps']:.2f}x, CPU per request {p['cpu']/b['cpu']:.2f}x, p99 {p99_ms(p)/p99_ms(b):.2f}x")

@@ -422,4 +422,27 @@ struct BackendPoolTests {
         }
         for server in servers { try await server.shutdown() }
     }
+
+    @Test("a target whose answers are not valid HTTP (two conflicting lengths): a GET is retried on the other, a POST gets 502")
+    func garbageFraming() async throws {
+        let good = CountingBackend("good")
+        let garbled = try await ScriptedBackend.start { _ in
+            [.text("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello"), .close]
+        }
+        let server = try await BackendServer.start(handler: good.handler)
+        let policy = Self.policy(
+            [String(garbled.port), String(server.port)], backend: "retries: { attempts: 2, on: [reset] }\noutlierDetection: off")
+        try await Self.withPool(policy) { gateway in
+            for _ in 0..<4 {
+                let answer = try gateway.connect().request("GET", "/api/x")
+                #expect(answer.status == 200)
+                #expect(answer.bodyText == "good")
+            }
+            var statuses: [Int] = []
+            for _ in 0..<4 { statuses.append(try gateway.connect().request("POST", "/api/x", body: "once").status) }
+            #expect(statuses.sorted() == [200, 200, 502, 502], "\(statuses)")
+        }
+        try await server.shutdown()
+        try await garbled.shutdown()
+    }
 }
