@@ -32,6 +32,14 @@ extension PolicyDocumentReader {
         let outlierDetection = fields.optional("outlierDetection", readOutlierDetection)
         let retries = fields.optional("retries") { readRetries($0, timeout: timeout) }
         guard let targets else { return nil }
+        if let retries, let retriesValue = fields["retries"] {
+            if targets.count == 1 {
+                retriesValue.warning("retries go to another target, and this backend has one: they never happen")
+            } else if retries.on.contains(.timeout), retries.perTryTimeout == nil {
+                retriesValue.warning(
+                    "a timeout is retried only when perTryTimeout leaves time before the backend's timeout; set perTryTimeout")
+            }
+        }
         var backend = BackendPolicy(
             name: name, targets: targets, connectTimeout: connectTimeout, timeout: timeout, rateLimit: rateLimit,
             maxConcurrent: maxConcurrent, client: client)
@@ -74,8 +82,10 @@ extension PolicyDocumentReader {
                         )
                         failed = true
                     }
+                    // Host names are case-insensitive (RFC 3986 §3.2.2).
                     if targets.contains(where: {
-                        $0.url.scheme == target.url.scheme && $0.url.host == target.url.host && $0.url.port == target.url.port
+                        $0.url.scheme == target.url.scheme && $0.url.host.lowercased() == target.url.host.lowercased()
+                            && $0.url.port == target.url.port
                     }) {
                         item.error("\(target.url) is already a target of this backend")
                         failed = true

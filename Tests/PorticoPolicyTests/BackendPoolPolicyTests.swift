@@ -137,4 +137,28 @@ struct BackendPoolPolicyTests {
             #expect(errors.contains { $0.hasPrefix(prefix) }, "\(prefix) not among \(errors)")
         }
     }
+
+    @Test("retries that can never happen are warned about; a target written twice in other letter cases is a duplicate")
+    func warningsAndCase() throws {
+        let snapshot = try Self.load(
+            """
+              single:
+                url: "http://127.0.0.1:1"
+                retries: { attempts: 2, on: [connect-failure] }
+              untimed:
+                targets: [{ url: "http://127.0.0.1:1" }, { url: "http://127.0.0.1:2" }]
+                retries: { attempts: 2, on: [timeout] }
+            """
+        ).get()
+        let warnings = snapshot.warnings.map(\.description)
+        #expect(
+            warnings.contains { $0.hasPrefix("p.yaml:6: backends.single.retries: retries go to another target, and this backend has one") })
+        #expect(warnings.contains { $0.hasPrefix("p.yaml:9: backends.untimed.retries: a timeout is retried only when perTryTimeout") })
+        let errors = Self.errors(
+            """
+              twice:
+                targets: [{ url: "http://Quotes.internal:8080" }, { url: "http://quotes.INTERNAL:8080" }]
+            """)
+        #expect(errors.contains { $0.contains("backends.twice.targets.1: http://quotes.INTERNAL:8080 is already a target") }, "\(errors)")
+    }
 }

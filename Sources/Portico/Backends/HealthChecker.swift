@@ -22,6 +22,8 @@ final class HealthChecker: @unchecked Sendable {
         let backend: String
         let origin: String
         let check: HealthCheckPolicy
+        /// A reload that changes only the backend's client checks through the new one.
+        let client: UpstreamClientKind?
     }
 
     private final class Check {
@@ -73,7 +75,7 @@ final class HealthChecker: @unchecked Sendable {
         for backend in policy.backends.values {
             guard let check = backend.healthCheck else { continue }
             for target in backend.targets {
-                wanted[Key(backend: backend.name, origin: target.origin, check: check)] = (target, backend, check)
+                wanted[Key(backend: backend.name, origin: target.origin, check: check, client: backend.client)] = (target, backend, check)
             }
         }
         for (key, check) in checks where wanted[key] == nil {
