@@ -1,3 +1,4 @@
+import NIOCore
 import PorticoPolicy
 import PorticoUpstream
 import Synchronization
@@ -209,6 +210,36 @@ final class CompiledBackend: Sendable {
         z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
         z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
         return z ^ (z >> 31)
+    }
+
+    // MARK: Retries
+
+    /// The target a request whose attempt number `attempt` failed with `condition` is retried at,
+    /// if the backend's `retries` allow it now; nil otherwise. The one rule for proxied requests
+    /// and fetches alike:
+    /// - `retries.on` lists the condition, and attempts are left;
+    /// - a second attempt cannot apply the request twice: the first provably never left the
+    ///   gateway (``connectFailureProvesUnsent``), or the method is one of `retries.methods`, or
+    ///   the request carries an `Idempotency-Key`;
+    /// - the backend's `timeout` (`deadline`) has not passed;
+    /// - the retry budget has room: the slot taken here is the caller's until the retry ends
+    ///   (`retryState.retries`);
+    /// - a target not tried yet is up and has room.
+    func retryTarget(
+        after condition: RetryCondition, method: String, idempotencyKey: Bool, attempt: Int, tried: TargetSet,
+        hashKey: some Sequence<UInt8>, deadline: NIODeadline
+    ) -> CompiledTarget? {
+        guard let retries, attempt < retries.attempts, retries.on.contains(condition) else { return nil }
+        if condition != .connectFailure || !connectFailureProvesUnsent {
+            guard retries.methods.contains(method) || idempotencyKey else { return nil }
+        }
+        guard NIODeadline.now() < deadline else { return nil }
+        guard retryState.startRetry(budgetPercent: retries.budgetPercent) else { return nil }
+        guard case .success(let next) = pick(hashKey: hashKey, tried: tried) else {
+            retryState.retries.wrappingSubtract(1, ordering: .relaxed)
+            return nil
+        }
+        return next
     }
 
     // MARK: Outcomes

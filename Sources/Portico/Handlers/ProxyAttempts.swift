@@ -132,20 +132,9 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
 
     /// The target a failed attempt is retried at, if the request may be retried for `condition`.
     private func retryTarget(for condition: RetryCondition) -> CompiledTarget? {
-        guard let retries = backend.retries, attempt < retries.attempts, retries.on.contains(condition) else { return nil }
-        if condition != .connectFailure || !backend.connectFailureProvesUnsent {
-            let idempotent =
-                retries.methods.contains(request.method) || request.headers.contains(name: "idempotency-key")
-            guard idempotent else { return nil }
-        }
-        guard NIODeadline.now() < deadline else { return nil }
-        // The retry's slot of the budget, held until the retry ends.
-        guard backend.retryState.startRetry(budgetPercent: retries.budgetPercent) else { return nil }
-        guard case .success(let next) = backend.pick(hashKey: hashKey.utf8, tried: tried) else {
-            backend.retryState.retries.wrappingSubtract(1, ordering: .relaxed)
-            return nil
-        }
-        return next
+        backend.retryTarget(
+            after: condition, method: request.method, idempotencyKey: request.headers.contains(name: "idempotency-key"),
+            attempt: attempt, tried: tried, hashKey: hashKey.utf8, deadline: deadline)
     }
 
     private func retry(at next: CompiledTarget, after failure: String) {

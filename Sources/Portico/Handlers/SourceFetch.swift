@@ -229,16 +229,10 @@ struct SourceFetch: Sendable {
     private func retryTarget(
         _ backend: CompiledBackend, condition: RetryCondition, hashKey: Substring, tried: TargetSet, number: Int, deadline: NIODeadline
     ) -> CompiledTarget? {
-        guard let retries = backend.retries, number < retries.attempts, retries.on.contains(condition),
-            condition == .connectFailure || retries.methods.contains("GET"), NIODeadline.now() < deadline
-        else { return nil }
         if let tasks, tasks.isCancelled { return nil }
-        guard backend.retryState.startRetry(budgetPercent: retries.budgetPercent) else { return nil }
-        guard case .success(let next) = backend.pick(hashKey: hashKey.utf8, tried: tried) else {
-            backend.retryState.retries.wrappingSubtract(1, ordering: .relaxed)
-            return nil
-        }
-        return next
+        return backend.retryTarget(
+            after: condition, method: "GET", idempotencyKey: false, attempt: number, tried: tried, hashKey: hashKey.utf8,
+            deadline: deadline)
     }
 
     private func retry(
