@@ -273,10 +273,13 @@ public final class Gateway: Sendable {
             state.shutDown = true
             return (state.listeners, Array(state.connections.values))
         }
-        for listener in listeners { try? await listener.channel.close() }
+        // Existing connections are told first, then the listeners close: a connection accepted
+        // meanwhile is refused at once (`track`), and an answer that leaves after the listener has
+        // closed already says `Connection: close` (the event is queued on its loop before).
         for connection in connections {
             connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         }
+        for listener in listeners { try? await listener.channel.close() }
         await waitUntilDrained(upTo: gracePeriod)
         let remaining = state.withLockedValue { Array($0.connections.values) }
         // All at once: a TLS connection may wait up to its close deadline for close_notify, and
