@@ -445,4 +445,31 @@ struct BackendPoolTests {
         try await server.shutdown()
         try await garbled.shutdown()
     }
+
+    @Test(
+        "a target that accepts and never answers: a GET is retried on the other after its per-try timeout, a POST gets 504 and is sent once"
+    )
+    func silentTarget() async throws {
+        let silent = try await HeldBackend.start(body: "{}")
+        let good = CountingBackend("good")
+        let server = try await BackendServer.start(handler: good.handler)
+        let policy = Self.policy(
+            [String(silent.port), String(server.port)],
+            backend: "timeout: 10s\nretries: { attempts: 2, on: [timeout], perTryTimeout: 1s }\noutlierDetection: off")
+        try await Self.withPool(policy) { gateway in
+            for _ in 0..<2 {
+                let answer = try gateway.connect().request("GET", "/api/x")
+                #expect(answer.status == 200)
+                #expect(answer.bodyText == "good")
+            }
+            var statuses: [Int] = []
+            for _ in 0..<2 { statuses.append(try gateway.connect().request("POST", "/api/x", body: "once").status) }
+            #expect(statuses.sorted() == [200, 504], "\(statuses)")
+            // The POST that timed out at the silent target was not sent to the other.
+            #expect(good.count("POST") == 1)
+        }
+        silent.release()
+        try await server.shutdown()
+        try await silent.shutdown()
+    }
 }
