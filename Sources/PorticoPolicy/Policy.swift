@@ -129,6 +129,11 @@ public struct BackendPolicy: Sendable, Hashable {
     /// Passive ejection of failing targets; on by default for a backend of several targets.
     public var outlierDetection: OutlierDetectionPolicy?
     public var retries: RetryPolicy?
+    /// How often a target named by a host name is resolved to all its addresses (each one a
+    /// target): by default every 30 s for `targets`, off for a single `url`; `nil`
+    /// (`resolveEvery: off`) leaves the name to be resolved at each connect. Names of `https://`
+    /// targets are never expanded: libcurl checks the certificate against the name it connects to.
+    public var resolveEvery: Duration?
 
     public init(
         name: String, targets: [BackendTarget], connectTimeout: Duration = .seconds(2), timeout: Duration = .seconds(30),

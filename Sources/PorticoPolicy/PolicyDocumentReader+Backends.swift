@@ -4,7 +4,7 @@ import Yams
 extension PolicyDocumentReader {
     static let backendKeys = [
         "url", "targets", "connectTimeout", "timeout", "rateLimit", "maxConcurrent", "maxConcurrentPerTarget", "client", "balance",
-        "hashOn", "healthCheck", "outlierDetection", "retries",
+        "hashOn", "healthCheck", "outlierDetection", "retries", "resolveEvery",
     ]
 
     /// The most targets one backend may have (a request's tried targets are a 64-bit set).
@@ -31,6 +31,18 @@ extension PolicyDocumentReader {
         let healthCheck = fields.optional("healthCheck", readHealthCheck)
         let outlierDetection = fields.optional("outlierDetection", readOutlierDetection)
         let retries = fields.optional("retries") { readRetries($0, timeout: timeout) }
+        // A pool's names are resolved to all their addresses by default; a single `url` keeps its
+        // name to each connect (which tries every address of it, IPv4 and IPv6) unless asked.
+        let defaultResolve: Duration? = fields["targets"] != nil ? .seconds(30) : nil
+        let resolveEvery = fields.optional("resolveEvery", default: defaultResolve) { value -> Duration?? in
+            if value.isWord("off") { return .some(nil) }
+            guard let every = value.duration() else { return nil }
+            guard every >= .milliseconds(100), every <= .seconds(86400) else {
+                value.error("expected off or between 100ms and 24h, found \(value.describe())")
+                return nil
+            }
+            return .some(every)
+        }
         guard let targets else { return nil }
         if let retries, let retriesValue = fields["retries"] {
             if targets.count == 1 {
@@ -49,6 +61,7 @@ extension PolicyDocumentReader {
         backend.healthCheck = healthCheck
         if let outlierDetection { backend.outlierDetection = outlierDetection.enabled ? outlierDetection.policy : nil }
         backend.retries = retries
+        backend.resolveEvery = resolveEvery
         return backend
     }
 

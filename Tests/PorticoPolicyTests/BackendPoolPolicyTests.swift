@@ -161,4 +161,23 @@ struct BackendPoolPolicyTests {
             """)
         #expect(errors.contains { $0.contains("backends.twice.targets.1: http://quotes.INTERNAL:8080 is already a target") }, "\(errors)")
     }
+
+    @Test("a pool's names are resolved every 30 s by default, a single url's not unless asked; off and out-of-range values")
+    func resolveEvery() throws {
+        let snapshot = try Self.load(
+            """
+              pool: { targets: [{ url: "http://a.internal:1" }, { url: "http://b.internal:1" }] }
+              single: { url: "http://a.internal:1" }
+              asked: { url: "http://a.internal:1", resolveEvery: 5s }
+              quiet: { targets: [{ url: "http://a.internal:1" }], resolveEvery: off }
+            """
+        ).get()
+        #expect(snapshot.backend(named: "pool")?.resolveEvery == .seconds(30))
+        #expect(snapshot.backend(named: "single")?.resolveEvery == nil)
+        #expect(snapshot.backend(named: "asked")?.resolveEvery == .seconds(5))
+        #expect(snapshot.backend(named: "quiet")?.resolveEvery == nil)
+        let errors = Self.errors("  fast: { url: \"http://a.internal:1\", resolveEvery: 10ms }\n")
+        #expect(
+            errors.contains { $0.hasPrefix("p.yaml:4: backends.fast.resolveEvery: expected off or between 100ms and 24h") }, "\(errors)")
+    }
 }

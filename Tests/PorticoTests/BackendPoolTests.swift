@@ -67,13 +67,13 @@ struct BackendPoolTests {
 
     /// Starts a gateway (with `registry`) in front of `policy`, runs `body`, stops it.
     static func withPool(
-        _ policy: String, registry: TargetRegistry = TargetRegistry(), logger: Logger? = nil,
-        _ body: (TestGateway) async throws -> Void
+        _ policy: String, registry: TargetRegistry = TargetRegistry(), resolver: any AddressResolver = SystemAddressResolver(),
+        logger: Logger? = nil, _ body: (TestGateway) async throws -> Void
     ) async throws {
         let snapshot = try TestGateway.snapshot(policy: policy, accessLog: logger != nil)
         var quiet = Logger(label: "portico.test")
-        quiet.logLevel = .warning
-        let gateway = Gateway(snapshot: snapshot, logger: logger ?? quiet, targets: registry)
+        quiet.logLevel = .error
+        let gateway = Gateway(snapshot: snapshot, logger: logger ?? quiet, targets: registry, resolver: resolver)
         try await gateway.start()
         let test = TestGateway(gateway: gateway, port: gateway.boundPorts["test"]!)
         do {
@@ -471,5 +471,69 @@ struct BackendPoolTests {
         silent.release()
         try await server.shutdown()
         try await silent.shutdown()
+    }
+
+    /// A resolver whose answers the test sets: a name's addresses, or nil (it does not resolve).
+    final class ScriptedResolver: AddressResolver {
+        let answers = Mutex<[String: [String]?]>([:])
+        let lookups = Mutex(0)
+        func addresses(of host: String) -> [String]? {
+            lookups.withLock { $0 += 1 }
+            return answers.withLock { $0[host] ?? nil }
+        }
+        func answer(_ host: String, _ addresses: [String]?) { answers.withLock { $0[host] = addresses } }
+        /// Returns once the name has been looked up twice more (so a new answer has been seen).
+        func twoMoreLookups() async -> Bool {
+            let start = lookups.withLock { $0 }
+            return await eventually { lookups.withLock { $0 } >= start + 2 }
+        }
+    }
+
+    @Test(
+        "a pool's host name is every address it resolves to, followed as the answers change; a failed or empty answer keeps the last good one"
+    )
+    func resolvedAddresses() async throws {
+        func named(_ name: String) -> BackendServer.Handler {
+            { request in
+                .full(
+                    status: .ok, headers: ["Content-Type": "text/plain"],
+                    body: ByteBuffer(string: "\(name) \(request.headers.first(name: "host") ?? "")"))
+            }
+        }
+        let first = try await BackendServer.start(host: "127.0.0.1", handler: named("one"))
+        let second = try await BackendServer.start(host: "127.0.0.2", port: first.port, handler: named("two"))
+        let resolver = ScriptedResolver()
+        resolver.answer("pool.test", ["127.0.0.1"])
+        let policy = """
+            backends:
+              pool:
+                targets: [{ url: "http://pool.test:\(first.port)" }]
+                resolveEvery: 100ms
+                outlierDetection: off
+            services:
+              api: { path: /api, versions: { 1: { proxy: { backend: pool } } } }
+            """
+        try await Self.withPool(policy, resolver: resolver) { gateway in
+            let client = try gateway.connect()
+            func answers() throws -> Set<String> {
+                var seen: Set<String> = []
+                for _ in 0..<6 { seen.insert(try client.request("GET", "/api/x").bodyText) }
+                return seen
+            }
+            let host = "pool.test:\(first.port)"
+            #expect(try answers() == ["one \(host)"], "resolved once before the first request")
+            resolver.answer("pool.test", ["127.0.0.1", "127.0.0.2"])
+            #expect(await eventually { (try? answers()) == ["one \(host)", "two \(host)"] })
+            resolver.answer("pool.test", nil)
+            #expect(await resolver.twoMoreLookups())
+            #expect(try answers() == ["one \(host)", "two \(host)"], "a failed lookup dropped the last good addresses")
+            resolver.answer("pool.test", [])
+            #expect(await resolver.twoMoreLookups())
+            #expect(try answers() == ["one \(host)", "two \(host)"], "an empty answer dropped the last good addresses")
+            resolver.answer("pool.test", ["127.0.0.2"])
+            #expect(await eventually { (try? answers()) == ["two \(host)"] })
+        }
+        try await first.shutdown()
+        try await second.shutdown()
     }
 }

@@ -40,4 +40,11 @@ struct TargetBalancerTests {
         // Maglev's guarantee is approximate: a few slots of the remaining targets change hands too.
         #expect(Double(moved) / Double(kept) < 0.05, "\(moved) of \(kept) slots of the remaining targets moved")
     }
+
+    @Test("the system resolver finds localhost's loopback address in /etc/hosts, and nothing for a name that cannot exist")
+    func systemResolver() {
+        let resolver = SystemAddressResolver()
+        #expect(resolver.addresses(of: "localhost")?.contains("127.0.0.1") == true)
+        #expect(resolver.addresses(of: "127.0.0.1") == ["127.0.0.1"])
+    }
 }

@@ -41,12 +41,22 @@ final class CompiledBackend: Sendable {
     /// seen it die, and failed to connect again.
     let connectFailureProvesUnsent: Bool
 
-    init(_ policy: BackendPolicy, registry: TargetRegistry = TargetRegistry()) {
+    init(_ policy: BackendPolicy, registry: TargetRegistry = TargetRegistry(), addresses: [String: [String]] = [:]) {
         name = policy.name
-        targets = policy.targets.enumerated().map { index, target in
-            CompiledTarget(
-                target, index: index,
-                state: registry.state(backend: policy.name, origin: "\(target.url.scheme)://\(target.url.hostForURL):\(target.url.port)"))
+        // A target named by a host with resolved addresses is one target per address, each with
+        // the name's `Host` and the target's weight (at most the 64 a request's tried set holds).
+        var expanded: [(target: BackendTarget, address: String?)] = []
+        for target in policy.targets {
+            if policy.resolveEvery != nil, target.url.scheme == "http", let resolved = addresses[target.url.host], !resolved.isEmpty {
+                expanded += resolved.map { (target, $0) }
+            } else {
+                expanded.append((target, nil))
+            }
+        }
+        targets = expanded.prefix(64).enumerated().map { index, entry in
+            let host = entry.address.map { $0.contains(":") ? "[\($0)]" : $0 } ?? entry.target.url.hostForURL
+            let origin = "\(entry.target.url.scheme)://\(host):\(entry.target.url.port)"
+            return CompiledTarget(entry.target, index: index, address: host, state: registry.state(backend: policy.name, origin: origin))
         }
         basePath = policy.url.basePath
         connectTimeout = policy.connectTimeout
@@ -55,7 +65,8 @@ final class CompiledBackend: Sendable {
         maxConcurrent = policy.maxConcurrent
         maxConcurrentPerTarget = policy.maxConcurrentPerTarget
         rateLimit = policy.rateLimit.map { CompiledRateLimit(kind: .backend, name: policy.name, policy: $0) }
-        balancer = TargetBalancer(policy)
+        balancer = TargetBalancer(
+            policy.balance, hashOn: policy.hashOn, weights: targets.map(\.weight), names: targets.map(\.origin))
         outlierDetection = policy.outlierDetection
         healthCheck = policy.healthCheck
         retries = policy.retries

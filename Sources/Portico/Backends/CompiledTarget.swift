@@ -15,10 +15,12 @@ final class CompiledTarget: Sendable {
     let weight: Int
     let state: TargetState
 
-    init(_ target: BackendTarget, index: Int, state: TargetState) {
+    /// - Parameter address: where to connect, as a URL writes it (an IP literal the host name
+    ///   resolved to, bracketed for IPv6); the `Host` field keeps the name.
+    init(_ target: BackendTarget, index: Int, address: String? = nil, state: TargetState) {
         let url = target.url
         self.index = index
-        origin = "\(url.scheme)://\(url.hostForURL):\(url.port)"
+        origin = "\(url.scheme)://\(address ?? url.hostForURL):\(url.port)"
         urlPrefix = origin + url.basePath
         let defaultPort = url.scheme == "https" ? 443 : 80
         hostHeader = url.port == defaultPort ? url.hostForURL : "\(url.hostForURL):\(url.port)"

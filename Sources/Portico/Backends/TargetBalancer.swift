@@ -23,16 +23,17 @@ struct TargetBalancer: Sendable {
 
     let mode: Mode
 
-    init(_ policy: BackendPolicy) {
-        let weights = policy.targets.map(\.weight)
+    /// - Parameters: the backend's targets, compiled (one per resolved address), by `weights` and
+    ///   `names` (their origins, which place them in the hash table).
+    init(_ balance: BalancePolicy, hashOn: HashKey, weights: [Int], names: [String]) {
         guard weights.count > 1 else {
             mode = .single
             return
         }
-        switch policy.balance {
+        switch balance {
         case .roundRobin: mode = .roundRobin(Self.smoothOrder(weights))
         case .leastRequest: mode = .leastRequest
-        case .hash: mode = .hash(Self.maglevTable(names: policy.targets.map { "\($0.url)" }, weights: weights), on: policy.hashOn)
+        case .hash: mode = .hash(Self.maglevTable(names: names, weights: weights), on: hashOn)
         }
     }
 

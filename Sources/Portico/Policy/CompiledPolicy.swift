@@ -51,15 +51,17 @@ public final class CompiledPolicy: Sendable {
     /// - Parameters:
     ///   - metrics: what this policy's requests count into (the gateway's).
     ///   - targets: the state of the backends' targets, which outlives the policy (the gateway's).
+    ///   - addresses: what the targets' host names resolved to (``ResolvedAddresses``); a target
+    ///     whose name has addresses becomes one target per address.
     ///   - makeKey: the authenticator of each key's secret (tests count MACs through it).
     init(
         _ snapshot: PolicySnapshot, metrics: GatewayMetrics?, targets: TargetRegistry = TargetRegistry(),
-        makeKey: ([UInt8]) -> any MessageAuthenticator = Credentials.openSSLKey
+        addresses: [String: [String]] = [:], makeKey: ([UInt8]) -> any MessageAuthenticator = Credentials.openSSLKey
     ) {
         let policy = snapshot.policy
         self.snapshot = snapshot
         credentials = Credentials(policy: policy, makeKey: makeKey)
-        let backends = policy.backends.mapValues { CompiledBackend($0, registry: targets) }
+        let backends = policy.backends.mapValues { CompiledBackend($0, registry: targets, addresses: addresses) }
         self.backends = backends
         // One compiled limit per tier for the services without an exception of their own.
         let tierDefaults = policy.tiers.mapValues { CompiledRateLimit(kind: .tier, name: $0.name, policy: $0.limit) }

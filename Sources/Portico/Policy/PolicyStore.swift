@@ -33,15 +33,21 @@ public final class PolicyStore: Sendable {
     let metrics: GatewayMetrics?
     /// The backends' targets' state, which every compiled policy's backends share.
     let targets: TargetRegistry
+    /// The addresses the backends' host names resolved to last, which every compile expands them to.
+    let addresses: ResolvedAddresses
 
     public convenience init(_ snapshot: PolicySnapshot, contentHash: String = "") {
         self.init(snapshot, contentHash: contentHash, metrics: nil)
     }
 
-    init(_ snapshot: PolicySnapshot, contentHash: String, metrics: GatewayMetrics?, targets: TargetRegistry = TargetRegistry()) {
+    init(
+        _ snapshot: PolicySnapshot, contentHash: String, metrics: GatewayMetrics?, targets: TargetRegistry = TargetRegistry(),
+        addresses: ResolvedAddresses = ResolvedAddresses()
+    ) {
         self.metrics = metrics
         self.targets = targets
-        box = NIOLockedValueBox((CompiledPolicy(snapshot, metrics: metrics, targets: targets), 0))
+        self.addresses = addresses
+        box = NIOLockedValueBox((CompiledPolicy(snapshot, metrics: metrics, targets: targets, addresses: addresses.current), 0))
         let revision = PolicyRevision(generation: 0, contentHash: contentHash, loadedAt: Date())
         revisionBox = NIOLockedValueBox(revision)
         metrics?.policyInstalled(revision)
@@ -60,7 +66,9 @@ public final class PolicyStore: Sendable {
     }
 
     /// Compiles `snapshot` the way this store's policies are (with its metrics), without installing it.
-    func compile(_ snapshot: PolicySnapshot) -> CompiledPolicy { CompiledPolicy(snapshot, metrics: metrics, targets: targets) }
+    func compile(_ snapshot: PolicySnapshot) -> CompiledPolicy {
+        CompiledPolicy(snapshot, metrics: metrics, targets: targets, addresses: addresses.current)
+    }
 
     /// Installs a policy compiled beforehand (a reload compiles off the event loops): new requests
     /// read it from now on; requests in flight finish on the one they started with.
@@ -70,10 +78,28 @@ public final class PolicyStore: Sendable {
             state = (next, state.generation + 1)
             // Inside the lock, so that generations are published in the order policies were.
             generation.store(state.generation, ordering: .releasing)
-            let revision = PolicyRevision(generation: state.generation, contentHash: contentHash, loadedAt: Date())
+            let revision = PolicyRevision(
+                generation: revisionBox.withLockedValue { $0.generation } + 1, contentHash: contentHash, loadedAt: Date())
             revisionBox.withLockedValue { $0 = revision }
             metrics?.policyInstalled(revision)
             return revision
+        }
+    }
+
+    /// The compiled policy in place now, and the internal generation a ``refresh(_:from:)`` is
+    /// made against.
+    var compiledNow: (policy: CompiledPolicy, generation: UInt64) { box.withLockedValue { $0 } }
+
+    /// Puts in place the same policy compiled again (its backends' host names resolved anew):
+    /// new requests read it; the revision (what an operator installed) stays. Dropped if anything
+    /// was installed since `generation`, so a reload is never undone by a refresh compiled before it.
+    @discardableResult
+    func refresh(_ next: CompiledPolicy, from generation: UInt64) -> Bool {
+        box.withLockedValue { state in
+            guard state.generation == generation else { return false }
+            state = (next, state.generation + 1)
+            self.generation.store(state.generation, ordering: .releasing)
+            return true
         }
     }
 

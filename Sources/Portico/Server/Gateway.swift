@@ -34,6 +34,8 @@ public final class Gateway: Sendable {
     private let codeHandlers: [String: any CodeHandler]
     /// Asks the backends' targets for their health, as their policies' `healthCheck`s say.
     private let healthChecker: HealthChecker
+    /// Resolves the targets' host names to all their addresses, as `resolveEvery` says.
+    private let addressRefresher: AddressRefresher
     private let state = NIOLockedValueBox(RunState())
 
     private struct RunState {
@@ -62,23 +64,28 @@ public final class Gateway: Sendable {
     ///   - codeHandlers: handlers written in Swift (``CodeHandler``), by the name a `code` version gives.
     ///   - targets: the state of the backends' targets (ejections, health, requests in flight), and
     ///     the clock ejections are timed by (tests may pass their own).
+    ///   - resolver: what the targets' host names are resolved with (tests may give the answers).
     public init(
         snapshot: PolicySnapshot, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         upstream: (any UpstreamClient)? = nil, nonces: (any NonceStore)? = nil, rateLimiter: RateLimiter = RateLimiter(),
         metrics: GatewayMetrics = GatewayMetrics(), accessLogWriter: AccessLogWriter? = nil, contentHash: String = "",
         logger: Logger = Logger(label: "portico"), codeHandlers: [String: any CodeHandler] = [:],
-        targets: TargetRegistry = TargetRegistry()
+        targets: TargetRegistry = TargetRegistry(), resolver: any AddressResolver = SystemAddressResolver()
     ) {
         self.codeHandlers = codeHandlers
         self.nonces = nonces ?? InMemoryNonceStore(capacity: snapshot.policy.signatures.nonceCacheSize)
         self.rateLimiter = rateLimiter
         self.metrics = metrics
         self.accessLogWriter = accessLogWriter
-        self.store = PolicyStore(snapshot, contentHash: contentHash, metrics: metrics, targets: targets)
+        let store = PolicyStore(snapshot, contentHash: contentHash, metrics: metrics, targets: targets)
+        self.store = store
         self.group = group
         self.upstream = upstream ?? RoutingUpstreamClient.gatewayDefault(sizedBy: snapshot.policy.upstream, group: group)
         self.logger = logger
-        self.healthChecker = HealthChecker(eventLoop: group.next(), upstream: self.upstream, logger: logger)
+        let healthChecker = HealthChecker(eventLoop: group.next(), upstream: self.upstream, logger: logger)
+        self.healthChecker = healthChecker
+        self.addressRefresher = AddressRefresher(
+            store: store, resolver: resolver, eventLoop: group.next(), logger: logger, onRefresh: { healthChecker.update($0) })
         let fleet = snapshot.policy.cluster.map { FleetStore($0, group: group, metrics: metrics, logger: logger) }
         let local = LocalLimitStore(rateLimiter: rateLimiter, nonces: self.nonces)
         self.fleet = fleet
@@ -125,6 +132,7 @@ public final class Gateway: Sendable {
         let tlsStores = try ListenerTLS.contexts(for: snapshot).mapValues(TLSContextStore.init)
         _ = try LocatorSigning.key(for: snapshot)  // a locator key that cannot be read fails the start, naming its file
         if let error = fleet?.configurationError { throw error }  // rediss://'s caFile, likewise (read once, by the store)
+        await addressRefresher.start()
         healthChecker.update(store.current)
         let limits = snapshot.limits
         var bound: [(name: String, channel: any Channel, connections: ListenerConnections)] = []
@@ -149,6 +157,9 @@ public final class Gateway: Sendable {
             }
         } catch {
             for listener in bound { try? await listener.channel.close() }
+            // A gateway that did not start keeps nothing running.
+            healthChecker.stop()
+            addressRefresher.stop()
             throw error
         }
         state.withLockedValue {
@@ -287,6 +298,7 @@ public final class Gateway: Sendable {
         for connection in remaining { connection.close(promise: nil) }
         for connection in remaining { try? await connection.closeFuture.get() }
         healthChecker.stop()
+        addressRefresher.stop()
         upstream.shutdown()
         try? await fleet?.close().get()
     }
