@@ -223,6 +223,23 @@ final class CompiledBackend: Sendable {
         return z ^ (z >> 31)
     }
 
+    /// The answer to a request that no target can take: 503 `backend-unavailable` (with
+    /// `Retry-After`) when every target is down, else 503 `backend-busy`.
+    func problem(_ unavailable: Unavailable) -> Problem {
+        switch unavailable {
+        case .allDown(let retryAfter): .backendDown(backend: name, retryAfter: retryAfter)
+        case .allBusy, .allTried: .backendBusy(backend: name, limit: maxConcurrentPerTarget ?? 0)
+        }
+    }
+
+    /// One attempt's time limit: `perTryTimeout` if the backend retries, else its `timeout`, and
+    /// never past `deadline` (the backend's `timeout` for all attempts together), nor under 1 ms.
+    func attemptTimeout(until deadline: NIODeadline) -> Duration {
+        let perTry = retries?.perTryTimeout ?? timeout
+        guard deadline != .distantFuture else { return perTry }
+        return min(perTry, .nanoseconds(max((deadline - .now()).nanoseconds, 1_000_000)))
+    }
+
     // MARK: Retries
 
     /// The target a request whose attempt number `attempt` failed with `condition` is retried at,
@@ -290,12 +307,4 @@ final class CompiledBackend: Sendable {
 
 extension TargetSet {
     var isEmpty: Bool { bits == 0 }
-}
-
-extension Duration {
-    /// Whole nanoseconds (a duration the policy reader accepted is never longer than 2⁶³ ns).
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
 }

@@ -29,11 +29,10 @@ public final class FleetStore: Sendable {
         _ cluster: ClusterPolicy, group: any EventLoopGroup, metrics: GatewayMetrics? = nil, logger: Logger? = nil,
         clock: @escaping @Sendable () -> Int64 = { Int64(bitPattern: NIODeadline.now().uptimeNanoseconds) }
     ) {
-        let (seconds, attoseconds) = cluster.timeout.components
         var configuration = RedisConfiguration(
             host: cluster.redis.host, port: cluster.redis.port,
             password: cluster.password.map { String(decoding: $0.bytes, as: UTF8.self) }, database: cluster.database,
-            timeoutNanos: seconds * 1_000_000_000 + attoseconds / 1_000_000_000, scripts: [FleetScript.source])
+            timeoutNanos: cluster.timeout.nanoseconds, scripts: [FleetScript.source])
         var configurationError: PolicyError?
         do {
             configuration.tls = try FleetTLS.context(for: cluster).map { RedisTLS(context: $0, serverName: cluster.redis.host) }

@@ -150,9 +150,7 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         let old = target.urlPrefix
         request.url = next.urlPrefix + request.url.dropFirst(old.count)
         request.headers.replaceOrAdd(name: "Host", value: next.hostHeader)
-        let remaining = deadline - .now()
-        let perTry = backend.retries?.perTryTimeout ?? backend.timeout
-        request.timeout = min(perTry, .nanoseconds(max(remaining.nanoseconds, 1_000_000)))
+        request.timeout = backend.attemptTimeout(until: deadline)
         target = next
         send()
     }

@@ -121,7 +121,7 @@ enum ProxyForwarding {
         var request = UpstreamRequest(
             method: head.method.rawValue,
             url: upstreamURL(routed, proxy: proxy, backend: backend, target: target, versionedPrefix: versionedPrefix),
-            headers: headers, body: body, connectTimeout: backend.connectTimeout, timeout: backend.retries?.perTryTimeout ?? backend.timeout
+            headers: headers, body: body, connectTimeout: backend.connectTimeout, timeout: backend.attemptTimeout(until: .distantFuture)
         )
         request.client = backend.client
         return request

@@ -28,8 +28,7 @@ struct ProxyHandler: Sendable {
         let hashKey = HashInputs(exchange).key(for: backend)
         switch backend.pick(hashKey: hashKey.utf8) {
         case .success(let chosen): target = chosen
-        case .failure(.allDown(let retryAfter)): return .backendDown(backend: backend.name, retryAfter: retryAfter)
-        case .failure: return .backendBusy(backend: backend.name, limit: backend.maxConcurrentPerTarget ?? 0)
+        case .failure(let unavailable): return backend.problem(unavailable)
         }
         switch concurrency.slot(for: backend) {
         case .success(let slot): exchange.concurrencySlot = slot

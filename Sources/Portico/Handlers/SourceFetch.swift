@@ -145,10 +145,7 @@ struct SourceFetch: Sendable {
         let target: CompiledTarget
         switch backend.pick(hashKey: hashKey.utf8) {
         case .success(let chosen): target = chosen
-        case .failure(.allDown(let retryAfter)):
-            return eventLoop.makeFailedFuture(Problem.backendDown(backend: backend.name, retryAfter: retryAfter))
-        case .failure:
-            return eventLoop.makeFailedFuture(Problem.backendBusy(backend: backend.name, limit: backend.maxConcurrentPerTarget ?? 0))
+        case .failure(let unavailable): return eventLoop.makeFailedFuture(backend.problem(unavailable))
         }
         let heldSlot: BackendConcurrency.Counter?
         switch concurrency.slot(for: backend) {
@@ -182,10 +179,9 @@ struct SourceFetch: Sendable {
         headers.add(name: "host", value: target.hostHeader)
         headers.add(name: "accept", value: accept)
         headers.add(name: "x-request-id", value: requestID)
-        let perTry = backend.retries?.perTryTimeout ?? backend.timeout
         var request = UpstreamRequest(
             method: "GET", url: target.urlPrefix + path, headers: headers, connectTimeout: backend.connectTimeout,
-            timeout: min(perTry, .nanoseconds(max((deadline - .now()).nanoseconds, 1_000_000))))
+            timeout: backend.attemptTimeout(until: deadline))
         request.client = backend.client
         let collector = BodyCollector(limit: limit, promise: eventLoop.makePromise())
         let task = upstream.execute(request, eventLoop: eventLoop, handler: collector)

@@ -11,7 +11,7 @@ final class AtomicDurationHistograms: Sendable {
     private let series = NIOLockedValueBox<[String: AtomicDurationHistogram]>([:])
 
     init(bounds: [Duration]) {
-        self.bounds = bounds.map { Int64($0.components.seconds) * 1_000_000_000 + $0.components.attoseconds / 1_000_000_000 }
+        self.bounds = bounds.map(\.nanoseconds)
     }
 
     func histogram(name: String, labels: [(String, String)]) -> AtomicDurationHistogram {

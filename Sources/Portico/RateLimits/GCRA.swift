@@ -26,9 +26,7 @@ public struct GCRALimit: Sendable, Hashable {
     }
 
     public init(_ policy: RateLimitPolicy) {
-        let (seconds, attoseconds) = policy.period.components
-        self.init(
-            count: Int64(policy.count), periodNanos: seconds * 1_000_000_000 + attoseconds / 1_000_000_000, burst: Int64(policy.burst))
+        self.init(count: Int64(policy.count), periodNanos: policy.period.nanoseconds, burst: Int64(policy.burst))
     }
 
     /// τ in units of `1/count` ns: `(burst − 1) · T · count = (burst − 1) · period`.
