@@ -25,6 +25,9 @@ let crypto: Package.Dependency = .package(url: "https://github.com/apple/swift-c
 // (`2.4` is 2.4.0) and SemVer 2.0 precedence, pre-releases included.
 let semver: Package.Dependency = .package(url: "https://github.com/mxcl/Version.git", from: "2.2.1")
 // Facade sources that speak CSV: quoting, embedded separators and line breaks (RFC 4180).
+// HTTP/2 to clients (ALPN h2 over Portico's own TLS handler, and h2c with prior knowledge): the
+// frame codec, HPACK, flow control and the stream multiplexer, with its flood defences.
+let http2: Package.Dependency = .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0")
 let csv: Package.Dependency = .package(url: "https://github.com/swiftcsv/SwiftCSV.git", exact: "0.10.0")
 
 let swiftSettings: [SwiftSetting] = [
@@ -49,7 +52,9 @@ let package = Package(
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
         .library(name: "PorticoClient", targets: ["PorticoClient"]),
     ],
-    dependencies: [nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle, csv],
+    dependencies: [
+        nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle, csv, http2,
+    ],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
         .target(
@@ -148,6 +153,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Atomics", package: "swift-atomics"),

@@ -4,8 +4,9 @@
 set -euo pipefail
 
 # openssl (the command) makes development and test certificates; the curl command is used by a test;
-# redis-server is started by the fleet-mode tests (a real Redis on an ephemeral port).
-packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl redis-server)
+# redis-server is started by the fleet-mode tests (a real Redis on an ephemeral port); nghttp2-client
+# brings h2load and nghttp for the HTTP/2 benchmarks and checks.
+packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl redis-server nghttp2-client)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
   for package in "${packages[@]}"; do

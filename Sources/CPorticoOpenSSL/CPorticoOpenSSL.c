@@ -62,16 +62,31 @@ int portico_sha(int bits, const void *data, size_t length, unsigned char *out) {
 
 // MARK: TLS
 
-static const unsigned char http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+// ALPN lists in the wire format, the server's preference first. The callback's argument points to
+// one of these constants, so it outlives every context.
+static const unsigned char alpn_h2_http11[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+static const unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+static const unsigned char alpn_h2[] = {2, 'h', '2'};
 
-// ALPN: http/1.1 is all this gateway speaks; with no overlap, carry on without ALPN rather than
-// failing the handshake (the client decides whether that is acceptable).
-static int select_http11(SSL *ssl, const unsigned char **out, unsigned char *out_length, const unsigned char *in,
-                         unsigned int in_length, void *argument) {
+struct alpn_list {
+    const unsigned char *bytes;
+    unsigned int length;
+};
+static const struct alpn_list alpn_lists[] = {
+    {alpn_http11, sizeof(alpn_http11)},
+    {alpn_h2, sizeof(alpn_h2)},
+    {alpn_h2_http11, sizeof(alpn_h2_http11)},
+};
+
+// ALPN: the first of the listener's protocols the client also offers. With no overlap, carry on
+// without ALPN rather than failing the handshake: the connection then speaks HTTP/1.1 (RFC 7301
+// allows either; curl without ALPN, and every HTTP/1.1-only client, expect this).
+static int select_protocol(SSL *ssl, const unsigned char **out, unsigned char *out_length, const unsigned char *in,
+                           unsigned int in_length, void *argument) {
     (void)ssl;
-    (void)argument;
+    const struct alpn_list *list = argument;
     unsigned char *selected = NULL;
-    if (SSL_select_next_proto(&selected, out_length, http11, sizeof(http11), in, in_length) == OPENSSL_NPN_NEGOTIATED) {
+    if (SSL_select_next_proto(&selected, out_length, list->bytes, list->length, in, in_length) == OPENSSL_NPN_NEGOTIATED) {
         *out = selected;
         return SSL_TLSEXT_ERR_OK;
     }
@@ -87,7 +102,8 @@ static int protocol_version(int version) {
     }
 }
 
-SSL_CTX *portico_tls_server_context_new(int min_version) {
+SSL_CTX *portico_tls_server_context_new(int min_version, int protocols) {
+    if (protocols < PORTICO_ALPN_HTTP11 || protocols > (PORTICO_ALPN_HTTP11 | PORTICO_ALPN_H2)) return NULL;
     SSL_CTX *context = SSL_CTX_new(TLS_server_method());
     if (context == NULL) return NULL;
     int version = protocol_version(min_version);
@@ -102,7 +118,7 @@ SSL_CTX *portico_tls_server_context_new(int min_version) {
     SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_SERVER);
     static const unsigned char session_context[] = "portico";
     SSL_CTX_set_session_id_context(context, session_context, sizeof(session_context) - 1);
-    SSL_CTX_set_alpn_select_cb(context, select_http11, NULL);
+    SSL_CTX_set_alpn_select_cb(context, select_protocol, (void *)&alpn_lists[protocols - 1]);
     return context;
 }
 

@@ -34,6 +34,62 @@ public struct ListenerPolicy: Sendable, Hashable {
     public var port: Int
     /// When set, the listener terminates TLS (HTTPS); otherwise it speaks plain HTTP.
     public var tls: ListenerTLSPolicy?
+    /// What the listener speaks, in order of preference: `[h2, http/1.1]` with TLS (ALPN chooses),
+    /// `[http/1.1]` without. A plain listener speaks HTTP/2 only to clients with prior knowledge
+    /// (`h2c`), told apart from HTTP/1.1 by the connection preface.
+    public var protocols: [ListenerProtocol]
+
+    public init(name: String, address: String, port: Int, tls: ListenerTLSPolicy?, protocols: [ListenerProtocol]? = nil) {
+        self.name = name
+        self.address = address
+        self.port = port
+        self.tls = tls
+        self.protocols = protocols ?? (tls == nil ? [.http11] : [.h2, .http11])
+    }
+}
+
+/// A protocol a listener may speak.
+public enum ListenerProtocol: String, Sendable, Hashable, CaseIterable {
+    case http11 = "http/1.1"
+    /// HTTP/2 over TLS, agreed through ALPN (RFC 9113 §3.2).
+    case h2
+    /// HTTP/2 over plain TCP with prior knowledge (RFC 9113 §3.3): the client opens with the preface.
+    case h2c
+}
+
+/// Bounds on an HTTP/2 connection (`limits.http2`), on top of the limits every request has: what
+/// the gateway announces in its SETTINGS, and how much of each flood it takes before it sends
+/// GOAWAY (ENHANCE_YOUR_CALM) and closes. Together they bound what one connection may make the
+/// gateway hold: `connectionWindowSize` of request bytes not yet read, each of
+/// `maxConcurrentStreams` streams at most `initialWindowSize` of them and a response buffer, and a
+/// header block at most `maxHeaderListSize` while it is assembled.
+public struct HTTP2LimitsPolicy: Sendable, Hashable {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS: streams one client may have open at once; one more is
+    /// refused with RST_STREAM (REFUSED_STREAM), which a client may retry.
+    public var maxConcurrentStreams: Int = 100
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: the largest header block, checked frame by frame as it
+    /// arrives (CONTINUATION included) and again as HPACK decodes it, so neither a flood of
+    /// CONTINUATION frames nor a small block that decodes huge (an HPACK bomb) is ever held whole.
+    public var maxHeaderListSize: Int = 16 * 1024
+    /// SETTINGS_HEADER_TABLE_SIZE: the HPACK dynamic table the client may fill on this side.
+    public var headerTableSize: Int = 4096
+    /// SETTINGS_INITIAL_WINDOW_SIZE: request body bytes a client may send on one stream before the
+    /// gateway has read them.
+    public var initialWindowSize: Int = 65535
+    /// The connection's receive window: request body bytes of all streams together not yet read.
+    public var connectionWindowSize: Int = 1024 * 1024
+    /// RST_STREAM frames a client may send within ``floodWindow`` (streams opened and cancelled at
+    /// once: CVE-2023-44487's rapid reset); one more closes the connection with GOAWAY.
+    public var maxResets: Int = 200
+    /// SETTINGS, PING and PRIORITY frames a client may send within ``floodWindow``.
+    public var maxControlFrames: Int = 200
+    /// WINDOW_UPDATE frames a client may send within ``floodWindow``. A client reading a large
+    /// response sends one per half window it takes; a flood of them is work without a request.
+    public var maxWindowUpdates: Int = 10_000
+    /// The sliding window the flood counts above are kept over.
+    public var floodWindow: Duration = .seconds(30)
+
+    public init() {}
 }
 
 /// Bounds on what one client connection may make the gateway hold or wait for.
@@ -70,6 +126,8 @@ public struct LimitsPolicy: Sendable, Hashable {
     /// before the connection is closed at once. A client that stops reading would otherwise hold its
     /// connection and the bytes queued for it for ever. 60 s, like nginx's `send_timeout`.
     public var sendTimeout: Duration = .seconds(60)
+    /// What HTTP/2 connections may hold and send (`limits.http2`).
+    public var http2 = HTTP2LimitsPolicy()
 }
 
 /// How the libcurl driver is sized.

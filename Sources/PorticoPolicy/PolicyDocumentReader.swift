@@ -135,11 +135,12 @@ struct PolicyDocumentReader {
         var names: [String: PolicyValue] = [:]
         var endpoints: [String: PolicyValue] = [:]
         for item in items {
-            guard let fields = item.fields(known: ["name", "address", "port", "tls"]) else { continue }
+            guard let fields = item.fields(known: ["name", "address", "port", "tls", "protocols"]) else { continue }
             let name = fields.required("name") { $0.nonEmptyString() }
             let address = fields.optional("address", default: "127.0.0.1") { $0.nonEmptyString() }
             let port = fields.required("port") { $0.int(in: 0...65535) }
             let tls = fields.optional("tls", readTLS)
+            let protocols = fields.optional("protocols") { readProtocols($0, tls: fields["tls"] != nil) }
             if let name {
                 if let first = names[name] {
                     item.error("listener name \"\(name)\" is already used at \(first.keyPath)")
@@ -155,9 +156,35 @@ struct PolicyDocumentReader {
                     endpoints[endpoint] = item
                 }
             }
-            if let name, let port { listeners.append((ListenerPolicy(name: name, address: address, port: port, tls: tls), item)) }
+            if let name, let port {
+                let listener = ListenerPolicy(name: name, address: address, port: port, tls: tls, protocols: protocols)
+                listeners.append((listener, item))
+            }
         }
         return listeners
+    }
+
+    /// A listener's `protocols`: `h2` needs TLS (ALPN), `h2c` needs its absence (prior knowledge).
+    private func readProtocols(_ value: PolicyValue, tls: Bool) -> [ListenerProtocol]? {
+        guard let items = value.sequence() else { return nil }
+        if items.isEmpty {
+            value.error("expected at least one of \(ListenerProtocol.allCases.map(\.rawValue).joined(separator: ", "))")
+            return nil
+        }
+        var protocols: [ListenerProtocol] = []
+        for item in items {
+            guard let chosen = item.oneOf(ListenerProtocol.allCases) else { continue }
+            if chosen == .h2 && !tls {
+                item.error("h2 is agreed through TLS's ALPN and this listener has no tls: use h2c for HTTP/2 with prior knowledge")
+            } else if chosen == .h2c && tls {
+                item.error("h2c is HTTP/2 without TLS: on a tls listener, use h2")
+            } else if protocols.contains(chosen) {
+                item.error("\(chosen.rawValue) is listed twice")
+            } else {
+                protocols.append(chosen)
+            }
+        }
+        return protocols.count == items.count ? protocols : nil
     }
 
     private func readTLS(_ value: PolicyValue) -> ListenerTLSPolicy? {
@@ -219,7 +246,7 @@ struct PolicyDocumentReader {
     private func readLimits(_ value: PolicyValue) -> LimitsPolicy? {
         let known = [
             "maxBodyBytes", "maxHeadBytes", "maxHeaderCount", "headTimeout", "idleTimeout", "sendTimeout", "maxConnections",
-            "maxConnectionsPerAddress", "minBodyRate", "authFailures",
+            "maxConnectionsPerAddress", "minBodyRate", "authFailures", "http2",
         ]
         guard let fields = value.fields(known: known) else { return nil }
         var limits = LimitsPolicy()
@@ -244,6 +271,54 @@ struct PolicyDocumentReader {
         limits.authFailures = fields.optional("authFailures", default: limits.authFailures) { value -> RateLimitPolicy?? in
             value.isWord("off") ? .some(nil) : readRateLimit(value).map { .some($0) }
         }
+        limits.http2 = fields.optional("http2", default: limits.http2, readHTTP2Limits)
+        return limits
+    }
+
+    private func readHTTP2Limits(_ value: PolicyValue) -> HTTP2LimitsPolicy? {
+        let known = [
+            "maxConcurrentStreams", "maxHeaderListSize", "headerTableSize", "initialWindowSize", "connectionWindowSize",
+            "maxResets", "maxControlFrames", "maxWindowUpdates", "floodWindow",
+        ]
+        guard let fields = value.fields(known: known) else { return nil }
+        var limits = HTTP2LimitsPolicy()
+        // RFC 9113 §6.5.2 and §6.9.1: windows up to 2^31-1; a table and a list within what a 32-bit setting holds.
+        let window = 65535...2_147_483_647
+        limits.maxConcurrentStreams = fields.optional("maxConcurrentStreams", default: limits.maxConcurrentStreams) {
+            $0.int(in: 1...10_000)
+        }
+        limits.maxHeaderListSize = fields.optional("maxHeaderListSize", default: limits.maxHeaderListSize) { value in
+            guard let bytes = value.byteCount() else { return nil }
+            guard bytes >= 1024 && bytes <= 1024 * 1024 else {
+                value.error("expected 1 KiB to 1 MiB, found \(bytes) bytes")
+                return nil
+            }
+            return bytes
+        }
+        limits.headerTableSize = fields.optional("headerTableSize", default: limits.headerTableSize) { value in
+            guard let bytes = value.byteCount(allowingZero: true) else { return nil }
+            guard bytes <= 65536 else {
+                value.error("expected at most 64 KiB, found \(bytes) bytes")
+                return nil
+            }
+            return bytes
+        }
+        for (key, path) in [("initialWindowSize", \HTTP2LimitsPolicy.initialWindowSize), ("connectionWindowSize", \.connectionWindowSize)] {
+            limits[keyPath: path] = fields.optional(key, default: limits[keyPath: path]) { value in
+                guard let bytes = value.byteCount() else { return nil }
+                guard window.contains(bytes) else {
+                    value.error("expected 65535 to 2147483647 bytes (RFC 9113 §6.9.2), found \(bytes)")
+                    return nil
+                }
+                return bytes
+            }
+        }
+        limits.maxResets = fields.optional("maxResets", default: limits.maxResets) { $0.int(in: 1...1_000_000) }
+        limits.maxControlFrames = fields.optional("maxControlFrames", default: limits.maxControlFrames) { $0.int(in: 1...1_000_000) }
+        limits.maxWindowUpdates = fields.optional("maxWindowUpdates", default: limits.maxWindowUpdates) {
+            $0.int(in: 1...10_000_000)
+        }
+        limits.floodWindow = fields.optional("floodWindow", default: limits.floodWindow) { $0.duration() }
         return limits
     }
 

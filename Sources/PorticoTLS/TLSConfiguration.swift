@@ -25,10 +25,19 @@ public struct TLSConfiguration: Sendable, Hashable {
         case required(caFile: String)
     }
 
+    /// What ALPN may agree on (RFC 7301). With both, `h2` is preferred; a client that offers
+    /// neither still gets a connection, without ALPN (see ``TLSConnectionInfo/applicationProtocol``).
+    public enum ApplicationProtocol: String, Sendable, Hashable, CaseIterable {
+        case http11 = "http/1.1"
+        case h2
+    }
+
     /// The first is served when the client sends no SNI name or a name no certificate matches;
     /// the others are chosen by the name their certificate is valid for.
     public var certificates: [CertificateFiles]
     public var minimumVersion: ProtocolVersion = .tls12
+    /// The protocols offered through ALPN; never empty.
+    public var applicationProtocols: Set<ApplicationProtocol> = [.http11]
     /// TLS 1.2 cipher list (OpenSSL syntax). The default keeps forward-secret AEAD suites only.
     public var cipherList = TLSConfiguration.defaultCipherList
     /// TLS 1.3 cipher suites (OpenSSL syntax); `nil` keeps OpenSSL's defaults.

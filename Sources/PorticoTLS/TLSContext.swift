@@ -104,7 +104,10 @@ public final class TLSContext: @unchecked Sendable {
         _ configuration: TLSConfiguration, files: TLSConfiguration.CertificateFiles, index: Int
     ) throws(TLSConfigurationError) -> OpaquePointer {
         OpenSSLErrors.clear()
-        guard let context = portico_tls_server_context_new(Int32(configuration.minimumVersion.rawValue)) else {
+        var protocols: Int32 = 0
+        if configuration.applicationProtocols.contains(.http11) { protocols |= PORTICO_ALPN_HTTP11 }
+        if configuration.applicationProtocols.contains(.h2) { protocols |= PORTICO_ALPN_H2 }
+        guard let context = portico_tls_server_context_new(Int32(configuration.minimumVersion.rawValue), protocols) else {
             throw TLSConfigurationError(setting: .context, file: nil, message: "OpenSSL could not create a server context: \(errors())")
         }
         do {

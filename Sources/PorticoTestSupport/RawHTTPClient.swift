@@ -149,6 +149,17 @@ public final class RawHTTPClient: @unchecked Sendable {  // one thread at a time
         return buffer.first
     }
 
+    /// Exactly `count` bytes, however many reads they take; nil if the connection ends first
+    /// (for protocols other than HTTP/1.1: raw HTTP/2 frames).
+    public func readExactly(_ count: Int) throws -> [UInt8]? {
+        while buffer.count < count {
+            if try !fill() { return nil }
+        }
+        let bytes = Array(buffer[..<count])
+        buffer.removeFirst(count)
+        return bytes
+    }
+
     /// True when the peer closed the connection (reads EOF) before `timeout`.
     public func waitForClose() -> Bool {
         while true {

@@ -20,11 +20,12 @@ public struct TestGateway: Sendable {
     /// Starts the gateway. `policy` is YAML with everything but the listener, which is added here.
     /// With a `logger`, the access log is on and goes to it; without, it is off.
     /// With `tls` (a listener `tls` mapping), the listener serves HTTPS.
-    /// With a `rateLimiter`, rate limits use it (and its clock).
+    /// With a `rateLimiter`, rate limits use it (and its clock). `listener` adds keys to the
+    /// listener's mapping (`protocols: [h2c]`).
     public static func start(
-        policy: String, logger: Logger? = nil, tls: String? = nil, rateLimiter: RateLimiter = RateLimiter()
+        policy: String, logger: Logger? = nil, tls: String? = nil, listener: String? = nil, rateLimiter: RateLimiter = RateLimiter()
     ) async throws -> TestGateway {
-        let snapshot = try Self.snapshot(policy: policy, accessLog: logger != nil, tls: tls)
+        let snapshot = try Self.snapshot(policy: policy, accessLog: logger != nil, tls: tls, listener: listener)
         var quiet = Logger(label: "portico.test")
         quiet.logLevel = .warning
         let gateway = Gateway(snapshot: snapshot, rateLimiter: rateLimiter, logger: logger ?? quiet)
@@ -33,9 +34,13 @@ public struct TestGateway: Sendable {
     }
 
     /// The policy the gateway would load from `policy` plus its test listener.
-    public static func snapshot(policy: String, accessLog: Bool = false, tls: String? = nil) throws -> PolicySnapshot {
+    public static func snapshot(
+        policy: String, accessLog: Bool = false, tls: String? = nil, listener: String? = nil
+    ) throws
+        -> PolicySnapshot
+    {
         let text = """
-            \(gatewaySection(accessLog: accessLog, tls: tls))
+            \(gatewaySection(accessLog: accessLog, tls: tls, listener: listener))
             \(policy)
             """
         return try PolicyLoader().load(sources: [(file: "test.yaml", text: text)])
@@ -43,10 +48,10 @@ public struct TestGateway: Sendable {
 
     /// The test listener `test` (an ephemeral loopback port, HTTPS with `tls`) and the access log
     /// switch: what every test gateway's policy starts with, loaded from text or from files.
-    public static func gatewaySection(accessLog: Bool, tls: String?) -> String {
+    public static func gatewaySection(accessLog: Bool, tls: String?, listener: String? = nil) -> String {
         """
         listeners:
-          - { name: test, address: 127.0.0.1, port: 0\(tls.map { ", tls: \($0)" } ?? "") }
+          - { name: test, address: 127.0.0.1, port: 0\(tls.map { ", tls: \($0)" } ?? "")\(listener.map { ", \($0)" } ?? "") }
         accessLog: { enabled: \(accessLog) }
         """
     }
@@ -82,6 +87,7 @@ public func echoServicePolicy(_ ports: [Int]) -> String {
 public func withGateway(
     backends: [BackendServer.Handler] = [DemoBackends.echo],
     tls: String? = nil,
+    listener: String? = nil,
     logger: Logger? = nil,
     rateLimiter: RateLimiter = RateLimiter(),
     policy: ([Int]) -> String,
@@ -89,7 +95,10 @@ public func withGateway(
 ) async throws {
     try await withBackends(
         backends,
-        start: { ports in try await TestGateway.start(policy: policy(ports), logger: logger, tls: tls, rateLimiter: rateLimiter) },
+        start: { ports in
+            try await TestGateway.start(
+                policy: policy(ports), logger: logger, tls: tls, listener: listener, rateLimiter: rateLimiter)
+        },
         shutdown: { await $0.shutdown() }, body)
 }
 

@@ -86,7 +86,7 @@ struct AccessLogWriterTests {
         let line = String(decoding: bytes, as: UTF8.self)
         #expect(
             line
-                == #"time=2025-11-24T16:00:00.123Z request_id=id-1 method=GET path="/a b\"c" status=503 bytes=0 total_ms=1.500 client=::1 failure="backend said \"no\"\u000athen closed""#
+                == #"time=2025-11-24T16:00:00.123Z request_id=id-1 method=GET path="/a b\"c" protocol=HTTP/1.1 status=503 bytes=0 total_ms=1.500 client=::1 failure="backend said \"no\"\u000athen closed""#
                 + "\n")
     }
 
@@ -100,7 +100,7 @@ struct AccessLogWriterTests {
         let line = String(decoding: bytes, as: UTF8.self)
         #expect(
             line
-                == #"{"time":"1970-01-01T00:00:00.000Z","request_id":"r","method":"GET","path":"/\u0001\\","status":200,"bytes":0,"total_ms":1000.000,"upstream_ms":12.345}"#
+                == #"{"time":"1970-01-01T00:00:00.000Z","request_id":"r","method":"GET","path":"/\u0001\\","protocol":"HTTP/1.1","status":200,"bytes":0,"total_ms":1000.000,"upstream_ms":12.345}"#
                 + "\n")
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
         #expect(parsed["path"] as? String == "/\u{1}\\")

@@ -39,9 +39,14 @@ int portico_sha(int bits, const void *data, size_t length, unsigned char *out);
 
 // MARK: TLS (OpenSSL macros as functions, and the callbacks that need no Swift)
 
+// The protocols a server context offers through ALPN, combined with `|`.
+#define PORTICO_ALPN_HTTP11 1
+#define PORTICO_ALPN_H2 2
+
 // A server context: TLS 1.2 minimum (or 1.3 with min_version = 13), auto-retry, no renegotiation,
-// no compression, the server's cipher preference, ALPN answering http/1.1. NULL on failure.
-SSL_CTX *portico_tls_server_context_new(int min_version);
+// no compression, the server's cipher preference, ALPN choosing among `protocols` (h2 first when
+// both). NULL on failure.
+SSL_CTX *portico_tls_server_context_new(int min_version, int protocols);
 
 // A client context (for the tests' TLS clients): TLS versions bounded by min/max (11, 12, 13; 0 for no bound).
 SSL_CTX *portico_tls_client_context_new(int min_version, int max_version);

@@ -10,11 +10,12 @@ import PorticoUpstream
 /// It decides nothing itself: the ``ExchangeStateMachine`` says what each event means (and when
 /// reads are held, writes flushed and credit returned), the stages (``RequestStages``) say whether
 /// a request may go on, the handlers (``ExchangeHandlers``) answer it, and this handler performs
-/// what they return on the channel. One per connection, confined to its event loop, right above
-/// NIO's HTTP/1.1 codec: it also keeps pipelined requests in order, answers what the decoder
-/// refuses (``Problem/parserError(_:maxHeadBytes:maxHeaderCount:)``) and lets a shutting-down
-/// gateway's connections finish their last exchange, work that would otherwise take two more
-/// handlers on every event.
+/// what they return on the channel. One per HTTP/1.1 connection, right above NIO's HTTP/1.1 codec,
+/// or one per HTTP/2 stream, above NIO's HTTP/2-to-HTTP/1 codec (the stream is then a connection
+/// that carries one request), confined to its event loop: it also keeps pipelined requests in
+/// order, answers what the decoder refuses (``Problem/parserError(_:maxHeadBytes:maxHeaderCount:)``)
+/// and lets a shutting-down gateway's connections finish their last exchange, work that would
+/// otherwise take two more handlers on every event.
 final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDelegate {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
@@ -24,18 +25,21 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
     private let stages: RequestStages
     private let handlers: ExchangeHandlers
     private let accessLog: AccessLogObserver
-    /// The same connection's timeout handler, told where each request stands.
-    private let timeouts: ConnectionTimeoutHandler
+    /// The same connection's (or stream's) timeout handler, told where each request stands.
+    private let timeouts: any RequestTimeouts
     private var machine = ExchangeStateMachine<Exchange>()
     /// The policy as this connection last read it (one atomic load per request; see ``PolicyStore``).
     private var policy: PolicyStore.Reader
     /// The end of an answer given before its request ended, while the rest of the request is
     /// dropped: a close decided meanwhile (the rest is too long, or malformed) waits for it.
     private var earlyAnswerWritten: EventLoopFuture<Void>?
-    private var client = ClientConnection()
+    private var client: ClientConnection
     private var context: ChannelHandlerContext?
 
-    init(services: GatewayServices, timeouts: ConnectionTimeoutHandler, stages: RequestStages) {
+    /// - Parameter client: what is known of the client before the first request: an HTTP/2
+    ///   stream's connection has completed its TLS handshake already.
+    init(services: GatewayServices, timeouts: any RequestTimeouts, stages: RequestStages, client: ClientConnection = ClientConnection()) {
+        self.client = client
         self.services = services
         self.policy = PolicyStore.Reader(services.store)
         self.stages = stages
@@ -59,9 +63,9 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case let completed as TLSHandshakeCompleted:
+            // Counted by the ALPNProtocolSelector, which built this pipeline.
             client.tls = completed.info
             client.certificate = completed.certificate
-            services.metrics?.tlsHandshakeCompleted()
         case is ChannelShouldQuiesceEvent:
             perform(machine.quiesce(), context: context)
         default:
@@ -98,8 +102,6 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        // A TLS connection that closes before its handshake completed: refused, failed or abandoned.
-        if client.tls == nil && services.scheme == "https" { services.metrics?.tlsHandshakeFailed() }
         perform(machine.channelInactive(), context: context)
         context.fireChannelInactive()
     }

@@ -18,6 +18,7 @@ struct AccessLogLine {
         writer.string("request_id", record.requestID)
         writer.string("method", record.method)
         writer.string("path", record.path)
+        writer.string("protocol", record.httpProtocol)
         writer.integer("status", Int64(record.status))
         writer.integer("bytes", Int64(record.bytesSent))
         writer.milliseconds("total_ms", (now - record.started).nanoseconds)

@@ -16,6 +16,8 @@ struct AccessRecord {
     let path: Substring
     let client: String?
     let started: NIODeadline
+    /// `HTTP/1.1`, `HTTP/1.0` or `HTTP/2` (small strings: no allocation).
+    var httpProtocol = "HTTP/1.1"
     var service: String?
     var version: Int?
     var backend: String?
@@ -52,6 +54,7 @@ struct AccessRecord {
         self.init(
             requestID: exchange.requestID, method: exchange.head.method.rawValue, path: exchange.path, client: exchange.client.address,
             started: exchange.started)
+        httpProtocol = AccessRecord.protocolName(exchange.head.version)
         switch exchange.route {
         case .service(let routed): service = routed.service.name
         case .locator: service = "(locator)"
@@ -73,12 +76,22 @@ struct AccessRecord {
         attempts = outcome.attempts > 1 ? outcome.attempts : nil
     }
 
+    /// The protocol's name as the logs and metrics give it.
+    static func protocolName(_ version: HTTPVersion) -> String {
+        switch (version.major, version.minor) {
+        case (2, _): "HTTP/2"
+        case (1, 0): "HTTP/1.0"
+        default: "HTTP/1.1"
+        }
+    }
+
     func write(to logger: Logger) {
         let total = NIODeadline.now() - started
         var metadata: Logger.Metadata = [
             "request_id": .string(requestID),
             "method": .string(method),
             "path": .string(String(path)),
+            "protocol": .string(httpProtocol),
             "status": .stringConvertible(status),
             "bytes": .stringConvertible(bytesSent),
             "total_ms": .string(Self.milliseconds(total.nanoseconds)),

@@ -48,6 +48,27 @@ public final class GatewayMetrics: Sendable {
     private let otherAuthentication: CoreMetrics.Counter
     private let reloads: [String: CoreMetrics.Counter]
     private let shadowComparisons: [ShadowResult: CoreMetrics.Counter]
+    private let http2Refusals: [HTTP2Refusal: CoreMetrics.Counter]
+
+    /// Why an HTTP/2 connection was sent GOAWAY with an error and closed.
+    enum HTTP2Refusal: String, CaseIterable {
+        /// More RST_STREAM frames than `maxResets` (rapid reset).
+        case resets
+        /// More SETTINGS, PING or PRIORITY frames than `maxControlFrames`.
+        case controlFrames = "control_frames"
+        /// More WINDOW_UPDATE frames than `maxWindowUpdates`.
+        case windowUpdates = "window_updates"
+        /// Empty DATA frames in a row.
+        case emptyData = "empty_data"
+        /// A header block over `maxHeaderListSize`, or too many CONTINUATION frames.
+        case headerBlock = "header_block"
+        /// A header block not whole within `headTimeout`.
+        case headerTimeout = "header_timeout"
+        /// Too many malformed streams.
+        case streamErrors = "stream_errors"
+        /// Any other protocol error of the client's.
+        case protocolError = "protocol_error"
+    }
 
     /// How a facade's shadow fetch compared with the source that served.
     enum ShadowResult: String, CaseIterable {
@@ -97,6 +118,14 @@ public final class GatewayMetrics: Sendable {
                 ($0, CoreMetrics.Counter(label: "portico_facade_shadow_total", dimensions: [("result", $0.rawValue)], factory: factory))
             })
         otherAuthentication = CoreMetrics.Counter(label: "portico_auth_failures_total", dimensions: [("reason", "other")], factory: factory)
+        http2Refusals = Dictionary(
+            uniqueKeysWithValues: HTTP2Refusal.allCases.map {
+                (
+                    $0,
+                    CoreMetrics.Counter(
+                        label: "portico_http2_connections_refused_total", dimensions: [("reason", $0.rawValue)], factory: factory)
+                )
+            })
         redis = RedisMetrics(registry: registry)
         reloads = Dictionary(
             uniqueKeysWithValues: ["applied", "refused", "dry_run"].map {
@@ -140,6 +169,7 @@ public final class GatewayMetrics: Sendable {
     func connectionClosed() { openConnections.decrement() }
     func tlsHandshakeCompleted() { tlsHandshakes.increment() }
     func tlsHandshakeFailed() { tlsHandshakeFailures.increment() }
+    func http2ConnectionRefused(_ reason: HTTP2Refusal) { http2Refusals[reason]?.increment() }
 
     /// A reload ended: `applied`, `refused` or `dry_run`.
     func reloadEnded(_ result: String) { reloads[result]?.increment() }
@@ -175,6 +205,8 @@ struct RequestMetrics: Sendable {
     /// Requests that matched no service (`service` and `version` empty).
     private let unrouted: [CoreMetrics.Counter]
     private let upstream: [String: CoreMetrics.Timer]
+    /// Requests by protocol: HTTP/1.0, HTTP/1.1, HTTP/2.
+    private let protocols: [CoreMetrics.Counter]
     let requestDuration: CoreMetrics.Timer
 
     init(snapshot: PolicySnapshot, factory: GatewayMetricsFactory) {
@@ -195,6 +227,9 @@ struct RequestMetrics: Sendable {
             CoreMetrics.Timer(label: "portico_upstream_duration_seconds", dimensions: [("backend", $0.name)], factory: factory)
         }
         requestDuration = CoreMetrics.Timer(label: "portico_request_duration_seconds", dimensions: [], factory: factory)
+        protocols = ["HTTP/1.0", "HTTP/1.1", "HTTP/2"].map {
+            CoreMetrics.Counter(label: "portico_requests_by_protocol_total", dimensions: [("protocol", $0)], factory: factory)
+        }
     }
 
     /// Counts one finished exchange.
@@ -210,6 +245,8 @@ struct RequestMetrics: Sendable {
         } else {
             unrouted[statusClass].increment()
         }
+        let version = exchange.head.version
+        protocols[version.major == 2 ? 2 : version.minor == 0 ? 0 : 1].increment()
         requestDuration.recordNanoseconds((NIODeadline.now() - exchange.started).nanoseconds)
         if let duration = exchange.outcome.upstreamDuration,
             let backend = exchange.outcome.backend ?? exchange.destination?.proxyBackend?.name, let timer = upstream[backend]

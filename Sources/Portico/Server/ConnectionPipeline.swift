@@ -2,9 +2,11 @@ import NIOCore
 import NIOHTTP1
 import PorticoPolicy
 
-/// The handlers every client connection gets above TLS, in order: timeouts, NIO's HTTP/1.1 codec
-/// with the policy's decoder limits (and its check of outbound header values), then the
-/// ``GatewayHandler``.
+/// The handlers every client connection gets above TLS: for HTTP/1.1, in order, timeouts, NIO's
+/// HTTP/1.1 codec with the policy's decoder limits (and its check of outbound header values), then
+/// the ``GatewayHandler``; for HTTP/2, ``HTTP2Pipeline``'s. Which one a connection gets is decided
+/// by ``configureAccepted(_:tls:)``: at once, after the TLS handshake (ALPN), or after the first
+/// bytes (a plain listener with both HTTP/1.1 and h2c).
 ///
 /// Built once per listener from the limits of the snapshot current at start, and applied to each
 /// accepted connection. It is its own type so that everything that drives the gateway's real
@@ -13,6 +15,8 @@ import PorticoPolicy
 struct ConnectionPipeline: Sendable {
     let services: GatewayServices
     let limits: LimitsPolicy
+    /// What the listener speaks (``ListenerPolicy/protocols``).
+    let protocols: [ListenerProtocol]
     /// The request stages; the standard ones unless a test puts its own in.
     let stages: RequestStages
     private let decoderLimits: NIOHTTPDecoderLimitConfiguration
@@ -20,9 +24,10 @@ struct ConnectionPipeline: Sendable {
     private let idleTimeout: TimeAmount
     private let sendTimeout: TimeAmount
 
-    init(services: GatewayServices, limits: LimitsPolicy, stages: RequestStages? = nil) {
+    init(services: GatewayServices, limits: LimitsPolicy, protocols: [ListenerProtocol] = [.http11], stages: RequestStages? = nil) {
         self.services = services
         self.limits = limits
+        self.protocols = protocols
         self.stages = stages ?? .standard(services)
         var decoderLimits = NIOHTTPDecoderLimitConfiguration()
         decoderLimits.maxHeaderListSize = limits.maxHeadBytes
@@ -34,8 +39,23 @@ struct ConnectionPipeline: Sendable {
         self.sendTimeout = TimeAmount(limits.sendTimeout)
     }
 
-    /// Adds the handlers to a connection's pipeline, after any TLS handler already in it. Runs on
-    /// the channel's event loop.
+    /// Sets up a connection just accepted, after any TLS handler already in it. Runs on the
+    /// channel's event loop.
+    func configureAccepted(_ channel: any Channel, tls: Bool) throws {
+        let pipeline = channel.pipeline.syncOperations
+        if tls {
+            try pipeline.addHandler(ALPNProtocolSelector(pipeline: self))
+        } else if !protocols.contains(.h2c) {
+            try configure(pipeline)
+        } else if protocols.contains(.http11) {
+            try pipeline.addHandler(HTTP2PrefaceSniffer(pipeline: self))
+        } else {
+            try HTTP2Pipeline(self).configure(channel, client: ClientConnection())
+        }
+    }
+
+    /// Adds the HTTP/1.1 handlers to a connection's pipeline, after any TLS handler already in it.
+    /// Runs on the channel's event loop.
     func configure(_ pipeline: ChannelPipeline.SynchronousOperations) throws {
         let timeouts = ConnectionTimeoutHandler(
             headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout, minBodyRate: limits.minBodyRate)

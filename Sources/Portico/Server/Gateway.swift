@@ -147,8 +147,10 @@ public final class Gateway: Sendable {
                     listener: listener.name, limit: limits.maxConnections, perAddressLimit: limits.maxConnectionsPerAddress, logger: logger)
                 let channel: any Channel
                 do {
-                    channel = try await bootstrap(services: services, limits: limits, tls: tls, connections: connections)
-                        .bind(host: listener.address, port: listener.port).get()
+                    channel = try await bootstrap(
+                        services: services, limits: limits, protocols: listener.protocols, tls: tls, connections: connections
+                    )
+                    .bind(host: listener.address, port: listener.port).get()
                 } catch {
                     throw ListenerBindError(listener: listener, underlying: error)
                 }
@@ -223,9 +225,10 @@ public final class Gateway: Sendable {
     }
 
     private func bootstrap(
-        services: GatewayServices, limits: LimitsPolicy, tls: TLSContextStore?, connections: ListenerConnections
+        services: GatewayServices, limits: LimitsPolicy, protocols: [ListenerProtocol], tls: TLSContextStore?,
+        connections: ListenerConnections
     ) -> ServerBootstrap {
-        let connectionPipeline = ConnectionPipeline(services: services, limits: limits)
+        let connectionPipeline = ConnectionPipeline(services: services, limits: limits, protocols: protocols)
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -243,7 +246,7 @@ public final class Gateway: Sendable {
                         guard let handler = TLSServerHandler(context: tls.current) else { throw TLSError.setupFailed }
                         try pipeline.addHandler(handler)
                     }
-                    try connectionPipeline.configure(pipeline)
+                    try connectionPipeline.configureAccepted(channel, tls: tls != nil)
                 }
             }
     }

@@ -15,7 +15,8 @@ public enum ListenerTLS {
         for listener in snapshot.listeners {
             guard let tls = listener.tls else { continue }
             do {
-                contexts[listener.name] = try TLSContext(configuration: configuration(tls), replacing: current[listener.name])
+                contexts[listener.name] = try TLSContext(
+                    configuration: configuration(tls, protocols: listener.protocols), replacing: current[listener.name])
             } catch {
                 diagnostics.append(diagnostic(for: error, in: tls))
             }
@@ -24,9 +25,11 @@ public enum ListenerTLS {
         return contexts
     }
 
-    static func configuration(_ policy: ListenerTLSPolicy) -> TLSConfiguration {
+    static func configuration(_ policy: ListenerTLSPolicy, protocols: [ListenerProtocol]) -> TLSConfiguration {
         var configuration = TLSConfiguration(
             certificates: policy.certificates.map { .init(certificateChain: $0.chain.path, privateKey: $0.privateKey.path) })
+        configuration.applicationProtocols = Set(protocols.compactMap { TLSConfiguration.ApplicationProtocol(rawValue: $0.rawValue) })
+        if configuration.applicationProtocols.isEmpty { configuration.applicationProtocols = [.http11] }
         configuration.minimumVersion = policy.minimumVersion == 13 ? .tls13 : .tls12
         if let ciphers = policy.ciphers { configuration.cipherList = ciphers }
         configuration.cipherSuites = policy.cipherSuites

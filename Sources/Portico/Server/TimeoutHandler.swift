@@ -1,12 +1,26 @@
 import NIOCore
+import NIOHTTP1
 import PorticoTLS
 
+/// What a request's handler tells the timeouts that guard it: where the request stands. The
+/// ``GatewayHandler`` calls these directly (both live on the same event loop), rather than sending
+/// events through the pipeline three times per request.
+protocol RequestTimeouts: AnyObject {
+    func requestHeadReceived(expectsBody: Bool)
+    func drainStarted()
+    func requestEndReceived()
+    func responseEndSent()
+}
+
+/// The HTTP/1.1 connection's timeouts: the handler sits directly above the socket (or the TLS
+/// handler), sees every inbound byte, and answers a late head with 408 as raw bytes, because the
+/// HTTP codec may hold a half-parsed request at that moment.
+typealias ConnectionTimeoutHandler = TimeoutHandler<ConnectionBytes>
+
 /// Enforces the head/body read timeout, the keep-alive idle timeout and the send timeout on one
-/// connection.
+/// HTTP/1.1 connection, or on one HTTP/2 stream (``TimeoutFraming`` says which).
 ///
-/// It sits directly above the socket (or the TLS handler) so it sees every inbound byte, and every
-/// outbound flush with its completion; its 408 answer is written as raw bytes because the HTTP
-/// codec may hold a half-parsed request at that moment.
+/// It sees every inbound byte (or body part) and every outbound flush with its completion.
 ///
 /// Send progress is watched once per flush, not once per write: the last write before each flush
 /// is held back until the flush (or a close) and passed on with a promise (the writer's own, or
@@ -20,12 +34,12 @@ import PorticoTLS
 ///
 /// Time is read from `context.eventLoop.now`, so tests on an `EmbeddedChannel` drive it with
 /// `advanceTime(by:)`.
-final class ConnectionTimeoutHandler: ChannelDuplexHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-    /// Whatever the codec above writes (it is passed on untouched; only its completion is watched).
-    typealias OutboundIn = IOData
-    typealias OutboundOut = ByteBuffer
+final class TimeoutHandler<Framing: TimeoutFraming>: ChannelDuplexHandler, RequestTimeouts {
+    typealias InboundIn = Framing.Inbound
+    typealias InboundOut = Framing.Inbound
+    /// Whatever the handler above writes (it is passed on untouched; only its completion is watched).
+    typealias OutboundIn = Framing.Outbound
+    typealias OutboundOut = Framing.Outbound
 
     private var machine: ConnectionTimeoutStateMachine
     private var timer: Scheduled<Void>?
@@ -74,7 +88,7 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        perform(machine.bytesReceived(unwrapInboundIn(data).readableBytes, now: context.eventLoop.now), context: context)
+        perform(machine.bytesReceived(Framing.byteCount(of: unwrapInboundIn(data)), now: context.eventLoop.now), context: context)
         context.fireChannelRead(data)
     }
 
@@ -178,18 +192,18 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
             context.close(promise: nil)
         case .respondTimeoutAndClose:
             readDeadline = nil
-            let response = Problem.requestTimeout().rawResponse(requestID: RequestID.generate())
+            let response = Framing.timeoutResponse(Problem.requestTimeout(), requestID: RequestID.generate())
             let channel = context.channel
             let written = context.eventLoop.makePromise(of: Void.self)
             // Sent like any response, so a client that does not read it meets the send timeout.
-            write(context: context, data: wrapOutboundOut(response), promise: written)
+            for (index, part) in response.enumerated() {
+                write(context: context, data: wrapOutboundOut(part), promise: index == response.count - 1 ? written : nil)
+            }
             flush(context: context)
             written.futureResult.whenComplete { _ in channel.close(promise: nil) }
         case .closeImmediately:
             stopTimers()
-            // The TLS handler, if there is one, drops its close_notify; the close then ends the socket.
-            context.triggerUserOutboundEvent(CloseImmediatelyEvent(), promise: nil)
-            context.close(promise: nil)
+            Framing.closeImmediately(context)
         }
     }
 
@@ -237,5 +251,53 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
         wakeUp = nil
         readDeadline = nil
         sendDeadline = nil
+    }
+}
+
+/// What a ``TimeoutHandler`` reads and writes, and how it answers and cuts off what it guards.
+protocol TimeoutFraming {
+    associatedtype Inbound
+    associatedtype Outbound
+    /// The request bytes a read carries (progress for the head and body timers).
+    static func byteCount(of part: Inbound) -> Int
+    /// The 408 for a request whose head or body came too late, as the parts to write.
+    static func timeoutResponse(_ problem: Problem, requestID: String) -> [Outbound]
+    /// Ends what is guarded at once, dropping whatever is unwritten.
+    static func closeImmediately(_ context: ChannelHandlerContext)
+}
+
+/// An HTTP/1.1 connection's bytes, between the socket (or TLS) and NIO's codec.
+enum ConnectionBytes: TimeoutFraming {
+    static func byteCount(of part: ByteBuffer) -> Int { part.readableBytes }
+
+    static func timeoutResponse(_ problem: Problem, requestID: String) -> [IOData] {
+        [.byteBuffer(problem.rawResponse(requestID: requestID))]
+    }
+
+    static func closeImmediately(_ context: ChannelHandlerContext) {
+        // The TLS handler, if there is one, drops its close_notify; the close then ends the socket.
+        context.triggerUserOutboundEvent(CloseImmediatelyEvent(), promise: nil)
+        context.close(promise: nil)
+    }
+}
+
+/// One HTTP/2 stream's request and response, between NIO's HTTP/2-to-HTTP/1 codec and the
+/// ``GatewayHandler``: the request is whole-headed when the stream opens, so the timers that
+/// matter are the body's and the send timer (a client that holds the stream's window at zero).
+enum StreamParts: TimeoutFraming {
+    static func byteCount(of part: HTTPServerRequestPart) -> Int {
+        if case .body(let body) = part { return body.readableBytes }
+        return 0
+    }
+
+    static func timeoutResponse(_ problem: Problem, requestID: String) -> [HTTPServerResponsePart] {
+        let body = problem.body(requestID: requestID)
+        let head = problem.head(requestID: requestID, contentLength: body.readableBytes)
+        return [.head(head), .body(.byteBuffer(body)), .end(nil)]
+    }
+
+    /// Closing the stream's channel resets the stream (RST_STREAM); the connection carries on.
+    static func closeImmediately(_ context: ChannelHandlerContext) {
+        context.close(promise: nil)
     }
 }
