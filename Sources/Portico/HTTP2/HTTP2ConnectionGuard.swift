@@ -27,10 +27,14 @@ final class HTTP2ConnectionGuard: ChannelDuplexHandler {
     private var headerDeadline: Scheduled<Void>?
     private var sendDeadline: Scheduled<Void>?
     private var closing = false
+    /// SETTINGS_MAX_CONCURRENT_STREAMS as the client is told it, written into NIO's first SETTINGS
+    /// frame (NIO's own is higher: see ``HTTP2StreamAdmission``); nil once written.
+    private var advertisedMaxStreams: Int?
     /// Counts what the guard cut off (`nil` in tests that need no metrics).
     private let metrics: GatewayMetrics?
 
-    init(limits: LimitsPolicy, metrics: GatewayMetrics?) {
+    init(limits: LimitsPolicy, advertisedMaxStreams: Int? = nil, metrics: GatewayMetrics?) {
+        self.advertisedMaxStreams = advertisedMaxStreams
         scanner = HTTP2FrameScanner(maxWindowUpdates: limits.http2.maxWindowUpdates, floodWindow: TimeAmount(limits.http2.floodWindow))
         headTimeout = TimeAmount(limits.headTimeout)
         sendTimeout = TimeAmount(limits.sendTimeout)
@@ -66,6 +70,34 @@ final class HTTP2ConnectionGuard: ChannelDuplexHandler {
             }
         }
         context.fireChannelRead(data)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is HTTP2StreamAdmission.TooManyRefusals { return goAway(context: context, reason: .resets) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard let advertised = advertisedMaxStreams, case .byteBuffer(var bytes) = unwrapOutboundIn(data) else {
+            return context.write(data, promise: promise)
+        }
+        advertisedMaxStreams = nil
+        Self.setMaxConcurrentStreams(advertised, inFirstSettingsFrameOf: &bytes)
+        context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: promise)
+    }
+
+    /// Rewrites SETTINGS_MAX_CONCURRENT_STREAMS in `bytes`, if they begin with a SETTINGS frame
+    /// that carries it (NIO's preamble does: its first write on the connection).
+    static func setMaxConcurrentStreams(_ value: Int, inFirstSettingsFrameOf bytes: inout ByteBuffer) {
+        let start = bytes.readerIndex
+        guard let header = bytes.getBytes(at: start, length: 9), header[3] == 0x4, header[4] & 0x1 == 0 else { return }
+        let length = Int(header[0]) << 16 | Int(header[1]) << 8 | Int(header[2])
+        guard bytes.readableBytes >= 9 + length else { return }
+        var offset = start + 9
+        while offset + 6 <= start + 9 + length {
+            if bytes.getInteger(at: offset, as: UInt16.self) == 0x3 { bytes.setInteger(UInt32(value), at: offset + 2) }
+            offset += 6
+        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

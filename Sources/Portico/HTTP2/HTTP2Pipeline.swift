@@ -23,7 +23,8 @@ struct HTTP2Pipeline: Sendable {
         let limits = connection.limits.http2
         var configuration = NIOHTTP2Handler.ConnectionConfiguration()
         configuration.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: limits.maxConcurrentStreams),
+            // Advertised as maxConcurrentStreams (see HTTP2StreamAdmission).
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: HTTP2StreamAdmission.nioLimit(for: limits.maxConcurrentStreams)),
             HTTP2Setting(parameter: .maxHeaderListSize, value: limits.maxHeaderListSize),
             HTTP2Setting(parameter: .headerTableSize, value: limits.headerTableSize),
             HTTP2Setting(parameter: .initialWindowSize, value: limits.initialWindowSize),
@@ -53,6 +54,11 @@ struct HTTP2Pipeline: Sendable {
         let pipeline = channel.pipeline.syncOperations
         let services = connection.services
         let limits = connection.limits
+        let admission = NIOLoopBound(
+            HTTP2StreamAdmission(
+                limit: limits.http2.maxConcurrentStreams, maxRefusals: limits.http2.maxResets,
+                floodWindow: TimeAmount(limits.http2.floodWindow)),
+            eventLoop: channel.eventLoop)
         let management = NIOHTTP2ServerConnectionManagementHandler(
             eventLoop: channel.eventLoop,
             configuration: .init(maxIdleTime: nil, maxAge: nil, maxGraceTime: nil, keepalive: nil))
@@ -61,10 +67,25 @@ struct HTTP2Pipeline: Sendable {
             streamConfiguration: streamConfiguration, streamDelegate: management.http2StreamDelegate
         ) { [connection] stream in
             stream.eventLoop.makeCompletedFuture {
-                try connection.configureStream(stream.pipeline.syncOperations, client: client)
+                let admission = admission.value
+                switch admission.streamCreated(now: stream.eventLoop.now) {
+                case .admit:
+                    stream.closeFuture.whenComplete { _ in admission.released() }
+                    try connection.configureStream(stream.pipeline.syncOperations, client: client)
+                case .refuse:
+                    try stream.pipeline.syncOperations.addHandler(RefusedStreamHandler())
+                case .goAway:
+                    try stream.pipeline.syncOperations.addHandler(RefusedStreamHandler())
+                    // Not from inside NIO's creation of this stream: the close would end it before
+                    // NIO has finished making it.
+                    if let parent = stream.parent {
+                        stream.eventLoop.execute { parent.pipeline.fireUserInboundEventTriggered(HTTP2StreamAdmission.TooManyRefusals()) }
+                    }
+                }
             }
         }
-        try pipeline.addHandler(HTTP2ConnectionGuard(limits: limits, metrics: services.metrics))
+        try pipeline.addHandler(
+            HTTP2ConnectionGuard(limits: limits, advertisedMaxStreams: limits.http2.maxConcurrentStreams, metrics: services.metrics))
         try pipeline.addHandler(http2)
         try pipeline.addHandler(management)
         try pipeline.addHandler(HTTP2IdleHandler(idleTimeout: TimeAmount(limits.idleTimeout), metrics: services.metrics))

@@ -180,24 +180,38 @@ struct HTTP2AttackTests {
         }
     }
 
-    /// RFC 9113 §5.1.2 asks for a stream error (PROTOCOL_ERROR or REFUSED_STREAM); NIO's handler,
-    /// which enforces the limit, ends the connection instead. A client that keeps to the SETTINGS it
-    /// acknowledged never meets this.
-    @Test("a stream over the acknowledged maxConcurrentStreams ends the connection with GOAWAY (PROTOCOL_ERROR)")
+    @Test("streams over maxConcurrentStreams are refused with REFUSED_STREAM; a client refused again and again gets GOAWAY")
     func tooManyStreams() async throws {
-        try await Self.withH2C("maxConcurrentStreams: 2") { port, servers in
+        try await Self.withH2C("maxConcurrentStreams: 2, maxResets: 5") { port, servers in
             let client = try RawHTTP2Client(port: port)
-            // The gateway's SETTINGS must be acknowledged before its limit binds (RFC 9113 §6.5.3).
-            _ = try client.readFrame { $0.type == Frames.settings && $0.flags & 0x1 == 0 }
+            let settings = try #require(try client.readFrame { $0.type == Frames.settings && $0.flags & 0x1 == 0 })
+            // SETTINGS_MAX_CONCURRENT_STREAMS (0x3) as the client is told it.
+            let advertised = stride(from: 0, to: settings.payload.count, by: 6).first { settings.payload[$0 + 1] == 0x3 }.map {
+                UInt32(bytes: settings.payload[($0 + 2)..<($0 + 6)])
+            }
+            #expect(advertised == 2)
             try client.send(type: Frames.settings, flags: 0x1, stream: 0)
             // Bodies that never end keep the streams open.
             for stream: UInt32 in [1, 3, 5] {
                 try client.request(stream: stream, method: "POST", path: "/echo/open", endStream: false)
             }
+            let reset = try client.readFrame { $0.type == Frames.rstStream }
+            #expect(reset?.stream == 5)
+            #expect(reset?.errorCode == Codes.refusedStream)
+            // The two admitted streams are still served: one finishes its body.
+            try client.send(type: Frames.data, flags: 0x1, stream: 1, payload: Array("done".utf8))
+            let answer = try client.readFrame { $0.type == Frames.headers && $0.stream == 1 }
+            #expect(answer?.payload.first == 0x88)
+            // Opening streams only to be refused is a flood like any other.
+            var stream: UInt32 = 7
+            for _ in 0..<20 {
+                guard (try? client.request(stream: stream, method: "POST", path: "/echo/more", endStream: false)) != nil else { break }
+                stream += 2
+            }
             let goAway = try client.readGoAway()
-            #expect(goAway?.errorCode == Codes.protocolError)
+            #expect(goAway?.errorCode == Codes.enhanceYourCalm)
             #expect(client.readUntilClosed().closed)
-            #expect(servers[0].requestsReceived == 0)
+            #expect(servers[0].requestsReceived == 1)
         }
     }
 
