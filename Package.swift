@@ -107,6 +107,8 @@ let package = Package(
             dependencies: [
                 "CPorticoCurl",
                 "PorticoHTTP",
+                "PorticoTLS",
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -227,6 +229,8 @@ let package = Package(
             name: "PorticoTesting",
             dependencies: [
                 "Portico",
+                "PorticoTLS",
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 "PorticoPolicy",
                 "PorticoClient",
                 "PorticoCrypto",

@@ -192,6 +192,13 @@ public struct BackendPolicy: Sendable, Hashable {
     /// (`resolveEvery: off`) leaves the name to be resolved at each connect. Names of `https://`
     /// targets are never expanded: libcurl checks the certificate against the name it connects to.
     public var resolveEvery: Duration?
+    /// What the backend speaks: HTTP/1.1 (by default), `h2` (HTTP/2 over TLS, ALPN) or `h2c`
+    /// (HTTP/2 with prior knowledge). Either HTTP/2 goes through the gateway's HTTP/2 client: one
+    /// multiplexed connection per event loop, streams instead of pooled connections.
+    public var `protocol`: BackendProtocol = .http1
+    /// For `https://` targets: the CA certificates (PEM) their certificates must chain to, a
+    /// private CA's; none trusts the system's store.
+    public var caFile: PolicyFile?
 
     public init(
         name: String, targets: [BackendTarget], connectTimeout: Duration = .seconds(2), timeout: Duration = .seconds(30),
@@ -206,6 +213,15 @@ public struct BackendPolicy: Sendable, Hashable {
         self.client = client
         self.outlierDetection = targets.count > 1 ? OutlierDetectionPolicy() : nil
     }
+}
+
+/// The protocol a backend speaks (`backends.NAME.protocol`).
+public enum BackendProtocol: String, Sendable, Hashable, CaseIterable {
+    case http1
+    /// HTTP/2 over TLS, agreed through ALPN: `https://` targets.
+    case h2
+    /// HTTP/2 over plain TCP with prior knowledge: `http://` targets.
+    case h2c
 }
 
 /// The upstream clients a backend can be called through.

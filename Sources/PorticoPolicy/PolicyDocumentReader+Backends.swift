@@ -4,7 +4,7 @@ import Yams
 extension PolicyDocumentReader {
     static let backendKeys = [
         "url", "targets", "connectTimeout", "timeout", "rateLimit", "maxConcurrent", "maxConcurrentPerTarget", "client", "balance",
-        "hashOn", "healthCheck", "outlierDetection", "retries", "resolveEvery",
+        "hashOn", "healthCheck", "outlierDetection", "retries", "resolveEvery", "protocol", "caFile",
     ]
 
     /// The most targets one backend may have (a request's tried targets are a 64-bit set).
@@ -21,6 +21,20 @@ extension PolicyDocumentReader {
         let client = fields.optional("client") { $0.oneOf(BackendClient.allCases) }
         if client == .nio, targets?.first?.url.scheme == "https", let clientValue = fields["client"] {
             clientValue.error("client nio speaks plain HTTP only; an https:// backend needs client curl (or no client key)")
+        }
+        let backendProtocol = fields.optional("protocol", default: BackendProtocol.http1) { $0.oneOf(BackendProtocol.allCases) }
+        if let protocolValue = fields["protocol"], let scheme = targets?.first?.url.scheme {
+            if backendProtocol == .h2 && scheme != "https" {
+                protocolValue.error("h2 is HTTP/2 over TLS and needs https:// targets; for plain HTTP/2 with prior knowledge use h2c")
+            } else if backendProtocol == .h2c && scheme != "http" {
+                protocolValue.error("h2c is HTTP/2 without TLS and needs http:// targets; over TLS use h2")
+            } else if backendProtocol != .http1, fields["client"] != nil {
+                protocolValue.error("\(backendProtocol.rawValue) goes through the gateway's HTTP/2 client: leave out client")
+            }
+        }
+        let caFile = fields.optional("caFile", file)
+        if caFile != nil, let scheme = targets?.first?.url.scheme, scheme != "https", let caValue = fields["caFile"] {
+            caValue.error("caFile checks the certificates of https:// targets, and this backend's are \(scheme)://")
         }
         let balance = fields.optional("balance", default: BalancePolicy.roundRobin) { $0.oneOf(BalancePolicy.allCases) }
         let hashOn = fields.optional("hashOn", readHashKey)
@@ -62,6 +76,8 @@ extension PolicyDocumentReader {
         if let outlierDetection { backend.outlierDetection = outlierDetection.enabled ? outlierDetection.policy : nil }
         backend.retries = retries
         backend.resolveEvery = resolveEvery
+        backend.protocol = backendProtocol
+        backend.caFile = caFile
         return backend
     }
 

@@ -11,8 +11,10 @@ public final class TLSClientContext: @unchecked Sendable {
     /// The CA file server certificates are verified against; `nil` for the system's trust store.
     public let caFile: String?
 
-    /// - Parameter caFile: a PEM file of the CA certificates to trust; `nil` trusts the system's.
-    public init(caFile: String?) throws(TLSConfigurationError) {
+    /// - Parameters:
+    ///   - caFile: a PEM file of the CA certificates to trust; `nil` trusts the system's.
+    ///   - applicationProtocols: offered through ALPN (`h2` for an HTTP/2 backend); none by default.
+    public init(caFile: String?, applicationProtocols: [String] = []) throws(TLSConfigurationError) {
         OpenSSLErrors.clear()
         guard let context = portico_tls_client_context_new(12, 0) else {
             throw TLSConfigurationError(
@@ -37,6 +39,14 @@ public final class TLSClientContext: @unchecked Sendable {
                 setting: .trustedCA, file: nil, message: "the system's CA certificates cannot be loaded (\(messages))")
         }
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+        if !applicationProtocols.isEmpty {
+            let wire = applicationProtocols.flatMap { [UInt8($0.utf8.count)] + Array($0.utf8) }
+            // Returns 0 on success, unlike most of OpenSSL.
+            guard SSL_CTX_set_alpn_protos(context, wire, UInt32(wire.count)) == 0 else {
+                SSL_CTX_free(context)
+                throw TLSConfigurationError(setting: .context, file: nil, message: "OpenSSL refused the ALPN list \(applicationProtocols)")
+            }
+        }
         self.context = context
         self.caFile = caFile
     }

@@ -1,17 +1,20 @@
 import NIOCore
 
-/// Sends each request through the NIO client or the libcurl client, as the request says.
+/// Sends each request through the NIO client, the libcurl client or the HTTP/2 client, as the
+/// request says.
 ///
 /// The gateway holds one ``UpstreamClient``; this one lets each backend choose (the policy's
-/// `client: nio | curl`). A request that names no client goes by its URL's scheme: `https://`
-/// through libcurl (the NIO client has no TLS), everything else through NIO, the fast path.
+/// `client: nio | curl`, or `protocol: h2 | h2c`). A request that names no client goes by its
+/// URL's scheme: `https://` through libcurl, everything else through NIO, the fast path.
 public final class RoutingUpstreamClient: UpstreamClient {
     public let nio: any UpstreamClient
     public let curl: any UpstreamClient
+    public let http2: any UpstreamClient
 
-    public init(nio: any UpstreamClient, curl: any UpstreamClient) {
+    public init(nio: any UpstreamClient, curl: any UpstreamClient, http2: any UpstreamClient = HTTP2UpstreamClient()) {
         self.nio = nio
         self.curl = curl
+        self.http2 = http2
     }
 
     public func execute(
@@ -20,12 +23,14 @@ public final class RoutingUpstreamClient: UpstreamClient {
         switch Self.kind(of: request) {
         case .nio: nio.execute(request, eventLoop: eventLoop, handler: handler)
         case .curl: curl.execute(request, eventLoop: eventLoop, handler: handler)
+        case .http2: http2.execute(request, eventLoop: eventLoop, handler: handler)
         }
     }
 
     public func shutdown() {
         nio.shutdown()
         curl.shutdown()
+        http2.shutdown()
     }
 
     /// The client `request` names, or the one its scheme calls for.

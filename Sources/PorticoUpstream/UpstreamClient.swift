@@ -44,11 +44,18 @@ public struct UpstreamEvents: Sendable {
     /// unless `result` is set too (the exchange is over and needs no more credit).
     public var body: ByteBuffer?
     public var result: Result<UpstreamMetrics, UpstreamError>?
+    /// The response's trailer fields, with a successful result (HTTP/2 backends: gRPC's
+    /// `grpc-status` is one).
+    public var trailers: HTTPHeaders?
 
-    public init(head: UpstreamResponseHead? = nil, body: ByteBuffer? = nil, result: Result<UpstreamMetrics, UpstreamError>? = nil) {
+    public init(
+        head: UpstreamResponseHead? = nil, body: ByteBuffer? = nil, result: Result<UpstreamMetrics, UpstreamError>? = nil,
+        trailers: HTTPHeaders? = nil
+    ) {
         self.head = head
         self.body = body
         self.result = result
+        self.trailers = trailers
     }
 }
 

@@ -16,6 +16,8 @@ final class CompiledBackend: Sendable {
     let basePath: String
     let connectTimeout: Duration
     let timeout: Duration
+    /// The policy's `caFile` for `https://` targets (nil: the system's trust store).
+    let trustedCAFile: String?
     /// The upstream client the policy names; `nil` lets the routing client go by the scheme.
     let client: UpstreamClientKind?
     /// Requests in flight at once; `nil` is no cap.
@@ -61,7 +63,8 @@ final class CompiledBackend: Sendable {
         basePath = policy.url.basePath
         connectTimeout = policy.connectTimeout
         timeout = policy.timeout
-        client = policy.client.map(UpstreamClientKind.init)
+        trustedCAFile = policy.caFile?.path
+        client = policy.protocol == .http1 ? policy.client.map(UpstreamClientKind.init) : .http2
         maxConcurrent = policy.maxConcurrent
         maxConcurrentPerTarget = policy.maxConcurrentPerTarget
         rateLimit = policy.rateLimit.map { CompiledRateLimit(kind: .backend, name: policy.name, policy: $0) }
@@ -73,7 +76,8 @@ final class CompiledBackend: Sendable {
         retryState = registry.retries(backend: policy.name)
         self.registry = registry
         countsInFlight = policy.balance == .leastRequest || policy.maxConcurrentPerTarget != nil
-        connectFailureProvesUnsent = (policy.client ?? (policy.url.scheme == "https" ? .curl : .nio)) == .nio
+        // The NIO clients write nothing until connected; libcurl does not say.
+        connectFailureProvesUnsent = policy.protocol != .http1 || (policy.client ?? (policy.url.scheme == "https" ? .curl : .nio)) == .nio
     }
 
     /// The first target: what a backend of one target always sends to.

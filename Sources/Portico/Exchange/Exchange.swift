@@ -67,6 +67,9 @@ final class Exchange: FramedExchange {
     var concurrencySlot: BackendConcurrency.Counter?
     /// How the exchange went, as far as it has gone.
     var outcome = ExchangeOutcome()
+    /// The backend's trailer fields, passed on at the response's end to an HTTP/2 client (gRPC's
+    /// status); an HTTP/1.1 client gets none.
+    var responseTrailers: HTTPHeaders?
 
     init(head: HTTPRequestHead, requestID: String, policy: CompiledPolicy, client: ClientConnection) {
         self.head = head

@@ -182,7 +182,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
         case .finishResponse(let exchange, let closing):
             accessLog.exchangeEnded(exchange)
             if !closing { timeouts.responseEndSent() }
-            writeEnd(closing: closing, context: context)
+            writeEnd(closing: closing, trailers: exchange.responseTrailers, context: context)
         case .abortResponse(let exchange):
             accessLog.exchangeEnded(exchange)
             context.flush()
@@ -233,6 +233,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
             if context.channel.isWritable { returnCredit() }
             return
         }
+        if let trailers = events.trailers, exchange.head.version.major == 2 { exchange.responseTrailers = trailers }
         switch exchange.handlerEnded(result) {
         case .success: perform(machine.responseEnded(exchange), context: context)
         case .failure where exchange.outcome.responseStarted: perform(machine.responseFailed(exchange), context: context)
@@ -286,11 +287,11 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
         written.whenComplete { _ in channel.close(promise: nil) }
     }
 
-    private func writeEnd(closing: Bool, context: ChannelHandlerContext) {
-        guard closing else { return write(.end(nil), context: context) }
+    private func writeEnd(closing: Bool, trailers: HTTPHeaders? = nil, context: ChannelHandlerContext) {
+        guard closing else { return write(.end(trailers), context: context) }
         // Close once the answer has left: closing now would discard a response still queued.
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(trailers))).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Writes `part`, flushing now unless a read batch is under way (its end flushes once).

@@ -33,10 +33,16 @@ enum ResponseDecoration {
     }
 
     /// A problem as the exchange's whole answer: its decorated head and its body, recorded in the outcome.
+    /// A gRPC call gets it in gRPC's Trailers-Only form (``GRPCAnswer``), with no body; the
+    /// outcome keeps the problem's status for the access log and metrics.
     static func answer(_ problem: Problem, for exchange: Exchange, closing: Bool) -> (HTTPResponseHead, ByteBuffer) {
-        let body = problem.body(requestID: exchange.requestID)
+        var body = problem.body(requestID: exchange.requestID)
         var head = problem.head(requestID: exchange.requestID, contentLength: body.readableBytes, version: exchange.head.version)
         decorate(&head, for: exchange, closing: closing)
+        if GRPCAnswer.isGRPC(exchange.head) {
+            head = GRPCAnswer.head(replacing: head, problemTitle: problem.title)
+            body.clear()
+        }
         exchange.outcome.status = problem.status.code
         exchange.outcome.bytesSent = body.readableBytes
         return (head, body)

@@ -99,6 +99,7 @@ extension ConnectionPipeline {
         let timeouts = TimeoutHandler<StreamParts>(
             headTimeout: TimeAmount(limits.headTimeout), idleTimeout: TimeAmount(limits.idleTimeout),
             sendTimeout: TimeAmount(limits.sendTimeout), minBodyRate: limits.minBodyRate)
+        try pipeline.addHandler(HTTP2EmptyBodyCoalescer())
         try pipeline.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
         try pipeline.addHandler(timeouts)
         try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts, stages: stages, client: client))

@@ -117,6 +117,11 @@ enum ProxyForwarding {
         headers.add(name: "X-Forwarded-Proto", value: scheme)
         if let host = head.headers.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: host) }
         headers.add(name: "X-Request-Id", value: requestID)
+        // `TE: trailers` is the one TE HTTP/2 allows, and gRPC requires it end to end (a backend
+        // may refuse a gRPC call without it): passed on to an HTTP/2 backend, as it came.
+        if backend.client == .http2, let te = head.headers.first(name: "te"), HeaderName.matches(te, "trailers") {
+            headers.add(name: "te", value: "trailers")
+        }
 
         var request = UpstreamRequest(
             method: head.method.rawValue,
@@ -124,6 +129,15 @@ enum ProxyForwarding {
             headers: headers, body: body, connectTimeout: backend.connectTimeout, timeout: backend.attemptTimeout(until: .distantFuture)
         )
         request.client = backend.client
+        request.trustedCAFile = backend.trustedCAFile
+        // A gRPC deadline no longer than the attempt's limit (see GRPCTimeout).
+        if let field = head.headers.first(name: "grpc-timeout") {
+            if let deadline = GRPCTimeout.parse(field), deadline < request.timeout {
+                request.timeout = deadline
+            } else {
+                request.headers.replaceOrAdd(name: "grpc-timeout", value: GRPCTimeout.field(request.timeout))
+            }
+        }
         return request
     }
 

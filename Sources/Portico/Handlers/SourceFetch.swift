@@ -183,6 +183,7 @@ struct SourceFetch: Sendable {
             method: "GET", url: target.urlPrefix + path, headers: headers, connectTimeout: backend.connectTimeout,
             timeout: backend.attemptTimeout(until: deadline))
         request.client = backend.client
+        request.trustedCAFile = backend.trustedCAFile
         let collector = BodyCollector(limit: limit, promise: eventLoop.makePromise())
         let task = upstream.execute(request, eventLoop: eventLoop, handler: collector)
         collector.task = task

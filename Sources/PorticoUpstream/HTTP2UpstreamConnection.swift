@@ -1,0 +1,221 @@
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import PorticoTLS
+
+/// One multiplexed HTTP/2 connection to a backend origin, on one event loop: it opens, takes
+/// exchanges in order, starts each as a stream while the backend's SETTINGS_MAX_CONCURRENT_STREAMS
+/// allows, and stops taking new ones once the backend sends GOAWAY (closing when its last stream
+/// ends). Confined to its loop.
+final class HTTP2UpstreamConnection: @unchecked Sendable {
+    // Unchecked: every method runs on `eventLoop`; the channel initializer that captures it runs there too.
+    let target: HTTP2Target
+    let eventLoop: any EventLoop
+    let client: HTTP2UpstreamClient
+
+    private enum State {
+        case connecting
+        /// Connected; the backend's first SETTINGS (its stream limit) not yet read.
+        case connected(NIOHTTP2Handler.StreamMultiplexer, any Channel)
+        case ready(NIOHTTP2Handler.StreamMultiplexer, any Channel)
+        case closed
+    }
+
+    private var state = State.connecting
+    private var waiting = CircularBuffer<HTTP2UpstreamExchange>()
+    private var active = 0
+    /// The backend's SETTINGS_MAX_CONCURRENT_STREAMS; unlimited until its SETTINGS say (RFC 9113
+    /// §6.5.2), bounded here all the same.
+    private var maxStreams = 100
+    private var goingAway = false
+    /// The last stream the backend's GOAWAY says it may have processed.
+    private var goAwayLastStream: HTTP2StreamID?
+    private var multiplexer: NIOHTTP2Handler.StreamMultiplexer?
+    private var connectStarted = false
+
+    init(target: HTTP2Target, eventLoop: any EventLoop, client: HTTP2UpstreamClient) {
+        self.target = target
+        self.eventLoop = eventLoop
+        self.client = client
+    }
+
+    var takesNewStreams: Bool {
+        if case .closed = state { return false }
+        return !goingAway
+    }
+
+    func enqueue(_ exchange: HTTP2UpstreamExchange) {
+        if !connectStarted {
+            connectStarted = true
+            exchange.openedConnection = true
+            connect(timeout: exchange.request.connectTimeout)
+        }
+        waiting.append(exchange)
+        startWaiting()
+    }
+
+    // MARK: Connecting
+
+    private func connect(timeout: Duration) {
+        let target = self.target
+        let tls: TLSClientContext?
+        do {
+            tls = target.tls ? try client.tlsContext(caFile: target.caFile) : nil
+        } catch {
+            return eventLoop.execute { self.ended(UpstreamError(.connectFailed, detail: "TLS set-up: \(error)")) }
+        }
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(TimeAmount(timeout))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let pipeline = channel.pipeline.syncOperations
+                    if let tls { try pipeline.addHandler(TLSClientHandler(context: tls, serverName: target.host)) }
+                    var connection = NIOHTTP2Handler.ConnectionConfiguration()
+                    // No server push; a window of a few streams' worth for responses.
+                    connection.initialSettings = [
+                        HTTP2Setting(parameter: .enablePush, value: 0),
+                        HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                    ]
+                    connection.targetWindowSize = 4 << 20
+                    var stream = NIOHTTP2Handler.StreamConfiguration()
+                    stream.targetWindowSize = 1 << 20
+                    let http2 = NIOHTTP2Handler(
+                        mode: .client, eventLoop: channel.eventLoop, connectionConfiguration: connection, streamConfiguration: stream
+                    ) { pushed in pushed.close() }
+                    try pipeline.addHandler(http2)
+                    try pipeline.addHandler(HTTP2UpstreamConnectionHandler(connection: self))
+                    self.multiplexer = try http2.syncMultiplexer()
+                }
+            }
+        bootstrap.connect(host: target.host, port: target.port).hop(to: eventLoop).whenComplete { [self] result in
+            switch result {
+            case .success(let channel):
+                guard case .connecting = state, let multiplexer else { return }
+                state = .connected(multiplexer, channel)
+            case .failure(let error):
+                let timedOut = (error as? ChannelError).map { if case .connectTimeout = $0 { true } else { false } } ?? false
+                ended(UpstreamError(timedOut ? .timedOut : .connectFailed, detail: "connect to \(target.host):\(target.port): \(error)"))
+            }
+        }
+    }
+
+    // MARK: Streams
+
+    /// Starts waiting exchanges as streams while the backend's limit allows.
+    private func startWaiting() {
+        guard case .ready(let multiplexer, _) = state, !goingAway else { return }
+        while active < maxStreams, let exchange = waiting.popFirst() {
+            guard !exchange.isFinished else { continue }
+            active += 1
+            let promise = eventLoop.makePromise(of: (any Channel).self)
+            let scheme: HTTP2FramePayloadToHTTP1ClientCodec.HTTPProtocol = target.tls ? .https : .http
+            multiplexer.createStreamChannel(promise: promise) { [self] stream in
+                stream.eventLoop.makeCompletedFuture {
+                    try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: scheme))
+                    try stream.pipeline.syncOperations.addHandler(HTTP2UpstreamStreamHandler(exchange: exchange, connection: self))
+                }
+            }
+            promise.futureResult.whenFailure { [self] error in
+                active -= 1
+                exchange.streamFailedToOpen(error)
+            }
+        }
+    }
+
+    /// A stream of this connection closed.
+    func streamEnded() {
+        active -= 1
+        if goingAway && active == 0 {
+            close()
+        } else {
+            startWaiting()
+        }
+    }
+
+    // MARK: The backend's frames on stream 0
+
+    /// The backend's SETTINGS: streams start once the first has come, so that its limit holds
+    /// from the first stream (a server may refuse streams over a limit it has announced but not
+    /// yet seen acknowledged).
+    func settingsReceived(maxConcurrentStreams: Int?) {
+        if let value = maxConcurrentStreams { maxStreams = max(1, min(value, 1000)) }
+        if case .connected(let multiplexer, let channel) = state { state = .ready(multiplexer, channel) }
+        startWaiting()
+    }
+
+    /// GOAWAY: no new streams here. NIO closes those above its last stream id, refused, and their
+    /// exchanges go again on a new connection, with the ones still waiting here.
+    func goAwayReceived(lastStreamID: HTTP2StreamID) {
+        goAwayLastStream = min(goAwayLastStream ?? lastStreamID, lastStreamID)
+        guard !goingAway else { return }
+        goingAway = true
+        client.connectionEnded(self)
+        let stillWaiting = waiting
+        waiting.removeAll()
+        for exchange in stillWaiting where !exchange.isFinished { client.dispatch(exchange) }
+        if active == 0 { close() }
+    }
+
+    /// Whether the backend's GOAWAY says it never processed `stream`.
+    func isPastGoAway(_ stream: HTTP2StreamID) -> Bool {
+        goAwayLastStream.map { stream > $0 } ?? false
+    }
+
+    func channelClosed() {
+        ended(UpstreamError(.badResponse, detail: "the backend closed the HTTP/2 connection"))
+    }
+
+    func close() {
+        switch state {
+        case .ready(_, let channel), .connected(_, let channel): channel.close(promise: nil)
+        default: break
+        }
+        if case .connecting = state { ended(UpstreamError(.shutdown, detail: "closed")) }
+    }
+
+    /// The connection is gone: exchanges still waiting fail with `error` (they never reached the
+    /// backend; a retry is the caller's decision).
+    private func ended(_ error: UpstreamError) {
+        if case .closed = state { return }
+        state = .closed
+        client.connectionEnded(self)
+        let stillWaiting = waiting
+        waiting.removeAll()
+        for exchange in stillWaiting { exchange.fail(error) }
+    }
+}
+
+/// Watches a backend connection's stream 0: its SETTINGS (the stream limit), GOAWAY and the close.
+final class HTTP2UpstreamConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+
+    private let connection: HTTP2UpstreamConnection
+
+    init(connection: HTTP2UpstreamConnection) {
+        self.connection = connection
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.payload {
+        case .settings(.settings(let settings)):
+            connection.settingsReceived(maxConcurrentStreams: settings.last { $0.parameter == .maxConcurrentStreams }?.value)
+        case .goAway(let lastStreamID, _, _):
+            connection.goAwayReceived(lastStreamID: lastStreamID)
+        default:
+            break
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        connection.channelClosed()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A connection error (NIO has sent GOAWAY) or a failed TLS handshake: the connection is done.
+        if !(error is NIOHTTP2Errors.StreamError) { context.close(promise: nil) }
+    }
+}
