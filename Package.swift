@@ -24,10 +24,10 @@ let crypto: Package.Dependency = .package(url: "https://github.com/apple/swift-c
 // Semantic versions of client apps (`X-Client-Version`) and of compatibility-bucket ranges: parsing
 // (`2.4` is 2.4.0) and SemVer 2.0 precedence, pre-releases included.
 let semver: Package.Dependency = .package(url: "https://github.com/mxcl/Version.git", from: "2.2.1")
-// Facade sources that speak CSV: quoting, embedded separators and line breaks (RFC 4180).
-// HTTP/2 to clients (ALPN h2 over Portico's own TLS handler, and h2c with prior knowledge): the
-// frame codec, HPACK, flow control and the stream multiplexer, with its flood defences.
+// HTTP/2 to clients (ALPN h2 over Portico's own TLS handler, and h2c with prior knowledge) and to
+// backends: the frame codec, HPACK, flow control and the stream multiplexer, with its flood defences.
 let http2: Package.Dependency = .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0")
+// Facade sources that speak CSV: quoting, embedded separators and line breaks (RFC 4180).
 let csv: Package.Dependency = .package(url: "https://github.com/swiftcsv/SwiftCSV.git", exact: "0.10.0")
 
 let swiftSettings: [SwiftSetting] = [

@@ -56,11 +56,36 @@ let package = Package(
             dependencies: ["FuzzSupport", .product(name: "Portico", package: "Portico")],
             swiftSettings: swiftSettings
         ),
+        // The gateway harness both connection targets share: a fixed policy, the connection pipeline
+        // on an EmbeddedChannel, a backend double, the checks of what the gateway writes (Portico).
+        .target(
+            name: "FuzzGateway",
+            dependencies: [
+                .product(name: "Portico", package: "Portico"),
+                .product(name: "PorticoPolicy", package: "Portico"),
+                .product(name: "PorticoUpstream", package: "Portico"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // HTTP/2 frames through the gateway's real HTTP/2 pipeline on an EmbeddedChannel (Portico).
+        .executableTarget(
+            name: "FuzzHTTP2Connection",
+            dependencies: [
+                "FuzzSupport", "FuzzGateway", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Request bytes through the gateway's real connection pipeline on an EmbeddedChannel (Portico).
         .executableTarget(
             name: "FuzzGatewayHead",
             dependencies: [
                 "FuzzSupport",
+                "FuzzGateway",
                 .product(name: "Portico", package: "Portico"),
                 .product(name: "PorticoPolicy", package: "Portico"),
                 .product(name: "PorticoUpstream", package: "Portico"),

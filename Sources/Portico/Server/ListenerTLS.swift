@@ -15,8 +15,13 @@ public enum ListenerTLS {
         for listener in snapshot.listeners {
             guard let tls = listener.tls else { continue }
             do {
-                contexts[listener.name] = try TLSContext(
-                    configuration: configuration(tls, protocols: listener.protocols), replacing: current[listener.name])
+                var configuration = configuration(tls, protocols: listener.protocols)
+                // A listener's protocols are fixed at start, like the rest of it: a reload's certificates
+                // keep offering what the running listener's pipeline was built for.
+                if let running = current[listener.name] {
+                    configuration.applicationProtocols = running.configuration.applicationProtocols
+                }
+                contexts[listener.name] = try TLSContext(configuration: configuration, replacing: current[listener.name])
             } catch {
                 diagnostics.append(diagnostic(for: error, in: tls))
             }

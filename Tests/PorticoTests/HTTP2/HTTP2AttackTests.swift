@@ -1,4 +1,5 @@
 import NIOHTTP1
+import Portico
 import PorticoDemoBackends
 import PorticoTestSupport
 import PorticoTesting
@@ -22,8 +23,10 @@ struct HTTP2AttackTests {
         }
     }
 
+    /// Runs `body` against a gateway with an h2c listener; then a new client must be served and,
+    /// with `refusal`, the metrics must count a connection ended for that reason.
     static func withH2C(
-        _ http2: String, limits: String = "", backends: [BackendServer.Handler] = [DemoBackends.echo],
+        _ http2: String, limits: String = "", backends: [BackendServer.Handler] = [DemoBackends.echo], refusal: String? = nil,
         _ body: @escaping @Sendable (Int, [BackendServer]) throws -> Void
     ) async throws {
         try await withGateway(backends: backends, listener: "protocols: [h2c]", policy: policy(http2, limits: limits)) {
@@ -33,6 +36,11 @@ struct HTTP2AttackTests {
             try await offThePool { try body(port, sendable) }
             // Whatever the attacker did, a new client is served.
             try await offThePool { try Self.expectServed(port: port) }
+            if let refusal {
+                let series = "portico_http2_connections_refused_total{reason=\"\(refusal)\"} "
+                let line = gateway.gateway.metrics.render().split(separator: "\n").first { $0.hasPrefix(series) }
+                #expect(line.map { $0.dropFirst(series.count) != "0" } == true, "\(refusal): \(line ?? "no series")")
+            }
         }
     }
 
@@ -48,7 +56,7 @@ struct HTTP2AttackTests {
 
     @Test("rapid reset (CVE-2023-44487): streams opened and reset at once count, and the client gets GOAWAY")
     func rapidReset() async throws {
-        try await Self.withH2C("maxResets: 20") { port, _ in
+        try await Self.withH2C("maxResets: 20", refusal: "resets") { port, _ in
             let client = try RawHTTP2Client(port: port)
             var stream: UInt32 = 1
             for _ in 0..<100 {
@@ -66,7 +74,7 @@ struct HTTP2AttackTests {
 
     @Test("CONTINUATION flood (CVE-2024-27316): a header block is cut off once it passes maxHeaderListSize, as it arrives")
     func continuationFlood() async throws {
-        try await Self.withH2C("maxHeaderListSize: 4KiB") { port, servers in
+        try await Self.withH2C("maxHeaderListSize: 4KiB", refusal: "header_block") { port, servers in
             let client = try RawHTTP2Client(port: port)
             let first = RawHTTP2Client.headerBlock(RawHTTP2Client.requestFields(path: "/echo/flood"))
             try client.send(type: Frames.headers, stream: 1, payload: first)
@@ -108,7 +116,7 @@ struct HTTP2AttackTests {
     @Test("SETTINGS and PING floods get GOAWAY")
     func controlFrameFloods() async throws {
         for type in [Frames.settings, Frames.ping] {
-            try await Self.withH2C("maxControlFrames: 50") { port, _ in
+            try await Self.withH2C("maxControlFrames: 50", refusal: "control_frames") { port, _ in
                 let client = try RawHTTP2Client(port: port)
                 let payload: [UInt8] = type == Frames.ping ? [UInt8](repeating: 1, count: 8) : []
                 for _ in 0..<200 {
@@ -123,7 +131,7 @@ struct HTTP2AttackTests {
 
     @Test("a flood of empty DATA frames gets GOAWAY")
     func emptyDataFlood() async throws {
-        try await Self.withH2C("") { port, servers in
+        try await Self.withH2C("", refusal: "empty_data") { port, servers in
             let client = try RawHTTP2Client(port: port)
             try client.request(stream: 1, method: "POST", path: "/echo/empty", endStream: false)
             for _ in 0..<100 {
@@ -138,7 +146,7 @@ struct HTTP2AttackTests {
 
     @Test("a WINDOW_UPDATE flood gets GOAWAY naming the last stream the client opened")
     func windowUpdateFlood() async throws {
-        try await Self.withH2C("maxWindowUpdates: 100") { port, _ in
+        try await Self.withH2C("maxWindowUpdates: 100", refusal: "window_updates") { port, _ in
             let client = try RawHTTP2Client(port: port)
             try client.request(stream: 1, path: "/echo/before")
             for _ in 0..<500 {
@@ -153,7 +161,7 @@ struct HTTP2AttackTests {
 
     @Test("headers that never end are cut off by headTimeout")
     func headersThatNeverEnd() async throws {
-        try await Self.withH2C("", limits: "headTimeout: 300ms") { port, servers in
+        try await Self.withH2C("", limits: "headTimeout: 300ms", refusal: "header_timeout") { port, servers in
             let client = try RawHTTP2Client(port: port)
             let block = RawHTTP2Client.headerBlock(RawHTTP2Client.requestFields(path: "/echo/slow"))
             try client.send(type: Frames.headers, flags: 0x1, stream: 1, payload: block)  // no END_HEADERS, then nothing
@@ -182,7 +190,7 @@ struct HTTP2AttackTests {
 
     @Test("streams over maxConcurrentStreams are refused with REFUSED_STREAM; a client refused again and again gets GOAWAY")
     func tooManyStreams() async throws {
-        try await Self.withH2C("maxConcurrentStreams: 2, maxResets: 5") { port, servers in
+        try await Self.withH2C("maxConcurrentStreams: 2, maxResets: 5", refusal: "resets") { port, servers in
             let client = try RawHTTP2Client(port: port)
             let settings = try #require(try client.readFrame { $0.type == Frames.settings && $0.flags & 0x1 == 0 })
             // SETTINGS_MAX_CONCURRENT_STREAMS (0x3) as the client is told it.

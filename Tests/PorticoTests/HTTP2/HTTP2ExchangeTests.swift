@@ -158,6 +158,47 @@ struct HTTP2ExchangeTests {
         }
     }
 
+    @Test("facades answer their contracts over HTTP/2, from their JSON, XML and CSV sources")
+    func facades() async throws {
+        try await withGateway(backends: DemoFacadeTests.feeds, listener: "protocols: [h2c]", policy: { DemoFacadeTests.policy($0) }) {
+            gateway, _ in
+            for (path, body) in DemoFacadeTests.expected.prefix(4) {
+                let answer = try await offThePool { try Self.curl(["--http2-prior-knowledge"], "http://127.0.0.1:\(gateway.port)\(path)") }
+                #expect(answer.httpVersion == "2", "\(path)")
+                #expect(answer.status == 200, "\(path)")
+                #expect(answer.body == body, "\(path)")
+            }
+        }
+    }
+
+    @Test("the service locator is the same document over HTTP/2, and a matching If-None-Match gets 304 as one HEADERS frame")
+    func locator() async throws {
+        try await withGateway(listener: "protocols: [h2c]", policy: LocatorTests.policy()) { gateway, servers in
+            let url = "http://127.0.0.1:\(gateway.port)/serviceLocator.json"
+            let answer = try await offThePool { try Self.curl(["--http2-prior-knowledge"], url) }
+            #expect(answer.httpVersion == "2")
+            #expect(answer.body == LocatorTests.expectedDocument)
+            #expect(answer.headers["cache-control"] == "public, max-age=120")
+            let etag = try #require(answer.headers["etag"])
+            let port = gateway.port
+            let frames = try await offThePool { () -> [RawHTTP2Client.Frame] in
+                let client = try RawHTTP2Client(port: port)
+                try client.request(stream: 1, path: "/serviceLocator.json", extra: [("if-none-match", etag)])
+                var frames: [RawHTTP2Client.Frame] = []
+                while let frame = try client.readFrame(), frames.count < 20 {
+                    if frame.stream == 1 { frames.append(frame) }
+                    if frame.stream == 1 && frame.flags & 0x1 != 0 { break }
+                }
+                return frames
+            }
+            // 304 (HPACK static entry 11), with END_STREAM on the HEADERS frame itself.
+            #expect(frames.count == 1)
+            #expect(frames.first?.payload.first == 0x8B)
+            #expect(frames.first.map { $0.type == RawHTTP2Client.FrameType.headers && $0.flags & 0x1 != 0 } == true)
+            #expect(servers[0].requestsReceived == 0)
+        }
+    }
+
     @Test("draining: GOAWAY, the stream in flight finishes, then the connection closes")
     func gracefulShutdown() async throws {
         let held = try await HeldBackend.start(body: #"{"held":true}"#)

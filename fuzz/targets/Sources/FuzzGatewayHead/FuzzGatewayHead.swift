@@ -1,3 +1,4 @@
+import FuzzGateway
 import NIOCore
 import NIOEmbedded
 

@@ -10,8 +10,8 @@ import PorticoUpstream
 /// What every input shares: one compiled policy (built once, like a gateway's snapshot) and the
 /// upstream double. Per input, the connection gets fresh rate-limit and nonce state, so that an
 /// input's outcome does not depend on the inputs before it.
-final class GatewayHarness: Sendable {
-    static let shared = GatewayHarness()
+public final class GatewayHarness: Sendable {
+    public static let shared = GatewayHarness()
 
     let snapshot: PolicySnapshot
     let store: PolicyStore
@@ -28,19 +28,25 @@ final class GatewayHarness: Sendable {
         store = PolicyStore(snapshot)
     }
 
-    /// Builds the gateway's pipeline on `channel` (as the listener does, without TLS) and opens it.
-    func configure(_ channel: EmbeddedChannel) throws {
+    /// Builds the gateway's pipeline on `channel` (as the listener does, without TLS) and opens it:
+    /// HTTP/1.1's, or with `http2` the one an h2c connection gets.
+    public func configure(_ channel: EmbeddedChannel, http2: Bool = false) throws {
         channel.remoteAddress = clientAddress
         let services = GatewayServices(
             store: store, upstream: upstream, nonces: InMemoryNonceStore(capacity: 16, shardCount: 1),
             rateLimiter: RateLimiter(store: InMemoryRateLimitStore(capacity: 64, shardCount: 1)), accessLogger: logger,
             scheme: "http")
-        try ConnectionPipeline(services: services, limits: snapshot.limits).configure(channel.pipeline.syncOperations)
+        let pipeline = ConnectionPipeline(services: services, limits: snapshot.limits)
+        if http2 {
+            try HTTP2Pipeline(pipeline).configure(channel, client: ClientConnection())
+        } else {
+            try pipeline.configure(channel.pipeline.syncOperations)
+        }
         try channel.connect(to: clientAddress).wait()
     }
 
     /// Moves what the gateway wrote into `output`; false when there was nothing.
-    static func drainOutbound(_ channel: EmbeddedChannel, into output: inout ByteBuffer) -> Bool {
+    public static func drainOutbound(_ channel: EmbeddedChannel, into output: inout ByteBuffer) -> Bool {
         var any = false
         while let data = try? channel.readOutbound(as: IOData.self) {
             any = true
@@ -53,7 +59,7 @@ final class GatewayHarness: Sendable {
     }
 
     /// The gateway's output is responses, nothing else: it starts with a status line.
-    static func checkResponses(_ output: ByteBuffer) {
+    public static func checkResponses(_ output: ByteBuffer) {
         guard output.readableBytes > 0 else { return }
         let start = output.getString(at: output.readerIndex, length: min(9, output.readableBytes)) ?? ""
         precondition(start == "HTTP/1.1 " || start == "HTTP/1.0 ", "the gateway wrote something that is not a response: \(start)")
@@ -104,4 +110,27 @@ final class GatewayHarness: Sendable {
         tiers:
           standard: { rate: 1000/s, burst: 1000 }
         """
+}
+
+extension GatewayHarness {
+    /// The client connection preface (RFC 9113 §3.4) an HTTP/2 input is sent after.
+    public static let preface = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+
+    /// The gateway's HTTP/2 output is whole frames, nothing else: it starts with its SETTINGS, and
+    /// each frame's 9-byte header announces exactly the payload that follows it.
+    public static func checkFrames(_ output: ByteBuffer) {
+        var rest = output
+        var first = true
+        while rest.readableBytes > 0 {
+            guard let header = rest.readBytes(length: 9) else {
+                preconditionFailure("the gateway wrote \(rest.readableBytes) bytes that are not a frame header")
+            }
+            let length = Int(header[0]) << 16 | Int(header[1]) << 8 | Int(header[2])
+            precondition(!first || header[3] == 0x4, "the gateway's first frame is not SETTINGS but type \(header[3])")
+            precondition(length <= 16_384, "the gateway wrote a \(length)-byte frame, over the default SETTINGS_MAX_FRAME_SIZE")
+            precondition(rest.readableBytes >= length, "a frame announces \(length) bytes and \(rest.readableBytes) follow")
+            rest.moveReaderIndex(forwardBy: length)
+            first = false
+        }
+    }
 }
