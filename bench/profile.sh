@@ -3,6 +3,7 @@
 #
 #   bench/profile.sh [seconds] [connections]     (defaults 10 s, 32)
 #   PLAIN=1 bench/profile.sh ...                  the same over plain HTTP
+#   H2=1 bench/profile.sh ...                     HTTP/2 over TLS, h2load with 10 streams per connection
 #   PERCENT=1 bench/profile.sh ...                report symbols down to this share (default 0.5 %)
 #
 # Builds Portico in release mode (the flags of `make build`), starts nginx as the fast backend (a small
@@ -24,7 +25,7 @@ SCHEME=https
 WORK=$(mktemp -d /tmp/portico-profile.XXXXXX)
 trap bench_kill_pids EXIT
 
-bench_install wrk:wrk nginx:nginx-light perf:linux-perf
+bench_install wrk:wrk nginx:nginx-light perf:linux-perf h2load:nghttp2-client
 
 echo "== building Portico (release)" >&2
 swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null
@@ -46,14 +47,21 @@ for _ in $(seq 50); do
 done
 curl -fsS --cacert "$WORK/certs/ca.pem" "${URL/127.0.0.1/localhost}" >/dev/null
 
-wrk -t1 -c"$CONNECTIONS" -d2s "$URL" >/dev/null  # warm-up
-echo "== perf record -g on Portico (pid $PORTICO_PID), ${DURATION}s of wrk: $CONNECTIONS keep-alive $SCHEME connections" >&2
-wrk -t1 -c"$CONNECTIONS" -d"$((DURATION + 2))s" "$URL" >"$WORK/wrk.txt" &
-WRK=$!
+load() { # seconds
+  if [ "${H2:-0}" = 1 ]; then
+    h2load -c "$CONNECTIONS" -m 10 -D "$1" "$URL"
+  else
+    wrk -t1 -c"$CONNECTIONS" -d"$1s" "$URL"
+  fi
+}
+load 2 >/dev/null  # warm-up
+echo "== perf record -g on Portico (pid $PORTICO_PID), ${DURATION}s of ${H2:+h2load}${H2:-wrk}: $CONNECTIONS keep-alive $SCHEME connections" >&2
+load "$((DURATION + 2))" >"$WORK/load.txt" &
+LOAD=$!
 sleep 1
 perf record -g -o "$WORK/perf.data" -p "$PORTICO_PID" -- sleep "$DURATION" 2>"$WORK/perf-record.log" >/dev/null
-wait "$WRK"
-grep -E "Requests/sec" "$WORK/wrk.txt" >&2
+wait "$LOAD"
+grep -E "Requests/sec|^finished in" "$WORK/load.txt" >&2
 
 # Self time per shared object, then per symbol (all threads together), most first; Swift's mangled
 # names demangled when the toolchain's demangler is there.

@@ -29,11 +29,17 @@ public final class HTTP2UpstreamClient: UpstreamClient {
         public var lowWatermark: Int
         /// Times a request the backend refused unprocessed is sent again.
         public var maxRefusedRetries: Int
+        /// How long a connection with no stream open is kept (the policy's
+        /// `upstream.idleConnectionTimeout`, as for the HTTP/1.1 client's pools).
+        public var idleTimeout: Duration
 
-        public init(highWatermark: Int = 256 * 1024, lowWatermark: Int = 64 * 1024, maxRefusedRetries: Int = 3) {
+        public init(
+            highWatermark: Int = 256 * 1024, lowWatermark: Int = 64 * 1024, maxRefusedRetries: Int = 3, idleTimeout: Duration = .seconds(60)
+        ) {
             self.highWatermark = highWatermark
             self.lowWatermark = min(lowWatermark, highWatermark - 1)
             self.maxRefusedRetries = maxRefusedRetries
+            self.idleTimeout = idleTimeout
         }
     }
 

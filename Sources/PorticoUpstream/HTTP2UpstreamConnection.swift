@@ -33,6 +33,8 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
     private var goAwayLastStream: HTTP2StreamID?
     private var multiplexer: NIOHTTP2Handler.StreamMultiplexer?
     private var connectStarted = false
+    /// Runs while no stream is open and none waits; closes the connection when it fires.
+    private var idleTimer: Scheduled<Void>?
 
     init(target: HTTP2Target, eventLoop: any EventLoop, client: HTTP2UpstreamClient) {
         self.target = target
@@ -108,6 +110,8 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
         guard case .ready(let multiplexer, _) = state, !goingAway else { return }
         while active < maxStreams, let exchange = waiting.popFirst() {
             guard !exchange.isFinished else { continue }
+            idleTimer?.cancel()
+            idleTimer = nil
             active += 1
             let promise = eventLoop.makePromise(of: (any Channel).self)
             let scheme: HTTP2FramePayloadToHTTP1ClientCodec.HTTPProtocol = target.tls ? .https : .http
@@ -131,6 +135,21 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
             close()
         } else {
             startWaiting()
+            if active == 0 && waiting.isEmpty { startIdleTimer() }
+        }
+    }
+
+    private func startIdleTimer() {
+        idleTimer?.cancel()
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        idleTimer = eventLoop.scheduleTask(in: TimeAmount(client.configuration.idleTimeout)) {
+            let connection = bound.value
+            connection.idleTimer = nil
+            guard connection.active == 0, connection.waiting.isEmpty else { return }
+            // Out of the table first, so the next request opens a new connection.
+            connection.goingAway = true
+            connection.client.connectionEnded(connection)
+            connection.close()
         }
     }
 
@@ -143,6 +162,7 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
         if let value = maxConcurrentStreams { maxStreams = max(1, min(value, 1000)) }
         if case .connected(let multiplexer, let channel) = state { state = .ready(multiplexer, channel) }
         startWaiting()
+        if active == 0 && waiting.isEmpty && idleTimer == nil { startIdleTimer() }
     }
 
     /// GOAWAY: no new streams here. NIO closes those above its last stream id, refused, and their
@@ -180,6 +200,8 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
     private func ended(_ error: UpstreamError) {
         if case .closed = state { return }
         state = .closed
+        idleTimer?.cancel()
+        idleTimer = nil
         client.connectionEnded(self)
         let stillWaiting = waiting
         waiting.removeAll()

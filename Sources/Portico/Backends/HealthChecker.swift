@@ -31,6 +31,8 @@ final class HealthChecker: @unchecked Sendable {
         let backend: String
         let policy: HealthCheckPolicy
         let client: UpstreamClientKind?
+        /// The backend's `caFile`, for an `https://` target's certificate.
+        let trustedCAFile: String?
         var scheduled: Scheduled<Void>?
         var task: (any UpstreamTask)?
 
@@ -39,6 +41,7 @@ final class HealthChecker: @unchecked Sendable {
             self.backend = backend.name
             self.policy = policy
             self.client = backend.client
+            self.trustedCAFile = backend.trustedCAFile
         }
     }
 
@@ -122,6 +125,7 @@ final class HealthChecker: @unchecked Sendable {
             method: "GET", url: check.target.origin + check.policy.path, headers: headers, connectTimeout: check.policy.timeout,
             timeout: check.policy.timeout)
         request.client = check.client
+        request.trustedCAFile = check.trustedCAFile
         let probe = HealthProbe { [weak self, weak check] passed, failure in
             guard let self, let check else { return }
             check.task = nil

@@ -26,7 +26,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
     private let handlers: ExchangeHandlers
     private let accessLog: AccessLogObserver
     /// The same connection's (or stream's) timeout handler, told where each request stands.
-    private let timeouts: any RequestTimeouts
+    private let timeouts: TimeoutHandler
     private var machine = ExchangeStateMachine<Exchange>()
     /// The policy as this connection last read it (one atomic load per request; see ``PolicyStore``).
     private var policy: PolicyStore.Reader
@@ -38,7 +38,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
 
     /// - Parameter client: what is known of the client before the first request: an HTTP/2
     ///   stream's connection has completed its TLS handshake already.
-    init(services: GatewayServices, timeouts: any RequestTimeouts, stages: RequestStages, client: ClientConnection = ClientConnection()) {
+    init(services: GatewayServices, timeouts: TimeoutHandler, stages: RequestStages, client: ClientConnection = ClientConnection()) {
         self.client = client
         self.services = services
         self.policy = PolicyStore.Reader(services.store)

@@ -130,8 +130,8 @@ enum ProxyForwarding {
         )
         request.client = backend.client
         request.trustedCAFile = backend.trustedCAFile
-        // A gRPC deadline no longer than the attempt's limit (see GRPCTimeout).
-        if let field = head.headers.first(name: "grpc-timeout") {
+        // A gRPC deadline no longer than the attempt's limit (see GRPCTimeout); gRPC goes to HTTP/2 backends only.
+        if backend.client == .http2, let field = head.headers.first(name: "grpc-timeout") {
             if let deadline = GRPCTimeout.parse(field), deadline < request.timeout {
                 request.timeout = deadline
             } else {

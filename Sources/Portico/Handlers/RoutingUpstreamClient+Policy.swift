@@ -4,8 +4,9 @@ import PorticoUpstream
 
 extension RoutingUpstreamClient {
     /// The gateway's default upstream client: the NIO client for `http://` backends (pools on the
-    /// gateway's own event loops) and libcurl for `https://` ones, both sized by the policy's
-    /// `upstream` section (read at start, like the curl threads).
+    /// gateway's own event loops), libcurl for `https://` ones, and the HTTP/2 client for backends
+    /// with `protocol: h2 | h2c`, sized by the policy's `upstream` section (read at start, like the
+    /// curl threads).
     ///
     /// `maxConnectionsPerHost` caps libcurl per curl thread and the NIO client per event loop.
     static func gatewayDefault(sizedBy sizing: UpstreamPolicy, group: any EventLoopGroup) -> RoutingUpstreamClient {
@@ -16,7 +17,8 @@ extension RoutingUpstreamClient {
             curl: CurlUpstreamClient(
                 configuration: .init(
                     threads: sizing.threads, maxConnectionsPerHost: sizing.maxConnectionsPerHost,
-                    maxIdleConnections: sizing.maxIdleConnections)))
+                    maxIdleConnections: sizing.maxIdleConnections)),
+            http2: HTTP2UpstreamClient(configuration: .init(idleTimeout: sizing.idleConnectionTimeout)))
     }
 }
 

@@ -2,23 +2,12 @@ import NIOCore
 import NIOHTTP1
 import PorticoTLS
 
-/// What a request's handler tells the timeouts that guard it: where the request stands. The
-/// ``GatewayHandler`` calls these directly (both live on the same event loop), rather than sending
-/// events through the pipeline three times per request.
-protocol RequestTimeouts: AnyObject {
-    func requestHeadReceived(expectsBody: Bool)
-    func drainStarted()
-    func requestEndReceived()
-    func responseEndSent()
-}
-
-/// The HTTP/1.1 connection's timeouts: the handler sits directly above the socket (or the TLS
-/// handler), sees every inbound byte, and answers a late head with 408 as raw bytes, because the
-/// HTTP codec may hold a half-parsed request at that moment.
-typealias ConnectionTimeoutHandler = TimeoutHandler<ConnectionBytes>
-
 /// Enforces the head/body read timeout, the keep-alive idle timeout and the send timeout on one
-/// HTTP/1.1 connection, or on one HTTP/2 stream (``TimeoutFraming`` says which).
+/// HTTP/1.1 connection (``ConnectionTimeoutHandler``) or on one HTTP/2 stream
+/// (``StreamTimeoutHandler``): the timers and the held write are here, what is read and how a late
+/// request is answered or cut off are the subclass's. A base class rather than a generic one, so
+/// that each handler's methods are concrete code (NIO's unwrapping of a generic `InboundIn` is a
+/// dynamic cast on every read).
 ///
 /// It sees every inbound byte (or body part) and every outbound flush with its completion.
 ///
@@ -34,13 +23,7 @@ typealias ConnectionTimeoutHandler = TimeoutHandler<ConnectionBytes>
 ///
 /// Time is read from `context.eventLoop.now`, so tests on an `EmbeddedChannel` drive it with
 /// `advanceTime(by:)`.
-final class TimeoutHandler<Framing: TimeoutFraming>: ChannelDuplexHandler, RequestTimeouts {
-    typealias InboundIn = Framing.Inbound
-    typealias InboundOut = Framing.Inbound
-    /// Whatever the handler above writes (it is passed on untouched; only its completion is watched).
-    typealias OutboundIn = Framing.Outbound
-    typealias OutboundOut = Framing.Outbound
-
+class TimeoutHandler {
     private var machine: ConnectionTimeoutStateMachine
     private var timer: Scheduled<Void>?
     /// When the scheduled timer task runs; `nil` when none is scheduled.
@@ -65,48 +48,48 @@ final class TimeoutHandler<Framing: TimeoutFraming>: ChannelDuplexHandler, Reque
         self.machine = ConnectionTimeoutStateMachine(minBodyRate: minBodyRate, bodyGrace: headTimeout)
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    final func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         if context.channel.isActive { perform(machine.connectionOpened(), context: context) }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    final func handlerRemoved(context: ChannelHandlerContext) {
         stopTimers()
         self.context = nil
         heldWrite.take()?.promise?.fail(ChannelError.ioOnClosedChannel)
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    final func channelActive(context: ChannelHandlerContext) {
         perform(machine.connectionOpened(), context: context)
         context.fireChannelActive()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    final func channelInactive(context: ChannelHandlerContext) {
         passHeldWrite(context: context)  // to fail as the channel fails any write now
         perform(machine.connectionClosed(), context: context)
         context.fireChannelInactive()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        perform(machine.bytesReceived(Framing.byteCount(of: unwrapInboundIn(data)), now: context.eventLoop.now), context: context)
-        context.fireChannelRead(data)
+    /// What a read carried, for the head and body timers (the subclass's `channelRead` counts it).
+    final func received(bytes: Int, context: ChannelHandlerContext) {
+        perform(machine.bytesReceived(bytes, now: context.eventLoop.now), context: context)
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
+    final func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable { perform(machine.becameWritable(), context: context) }
         context.fireChannelWritabilityChanged()
     }
 
     // MARK: Outbound
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    final func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         passHeldWrite(context: context)
         heldWrite = (data, promise)
     }
 
     /// Passes the held write on with a promise, which reports the flush's completion to the state
     /// machine, then flushes.
-    func flush(context: ChannelHandlerContext) {
+    final func flush(context: ChannelHandlerContext) {
         if let held = heldWrite.take() {
             let written = held.promise ?? context.eventLoop.makePromise()
             perform(machine.flushQueued(), context: context)
@@ -120,12 +103,12 @@ final class TimeoutHandler<Framing: TimeoutFraming>: ChannelDuplexHandler, Reque
         context.flush()
     }
 
-    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    final func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         passHeldWrite(context: context)  // in order: what the handlers below do with unflushed writes at a close
         context.close(mode: mode, promise: promise)
     }
 
-    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+    final func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
         passHeldWrite(context: context)
         context.triggerUserOutboundEvent(event, promise: promise)
     }
@@ -137,23 +120,26 @@ final class TimeoutHandler<Framing: TimeoutFraming>: ChannelDuplexHandler, Reque
     }
 
     // MARK: Progress reported by the request handler
+    //
+    // The ``GatewayHandler`` above calls these directly (both live on the same event loop), rather
+    // than sending events through the pipeline three times per request.
 
-    func requestHeadReceived(expectsBody: Bool) {
+    final func requestHeadReceived(expectsBody: Bool) {
         guard let context else { return }
         perform(machine.requestHeadReceived(expectsBody: expectsBody, now: context.eventLoop.now), context: context)
     }
 
-    func drainStarted() {
+    final func drainStarted() {
         guard let context else { return }
         perform(machine.drainStarted(), context: context)
     }
 
-    func requestEndReceived() {
+    final func requestEndReceived() {
         guard let context else { return }
         perform(machine.requestEndReceived(), context: context)
     }
 
-    func responseEndSent() {
+    final func responseEndSent() {
         guard let context else { return }
         perform(machine.responseEndSent(), context: context)
     }
@@ -192,18 +178,18 @@ final class TimeoutHandler<Framing: TimeoutFraming>: ChannelDuplexHandler, Reque
             context.close(promise: nil)
         case .respondTimeoutAndClose:
             readDeadline = nil
-            let response = Framing.timeoutResponse(Problem.requestTimeout(), requestID: RequestID.generate())
+            let response = timeoutResponse(Problem.requestTimeout(), requestID: RequestID.generate())
             let channel = context.channel
             let written = context.eventLoop.makePromise(of: Void.self)
             // Sent like any response, so a client that does not read it meets the send timeout.
             for (index, part) in response.enumerated() {
-                write(context: context, data: wrapOutboundOut(part), promise: index == response.count - 1 ? written : nil)
+                write(context: context, data: part, promise: index == response.count - 1 ? written : nil)
             }
             flush(context: context)
             written.futureResult.whenComplete { _ in channel.close(promise: nil) }
         case .closeImmediately:
             stopTimers()
-            Framing.closeImmediately(context)
+            closeImmediately(context)
         }
     }
 
@@ -252,52 +238,68 @@ final class TimeoutHandler<Framing: TimeoutFraming>: ChannelDuplexHandler, Reque
         readDeadline = nil
         sendDeadline = nil
     }
-}
 
-/// What a ``TimeoutHandler`` reads and writes, and how it answers and cuts off what it guards.
-protocol TimeoutFraming {
-    associatedtype Inbound
-    associatedtype Outbound
-    /// The request bytes a read carries (progress for the head and body timers).
-    static func byteCount(of part: Inbound) -> Int
+    // MARK: What the subclass says
+
     /// The 408 for a request whose head or body came too late, as the parts to write.
-    static func timeoutResponse(_ problem: Problem, requestID: String) -> [Outbound]
-    /// Ends what is guarded at once, dropping whatever is unwritten.
-    static func closeImmediately(_ context: ChannelHandlerContext)
-}
-
-/// An HTTP/1.1 connection's bytes, between the socket (or TLS) and NIO's codec.
-enum ConnectionBytes: TimeoutFraming {
-    static func byteCount(of part: ByteBuffer) -> Int { part.readableBytes }
-
-    static func timeoutResponse(_ problem: Problem, requestID: String) -> [IOData] {
-        [.byteBuffer(problem.rawResponse(requestID: requestID))]
+    func timeoutResponse(_ problem: Problem, requestID: String) -> [NIOAny] {
+        preconditionFailure("a TimeoutHandler subclass answers its own timeouts")
     }
 
-    static func closeImmediately(_ context: ChannelHandlerContext) {
+    /// Ends what is guarded at once, dropping whatever is unwritten.
+    func closeImmediately(_ context: ChannelHandlerContext) {
+        context.close(promise: nil)
+    }
+}
+
+/// The HTTP/1.1 connection's timeouts: the handler sits directly above the socket (or the TLS
+/// handler), sees every inbound byte, and answers a late head with 408 as raw bytes, because the
+/// HTTP codec may hold a half-parsed request at that moment.
+final class ConnectionTimeoutHandler: TimeoutHandler, ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    /// Whatever the codec above writes (it is passed on untouched; only its completion is watched).
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        received(bytes: unwrapInboundIn(data).readableBytes, context: context)
+        context.fireChannelRead(data)
+    }
+
+    override func timeoutResponse(_ problem: Problem, requestID: String) -> [NIOAny] {
+        [wrapOutboundOut(.byteBuffer(problem.rawResponse(requestID: requestID)))]
+    }
+
+    override func closeImmediately(_ context: ChannelHandlerContext) {
         // The TLS handler, if there is one, drops its close_notify; the close then ends the socket.
         context.triggerUserOutboundEvent(CloseImmediatelyEvent(), promise: nil)
         context.close(promise: nil)
     }
 }
 
-/// One HTTP/2 stream's request and response, between NIO's HTTP/2-to-HTTP/1 codec and the
-/// ``GatewayHandler``: the request is whole-headed when the stream opens, so the timers that
-/// matter are the body's and the send timer (a client that holds the stream's window at zero).
-enum StreamParts: TimeoutFraming {
-    static func byteCount(of part: HTTPServerRequestPart) -> Int {
-        if case .body(let body) = part { return body.readableBytes }
-        return 0
+/// One HTTP/2 stream's timeouts, between NIO's HTTP/2-to-HTTP/1 codec and the ``GatewayHandler``:
+/// the request is whole-headed when the stream opens, so the timers that matter are the body's and
+/// the send timer (a client that holds the stream's window at zero). Cutting off resets the
+/// stream only; the connection carries on.
+final class StreamTimeoutHandler: TimeoutHandler, ChannelDuplexHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .body(let body) = unwrapInboundIn(data) {
+            received(bytes: body.readableBytes, context: context)
+        } else {
+            received(bytes: 0, context: context)
+        }
+        context.fireChannelRead(data)
     }
 
-    static func timeoutResponse(_ problem: Problem, requestID: String) -> [HTTPServerResponsePart] {
+    override func timeoutResponse(_ problem: Problem, requestID: String) -> [NIOAny] {
         let body = problem.body(requestID: requestID)
         let head = problem.head(requestID: requestID, contentLength: body.readableBytes)
-        return [.head(head), .body(.byteBuffer(body)), .end(nil)]
-    }
-
-    /// Closing the stream's channel resets the stream (RST_STREAM); the connection carries on.
-    static func closeImmediately(_ context: ChannelHandlerContext) {
-        context.close(promise: nil)
+        return [wrapOutboundOut(.head(head)), wrapOutboundOut(.body(.byteBuffer(body))), wrapOutboundOut(.end(nil))]
     }
 }

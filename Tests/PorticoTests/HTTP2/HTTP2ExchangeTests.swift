@@ -199,6 +199,70 @@ struct HTTP2ExchangeTests {
         }
     }
 
+    @Test("a reload while a stream is in flight: the stream finishes on its policy, the next one reads the new")
+    func reloadInFlight() async throws {
+        let held = try await HeldBackend.start(body: #"{"held":true}"#)
+        let policy = { (path: String) in
+            """
+            backends:
+              held: { url: "http://127.0.0.1:\(held.port)" }
+            services:
+              held: { path: \(path), versions: { 1: { proxy: { backend: held } } } }
+            """
+        }
+        let gateway = try await TestGateway.start(policy: policy("/held"), listener: "protocols: [h2c]")
+        let port = gateway.port
+        let client = try await offThePool { () -> RawHTTP2Client in
+            let client = try RawHTTP2Client(port: port)
+            try client.request(stream: 1, path: "/held/a")
+            return client
+        }
+        #expect(await eventually { held.requestsReceived == 1 })
+        // The new policy moves the service: what is in flight is not touched.
+        try gateway.reload(policy: policy("/moved"))
+        held.release()
+        let frames = try await offThePool { () -> [RawHTTP2Client.Frame] in
+            var frames: [RawHTTP2Client.Frame] = []
+            while let frame = try client.readFrame() {
+                if frame.stream == 1 { frames.append(frame) }
+                if frame.stream == 1 && (frame.flags & 0x1 != 0 || frame.type == RawHTTP2Client.FrameType.rstStream) { break }
+            }
+            return frames
+        }
+        #expect(frames.first?.type == RawHTTP2Client.FrameType.headers)
+        #expect(frames.first?.payload.first == 0x88)
+        #expect(!frames.contains { $0.type == RawHTTP2Client.FrameType.rstStream })
+        // The same connection carries the next request, under the new policy: /held is gone (404,
+        // HPACK static entry 13), /moved answers.
+        let next = try await offThePool { () -> [RawHTTP2Client.Frame?] in
+            try client.request(stream: 3, path: "/held/b")
+            let gone = try client.readFrame { $0.stream == 3 && $0.type == RawHTTP2Client.FrameType.headers }
+            try client.request(stream: 5, path: "/moved/c")
+            return [gone]
+        }
+        #expect(next[0]?.payload.first == 0x8D)
+        #expect(await eventually { held.requestsReceived == 2 })
+        held.release()
+        await gateway.shutdown()
+        try await held.shutdown()
+    }
+
+    @Test("nghttp and h2load get HTTP/2 from a TLS listener through ALPN")
+    func nghttp2Clients() async throws {
+        try await withGateway(tls: TestCertificates.listenerTLS(), policy: echoServicePolicy) { gateway, _ in
+            let url = "https://localhost:\(gateway.port)/echo/nghttp"
+            let nghttp = try await offThePool { try ChildProcess.run("/usr/bin/nghttp", ["-v", url]) }
+            let verbose = String(decoding: nghttp.output, as: UTF8.self)
+            #expect(nghttp.termination == .exited(0), "\(String(decoding: nghttp.errors, as: UTF8.self))")
+            #expect(verbose.contains("The negotiated protocol: h2"))
+            #expect(verbose.contains(":status: 200"))
+            let h2load = try await offThePool { try ChildProcess.run("/usr/bin/h2load", ["-n", "40", "-c", "2", "-m", "4", url]) }
+            let report = String(decoding: h2load.output, as: UTF8.self)
+            #expect(report.contains("Application protocol: h2"))
+            #expect(report.contains("40 succeeded"), "\(report)")
+        }
+    }
+
     @Test("draining: GOAWAY, the stream in flight finishes, then the connection closes")
     func gracefulShutdown() async throws {
         let held = try await HeldBackend.start(body: #"{"held":true}"#)
