@@ -27,6 +27,17 @@ bench_install() {
   fi
 }
 
+# bench_ticks PID...: the CPU ticks (utime + stime, all threads) the processes have spent so far;
+# one per 1/`getconf CLK_TCK` s. Read before and after a run for the CPU it cost.
+bench_ticks() {
+  local total=0 pid
+  for pid in "$@"; do
+    [ -r "/proc/$pid/stat" ] || continue
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+  done
+  echo $total
+}
+
 # bench_backend_conf DIR PORT: nginx.conf in DIR for one worker answering BENCH_BODY on PORT.
 bench_backend_conf() {
   local dir=$1 port=$2
@@ -44,6 +55,43 @@ http {
   server {
     listen 127.0.0.1:$port;
     location / { default_type application/json; return 200 '$BENCH_BODY'; }
+  }
+}
+CONF
+}
+
+# bench_nginx_proxy_conf DIR LISTEN BACKEND_PORT LOCAL_BODY: nginx.conf in DIR for nginx as the peer
+# proxy: one worker per core, no access log, `listen LISTEN` (with `ssl`, `http2` and certificates when
+# the caller puts them there), /api/1/stockquote/ proxied over keep-alive to the backend's /v1/quotes/
+# with the forwarding headers Portico adds, and /nowhere answering LOCAL_BODY (Portico's 404 problem).
+bench_nginx_proxy_conf() {
+  local dir=$1 listen=$2 backend_port=$3 local_body=$4
+  cat >"$dir/nginx.conf" <<CONF
+worker_processes auto;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir; proxy_temp_path $dir; fastcgi_temp_path $dir;
+  uwsgi_temp_path $dir; scgi_temp_path $dir;
+  keepalive_requests 1000000;
+  upstream backend { server 127.0.0.1:$backend_port; keepalive 64; }
+  server {
+    listen $listen;
+    location = /nowhere {
+      default_type application/problem+json;
+      return 404 '$(printf '%s' "$local_body")';
+    }
+    location /api/1/stockquote/ {
+      proxy_pass http://backend/v1/quotes/;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+      proxy_set_header X-Forwarded-Host \$host;
+    }
   }
 }
 CONF

@@ -51,37 +51,12 @@ for _ in $(seq 50); do
 done
 
 # nginx 1.22 as the HTTP/2 peer: one worker per core, keep-alive to the backend, no access log.
-cat >"$WORK/proxy/nginx.conf" <<CONF
-worker_processes auto;
-daemon off;
-pid $WORK/proxy/nginx.pid;
-error_log $WORK/proxy/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/proxy; proxy_temp_path $WORK/proxy; fastcgi_temp_path $WORK/proxy;
-  uwsgi_temp_path $WORK/proxy; scgi_temp_path $WORK/proxy;
-  keepalive_requests 1000000;
-  upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }
-  server {
-    listen 127.0.0.1:$NGINX_PORT ssl http2;
-    ssl_certificate $CERT; ssl_certificate_key $KEY; ssl_protocols TLSv1.2 TLSv1.3;
-    location = /nowhere { default_type application/problem+json; return 404 '$(printf '%s' "$LOCAL_BODY")'; }
-    location /api/1/stockquote/ {
-      proxy_pass http://backend/v1/quotes/;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto \$scheme;
-      proxy_set_header X-Forwarded-Host \$host;
-    }
-  }
-}
-CONF
+bench_nginx_proxy_conf "$WORK/proxy" \
+  "127.0.0.1:$NGINX_PORT ssl http2; ssl_certificate $CERT; ssl_certificate_key $KEY; ssl_protocols TLSv1.2 TLSv1.3" \
+  "$BACKEND_PORT" "$LOCAL_BODY"
 nginx -p "$WORK/proxy" -c "$WORK/proxy/nginx.conf" & PIDS+=($!)
 NGINX_MASTER=$!
 if [ "$CADDY" = 1 ]; then
-  printf '%s' "$LOCAL_BODY" >"$WORK/caddy/nowhere.json"
   cat >"$WORK/Caddyfile" <<CONF
 {
   admin off
@@ -133,23 +108,15 @@ for peer in "${PEERS[@]}"; do
   done
 done
 
-ticks() {
-  local total=0 pid
-  for pid in "$@"; do
-    [ -r "/proc/$pid/stat" ] || continue
-    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
-  done
-  echo $total
-}
 HZ=$(getconf CLK_TCK)
 
 run_h2load() { # peer kind round path
   local peer=$1 kind=$2 round=$3 path=$4 url before after
   url="https://127.0.0.1:$(port_of "$peer")$path"
   h2load -c "$CONNECTIONS" -m "$STREAMS" -D 2 "$url" >/dev/null 2>&1  # warm-up
-  before=$(ticks $(pids_of "$peer"))
+  before=$(bench_ticks $(pids_of "$peer"))
   h2load -c "$CONNECTIONS" -m "$STREAMS" -D "$DURATION" "$url" >"$WORK/$peer-$kind.$round.h2load" 2>&1
-  after=$(ticks $(pids_of "$peer"))
+  after=$(bench_ticks $(pids_of "$peer"))
   local rps failed
   rps=$(awk '/^finished in/ {gsub(",", "", $4); print $4}' "$WORK/$peer-$kind.$round.h2load")
   failed=$(awk '/^requests:/ {print $10}' "$WORK/$peer-$kind.$round.h2load")

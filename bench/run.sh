@@ -171,38 +171,7 @@ for _ in $(seq 50); do
 done
 # The peer: nginx as a keep-alive reverse proxy, one worker per core, no access log (Portico's is off too).
 # Written once Portico runs: its /nowhere location returns the very bytes Portico answers there.
-write_nginx_proxy_conf() {
-cat >"$WORK/proxy/nginx.conf" <<CONF
-worker_processes auto;
-daemon off;
-pid $WORK/proxy/nginx.pid;
-error_log $WORK/proxy/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/proxy; proxy_temp_path $WORK/proxy; fastcgi_temp_path $WORK/proxy;
-  uwsgi_temp_path $WORK/proxy; scgi_temp_path $WORK/proxy;
-  keepalive_requests 1000000;
-  upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 64; }
-  server {
-    listen $NGINX_LISTEN;
-    # The same bytes Portico answers for an unknown path (LOCAL=1), from the configuration.
-    location = /nowhere {
-      default_type application/problem+json;
-      return 404 '$(printf '%s' "$LOCAL_BODY")';
-    }
-    location /api/1/stockquote/ {
-      proxy_pass http://backend/v1/quotes/;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto \$scheme;
-      proxy_set_header X-Forwarded-Host \$host;
-    }
-  }
-}
-CONF
-}
+write_nginx_proxy_conf() { bench_nginx_proxy_conf "$WORK/proxy" "$NGINX_LISTEN" "$BACKEND_PORT" "$LOCAL_BODY"; }
 
 write_nginx_proxy_conf
 nginx -p "$WORK/proxy" -c "$WORK/proxy/nginx.conf" & PIDS+=($!)
@@ -244,15 +213,6 @@ for port in "${PORTS[@]}"; do
   curl -fsS "${CURL_TLS[@]}" "$url" >/dev/null || { echo "no answer from $url" >&2; exit 1; }
 done
 
-# CPU ticks (utime + stime) of a process and its threads; with a second argument, of its children too.
-ticks() {
-  local total=0 pid
-  for pid in "$@"; do
-    [ -r "/proc/$pid/stat" ] || continue
-    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
-  done
-  echo $total
-}
 nginx_proxy_pids() { echo "$NGINX_PROXY_MASTER $(pgrep -P "$NGINX_PROXY_MASTER" | tr '\n' ' ')"; }
 HZ=$(getconf CLK_TCK)
 
@@ -274,9 +234,9 @@ run_wrk() { # name round url pids...
   if [ "$name" = portico-sig ]; then headers=(-H "${SIGNATURE[0]}" -H "${SIGNATURE[1]}"); fi
   wrk -t1 -c"$CONNECTIONS" -d2s "${headers[@]}" "$url" >/dev/null  # warm-up
   local before after
-  before=$(ticks "$@")
+  before=$(bench_ticks "$@")
   wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${headers[@]}" "$url" >"$WORK/$name.$round.wrk"
-  after=$(ticks "$@")
+  after=$(bench_ticks "$@")
   echo "$name $round $((after - before))" >>"$WORK/cpu"
 }
 

@@ -19,6 +19,7 @@ public final class HTTP2Backend: Sendable {
 
     final class Counters: Sendable {
         let connections = Atomic<Int>(0)
+        let closed = Atomic<Int>(0)
         let requests = Atomic<Int>(0)
         let open = Atomic<Int>(0)
         let mostOpen = Atomic<Int>(0)
@@ -35,6 +36,8 @@ public final class HTTP2Backend: Sendable {
     }
 
     public var connectionsAccepted: Int { counters.connections.load(ordering: .relaxed) }
+    /// Connections that have ended, whichever side closed them.
+    public var connectionsClosed: Int { counters.closed.load(ordering: .relaxed) }
     public var requestsAnswered: Int { counters.requests.load(ordering: .relaxed) }
     public var mostStreamsOpenAtOnce: Int { counters.mostOpen.load(ordering: .relaxed) }
 
@@ -54,6 +57,7 @@ public final class HTTP2Backend: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let connection = counters.connections.wrappingAdd(1, ordering: .relaxed).newValue
+                    channel.closeFuture.whenComplete { _ in counters.closed.wrappingAdd(1, ordering: .relaxed) }
                     let pipeline = channel.pipeline.syncOperations
                     if let tls, let handler = TLSServerHandler(context: tls) { try pipeline.addHandler(handler) }
                     let answered = NIOLoopBound(Box(), eventLoop: channel.eventLoop)

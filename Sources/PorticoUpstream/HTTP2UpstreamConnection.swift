@@ -96,6 +96,13 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
             case .success(let channel):
                 guard case .connecting = state, let multiplexer else { return }
                 state = .connected(multiplexer, channel)
+                // A backend that accepts and never sends its SETTINGS is no HTTP/2 server: the
+                // exchanges waiting fail as a connect failure would, and the connection goes.
+                eventLoop.scheduleTask(in: TimeAmount(timeout)) { [self] in
+                    guard case .connected(_, let channel) = state else { return }
+                    ended(UpstreamError(.connectFailed, detail: "no HTTP/2 SETTINGS from \(target.host):\(target.port)"))
+                    channel.close(promise: nil)
+                }
             case .failure(let error):
                 let timedOut = (error as? ChannelError).map { if case .connectTimeout = $0 { true } else { false } } ?? false
                 ended(UpstreamError(timedOut ? .timedOut : .connectFailed, detail: "connect to \(target.host):\(target.port): \(error)"))

@@ -66,14 +66,54 @@ struct HTTP2BackendTests {
         try await backend.shutdown()
     }
 
-    @Test("h2: HTTP/2 over TLS with ALPN, the backend's certificate checked against the policy's caFile")
-    func overTLS() async throws {
+    @Test("a backend connection with no stream open for upstream.idleConnectionTimeout is closed; the next request opens another")
+    func idleConnectionClosed() async throws {
+        let backend = try await HTTP2Backend.start()
+        let policy = Self.policy("http://127.0.0.1:\(backend.port)", protocol: "h2c") + "\nupstream: { idleConnectionTimeout: 200ms }"
+        try await withGateway(backends: [], policy: { _ in policy }) { gateway, _ in
+            let first = try await Self.concurrentGETs(gateway, count: 1)
+            #expect(first.map(\.0) == [200])
+            #expect(await eventually { backend.connectionsClosed == 1 })
+            let second = try await Self.concurrentGETs(gateway, count: 1)
+            #expect(second.map(\.0) == [200])
+            #expect(backend.connectionsAccepted == 2)
+        }
+        try await backend.shutdown()
+    }
+
+    @Test("a backend that does not speak HTTP/2 (an HTTP/1.1 server), or says nothing at all: 502, and the next request tries anew")
+    func notHTTP2() async throws {
+        try await withGateway(policy: { Self.policy("http://127.0.0.1:\($0[0])", protocol: "h2c") }) { gateway, _ in
+            let answers = try await Self.concurrentGETs(gateway, count: 2)
+            #expect(answers.map(\.0) == [502, 502])
+        }
+        // Accepts, reads and never writes: no SETTINGS within the connect timeout.
+        let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let policy = Self.policy("http://127.0.0.1:\(silent.localAddress!.port!)", protocol: "h2c", extra: ", connectTimeout: 200ms")
+        try await withGateway(backends: [], policy: { _ in policy }) { gateway, _ in
+            for _ in 0..<2 {
+                let answers = try await Self.concurrentGETs(gateway, count: 1)
+                #expect(answers.map(\.0) == [502], "\(answers)")
+            }
+        }
+        try await silent.close()
+    }
+
+    /// An `h2` backend: TLS on the test certificate for `localhost`, ALPN offering `h2` only.
+    static func tlsBackend() async throws -> HTTP2Backend {
         var configuration = TLSConfiguration(
             certificates: [
                 .init(certificateChain: TestCertificates.path("localhost.pem"), privateKey: TestCertificates.path("localhost-key.pem"))
             ])
         configuration.applicationProtocols = [.h2]
-        let backend = try await HTTP2Backend.start(tls: try TLSContext(configuration: configuration))
+        return try await HTTP2Backend.start(tls: try TLSContext(configuration: configuration))
+    }
+
+    @Test("h2: HTTP/2 over TLS with ALPN, the backend's certificate checked against the policy's caFile")
+    func overTLS() async throws {
+        let backend = try await Self.tlsBackend()
         let policy = Self.policy(
             "https://localhost:\(backend.port)", protocol: "h2", extra: ", caFile: \"\(TestCertificates.path("ca.pem"))\"")
         try await withGateway(backends: [], listener: "protocols: [h2c, http/1.1]", policy: { _ in policy }) { gateway, _ in
@@ -90,12 +130,7 @@ struct HTTP2BackendTests {
 
     @Test("h2 with a certificate the caFile does not vouch for: 502, never an answer from it")
     func untrustedBackend() async throws {
-        var configuration = TLSConfiguration(
-            certificates: [
-                .init(certificateChain: TestCertificates.path("localhost.pem"), privateKey: TestCertificates.path("localhost-key.pem"))
-            ])
-        configuration.applicationProtocols = [.h2]
-        let backend = try await HTTP2Backend.start(tls: try TLSContext(configuration: configuration))
+        let backend = try await Self.tlsBackend()
         let policy = Self.policy(
             "https://localhost:\(backend.port)", protocol: "h2", extra: ", caFile: \"\(TestCertificates.path("foreign-ca.pem"))\"")
         try await withGateway(backends: [], policy: { _ in policy }) { gateway, _ in
