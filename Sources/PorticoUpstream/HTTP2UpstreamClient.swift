@@ -4,6 +4,7 @@ import NIOHTTP1
 import NIOHTTP2
 import NIOPosix
 import PorticoTLS
+import Synchronization
 
 /// The ``UpstreamClient`` for backends that speak HTTP/2: `h2c` (`http://`, prior knowledge) and
 /// `h2` (`https://`, TLS with ALPN `h2`, through PorticoTLS's OpenSSL client handler), on the event
@@ -19,8 +20,9 @@ import PorticoTLS
 /// unconsumed bytes stay under the high watermark, so a slow client slows the backend's stream,
 /// through HTTP/2 flow control, not the whole connection.
 ///
-/// Finding a loop's connections takes a lock once per request (a table per loop, touched only by
-/// its loop, behind the lock that finds it).
+/// A loop's connections are found as the HTTP/1.1 client finds its pools: a table per loop of the
+/// group, made up front and never written after `init`, so no lock is taken on the way to a
+/// backend; a loop from outside the group is served from a second table behind a lock.
 public final class HTTP2UpstreamClient: UpstreamClient {
     public struct Configuration: Sendable {
         /// Body bytes delivered but not yet consumed at which a stream stops reading.
@@ -44,12 +46,32 @@ public final class HTTP2UpstreamClient: UpstreamClient {
     }
 
     let configuration: Configuration
-    private let loops = NIOLockedValueBox<[ObjectIdentifier: HTTP2LoopConnections]>([:])
+    /// One entry per loop of the group, written only in `init`.
+    private let loops: [ObjectIdentifier: HTTP2LoopConnections]
+    /// Loops outside the group, added on first use.
+    private let otherLoops = NIOLockedValueBox<[ObjectIdentifier: HTTP2LoopConnections]>([:])
     private let tlsContexts = NIOLockedValueBox<[String: TLSClientContext]>([:])
-    private let isShutDown = NIOLockedValueBox(false)
+    private let isShutDown = Atomic<Bool>(false)
 
-    public init(configuration: Configuration = .init()) {
+    /// - Parameter group: the event loops that will call ``execute(_:eventLoop:handler:)`` (the
+    ///   gateway's group).
+    public init(group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, configuration: Configuration = .init()) {
         self.configuration = configuration
+        var loops: [ObjectIdentifier: HTTP2LoopConnections] = [:]
+        for loop in group.makeIterator() { loops[ObjectIdentifier(loop)] = HTTP2LoopConnections(eventLoop: loop) }
+        self.loops = loops
+    }
+
+    /// The table of `eventLoop`'s connections.
+    private func connections(of eventLoop: any EventLoop) -> HTTP2LoopConnections {
+        let key = ObjectIdentifier(eventLoop)
+        if let connections = loops[key] { return connections }
+        return otherLoops.withLockedValue { others in
+            if let existing = others[key] { return existing }
+            let made = HTTP2LoopConnections(eventLoop: eventLoop)
+            others[key] = made
+            return made
+        }
     }
 
     public func execute(
@@ -67,7 +89,7 @@ public final class HTTP2UpstreamClient: UpstreamClient {
     /// Sends `exchange` on its loop's connection to its origin, opening one if there is none
     /// that takes new streams. Runs on the exchange's loop.
     func dispatch(_ exchange: HTTP2UpstreamExchange) {
-        guard !isShutDown.withLockedValue({ $0 }) else {
+        guard !isShutDown.load(ordering: .relaxed) else {
             return exchange.fail(UpstreamError(.shutdown, detail: "the upstream client is shut down"))
         }
         var target: HTTP2Target
@@ -77,14 +99,7 @@ public final class HTTP2UpstreamClient: UpstreamClient {
         }
         if target.tls { target.caFile = exchange.request.trustedCAFile }
         exchange.start(target: target)
-        let key = ObjectIdentifier(exchange.eventLoop)
-        let connections = loops.withLockedValue { loops in
-            if let existing = loops[key] { return existing }
-            let made = HTTP2LoopConnections(eventLoop: exchange.eventLoop)
-            loops[key] = made
-            return made
-        }
-        let connection = connections.connection(to: target) { [self] in
+        let connection = connections(of: exchange.eventLoop).connection(to: target) { [self] in
             HTTP2UpstreamConnection(target: target, eventLoop: exchange.eventLoop, client: self)
         }
         connection.enqueue(exchange)
@@ -92,8 +107,7 @@ public final class HTTP2UpstreamClient: UpstreamClient {
 
     /// Called by a connection that has ended, so the next request opens a new one.
     func connectionEnded(_ connection: HTTP2UpstreamConnection) {
-        let connections = loops.withLockedValue { $0[ObjectIdentifier(connection.eventLoop)] }
-        connections?.remove(connection)
+        connections(of: connection.eventLoop).remove(connection)
     }
 
     func tlsContext(caFile: String?) throws -> TLSClientContext {
@@ -106,11 +120,8 @@ public final class HTTP2UpstreamClient: UpstreamClient {
     }
 
     public func shutdown() {
-        isShutDown.withLockedValue { $0 = true }
-        let all = loops.withLockedValue { loops in
-            defer { loops = [:] }
-            return Array(loops.values)
-        }
+        isShutDown.store(true, ordering: .relaxed)
+        let all = Array(loops.values) + otherLoops.withLockedValue { Array($0.values) }
         for connections in all {
             connections.eventLoop.execute { connections.closeAll() }
         }

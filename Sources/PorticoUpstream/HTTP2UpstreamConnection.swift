@@ -35,6 +35,10 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
     private var connectStarted = false
     /// Runs while no stream is open and none waits; closes the connection when it fires.
     private var idleTimer: Scheduled<Void>?
+    /// Runs from the connect until the backend's first SETTINGS.
+    private var settingsTimer: Scheduled<Void>?
+    /// Why the connection ended, as far as it told (a TLS handshake's failure, NIO's error).
+    var lastError: (any Error)?
 
     init(target: HTTP2Target, eventLoop: any EventLoop, client: HTTP2UpstreamClient) {
         self.target = target
@@ -53,8 +57,16 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
             exchange.openedConnection = true
             connect(timeout: exchange.request.connectTimeout)
         }
+        exchange.waiting(on: self)
         waiting.append(exchange)
         startWaiting()
+    }
+
+    /// An exchange that ended (cancelled, timed out) while it waited: its place and its request
+    /// body go now, not when a stream would have been free for it.
+    func withdraw(_ exchange: HTTP2UpstreamExchange) {
+        if let index = waiting.firstIndex(where: { $0 === exchange }) { waiting.remove(at: index) }
+        if active == 0 && waiting.isEmpty, case .ready = state, idleTimer == nil { startIdleTimer() }
     }
 
     // MARK: Connecting
@@ -67,7 +79,13 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
         } catch {
             return eventLoop.execute { self.ended(UpstreamError(.connectFailed, detail: "TLS set-up: \(error)")) }
         }
-        let bootstrap = ClientBootstrap(group: eventLoop)
+        guard let bootstrap = ClientBootstrap(validatingGroup: eventLoop) else {
+            return eventLoop.execute {
+                self.ended(UpstreamError(.invalidRequest, detail: "the HTTP/2 client needs a NIOPosix event loop"))
+            }
+        }
+        let connecting =
+            bootstrap
             .connectTimeout(TimeAmount(timeout))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { [self] channel in
@@ -75,14 +93,16 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
                     let pipeline = channel.pipeline.syncOperations
                     if let tls { try pipeline.addHandler(TLSClientHandler(context: tls, serverName: target.host)) }
                     var connection = NIOHTTP2Handler.ConnectionConfiguration()
-                    // No server push; a window of a few streams' worth for responses.
+                    // No server push. A stream's window is what a paused stream may still be sent:
+                    // the client's high watermark, so that a stalled reader holds no more than that.
+                    let window = client.configuration.highWatermark
                     connection.initialSettings = [
                         HTTP2Setting(parameter: .enablePush, value: 0),
-                        HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                        HTTP2Setting(parameter: .initialWindowSize, value: window),
                     ]
                     connection.targetWindowSize = 4 << 20
                     var stream = NIOHTTP2Handler.StreamConfiguration()
-                    stream.targetWindowSize = 1 << 20
+                    stream.targetWindowSize = window
                     let http2 = NIOHTTP2Handler(
                         mode: .client, eventLoop: channel.eventLoop, connectionConfiguration: connection, streamConfiguration: stream
                     ) { pushed in pushed.close() }
@@ -91,14 +111,15 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
                     self.multiplexer = try http2.syncMultiplexer()
                 }
             }
-        bootstrap.connect(host: target.host, port: target.port).hop(to: eventLoop).whenComplete { [self] result in
+        connecting.connect(host: target.host, port: target.port).hop(to: eventLoop).whenComplete { [self] result in
             switch result {
             case .success(let channel):
-                guard case .connecting = state, let multiplexer else { return }
+                // Closed (shut down) while it connected: it goes at once.
+                guard case .connecting = state, let multiplexer else { return channel.close(promise: nil) }
                 state = .connected(multiplexer, channel)
                 // A backend that accepts and never sends its SETTINGS is no HTTP/2 server: the
                 // exchanges waiting fail as a connect failure would, and the connection goes.
-                eventLoop.scheduleTask(in: TimeAmount(timeout)) { [self] in
+                settingsTimer = eventLoop.scheduleTask(in: TimeAmount(timeout)) { [self] in
                     guard case .connected(_, let channel) = state else { return }
                     ended(UpstreamError(.connectFailed, detail: "no HTTP/2 SETTINGS from \(target.host):\(target.port)"))
                     channel.close(promise: nil)
@@ -114,7 +135,9 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
 
     /// Starts waiting exchanges as streams while the backend's limit allows.
     private func startWaiting() {
-        guard case .ready(let multiplexer, _) = state, !goingAway else { return }
+        // The channel may be going already: NIO closes its streams before the connection's own
+        // inactive event comes, and a stream started then would never be sent.
+        guard case .ready(let multiplexer, let channel) = state, !goingAway, channel.isActive else { return }
         while active < maxStreams, let exchange = waiting.popFirst() {
             guard !exchange.isFinished else { continue }
             idleTimer?.cancel()
@@ -167,7 +190,11 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
     /// yet seen acknowledged).
     func settingsReceived(maxConcurrentStreams: Int?) {
         if let value = maxConcurrentStreams { maxStreams = max(1, min(value, 1000)) }
-        if case .connected(let multiplexer, let channel) = state { state = .ready(multiplexer, channel) }
+        if case .connected(let multiplexer, let channel) = state {
+            state = .ready(multiplexer, channel)
+            settingsTimer?.cancel()
+            settingsTimer = nil
+        }
         startWaiting()
         if active == 0 && waiting.isEmpty && idleTimer == nil { startIdleTimer() }
     }
@@ -181,7 +208,9 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
         client.connectionEnded(self)
         let stillWaiting = waiting
         waiting.removeAll()
-        for exchange in stillWaiting where !exchange.isFinished { client.dispatch(exchange) }
+        for exchange in stillWaiting where !exchange.isFinished {
+            exchange.sendAgainUnsent(after: "the backend sent GOAWAY", client: client)
+        }
         if active == 0 { close() }
     }
 
@@ -190,16 +219,29 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
         goAwayLastStream.map { stream > $0 } ?? false
     }
 
+    /// The channel closed. Before the backend's SETTINGS, it never was an HTTP/2 connection (a
+    /// TLS handshake that failed, a server that does not speak HTTP/2): a connect failure, whose
+    /// exchanges were never sent. After them, the exchanges still waiting were not sent either,
+    /// and go again on a new connection.
     func channelClosed() {
-        ended(UpstreamError(.badResponse, detail: "the backend closed the HTTP/2 connection"))
+        let reason = lastError.map { ": \($0)" } ?? ""
+        if case .connected = state {
+            return ended(UpstreamError(.connectFailed, detail: "the backend closed the connection before its HTTP/2 SETTINGS\(reason)"))
+        }
+        let stillWaiting = waiting
+        waiting.removeAll()
+        ended(UpstreamError(.badResponse, detail: "the backend closed the HTTP/2 connection\(reason)"))
+        for exchange in stillWaiting where !exchange.isFinished {
+            exchange.sendAgainUnsent(after: "the connection closed", client: client)
+        }
     }
 
     func close() {
         switch state {
         case .ready(_, let channel), .connected(_, let channel): channel.close(promise: nil)
-        default: break
+        case .connecting: ended(UpstreamError(.shutdown, detail: "closed"))
+        case .closed: break
         }
-        if case .connecting = state { ended(UpstreamError(.shutdown, detail: "closed")) }
     }
 
     /// The connection is gone: exchanges still waiting fail with `error` (they never reached the
@@ -209,6 +251,8 @@ final class HTTP2UpstreamConnection: @unchecked Sendable {
         state = .closed
         idleTimer?.cancel()
         idleTimer = nil
+        settingsTimer?.cancel()
+        settingsTimer = nil
         client.connectionEnded(self)
         let stillWaiting = waiting
         waiting.removeAll()
@@ -244,7 +288,11 @@ final class HTTP2UpstreamConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A connection error (NIO has sent GOAWAY) or a failed TLS handshake: the connection is done.
-        if !(error is NIOHTTP2Errors.StreamError) { context.close(promise: nil) }
+        // A connection error or a failed TLS handshake: the connection is done. NIO has written
+        // its GOAWAY and flushes it after this call, so the close waits a loop tick.
+        guard !(error is NIOHTTP2Errors.StreamError) else { return }
+        connection.lastError = connection.lastError ?? error
+        let channel = context.channel
+        context.eventLoop.execute { channel.close(promise: nil) }
     }
 }

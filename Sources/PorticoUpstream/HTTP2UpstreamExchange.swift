@@ -19,7 +19,10 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
     /// This exchange's wait opened the connection it went on.
     var openedConnection = false
     private var stream: (any Channel)?
+    /// The connection it waits on for a stream, until one starts.
+    private weak var waitingOn: HTTP2UpstreamConnection?
     private var headSeen = false
+    /// Times it was sent again unprocessed (refused, past a GOAWAY, or never sent).
     private var refusedRetries = 0
     /// What arrived since the last delivery.
     private var pending = UpstreamEvents()
@@ -57,6 +60,8 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
         isFinished = true
         timer?.cancel()
         stream?.close(promise: nil)
+        waitingOn?.withdraw(self)
+        waitingOn = nil
     }
 
     func consumed(bytes: Int) {
@@ -70,22 +75,47 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
 
     // MARK: From the stream
 
-    /// The request as HTTP/1-shaped parts for NIO's codec: it turns `Host` into `:authority` and
-    /// drops the connection-specific fields HTTP/2 forbids.
+    /// The request as HTTP/1-shaped parts for NIO's codec: it turns `Host` into `:authority`. The
+    /// fields HTTP/2 forbids are dropped and the framing is the body's, in one pass over the fields.
     var requestHead: HTTPRequestHead {
-        var headers = request.headers
-        for name in ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "content-length"] {
-            headers.remove(name: name)
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(request.headers.count + 2)
+        var hasHost = false
+        for (name, value) in request.headers {
+            if HeaderName.matchesAny(name, Self.dropped) { continue }
+            if !hasHost && HeaderName.matches(name, "host") { hasHost = true }
+            headers.add(name: name, value: value)
         }
-        if !headers.contains(name: "host"), let target { headers.add(name: "Host", value: target.authority) }
+        if !hasHost, let target { headers.add(name: "Host", value: target.authority) }
         if let length = request.body?.readableBytes, length > 0 { headers.add(name: "Content-Length", value: String(length)) }
         return HTTPRequestHead(
             version: .http2, method: HTTPMethod(rawValue: request.method), uri: target?.requestTarget ?? "/", headers: headers)
     }
 
+    /// Connection-specific fields (RFC 9113 §8.2.2) and the framing, which is the body's.
+    private static let dropped = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "content-length"]
+
+    func waiting(on connection: HTTP2UpstreamConnection) {
+        waitingOn = connection
+    }
+
     func streamOpened(_ stream: any Channel) {
+        waitingOn = nil
         if isFinished { return stream.close(promise: nil) }
         self.stream = stream
+    }
+
+    /// Sends it again on a new connection: it never reached the backend (the connection went
+    /// before a stream started, or the backend refused it unprocessed), whatever its method.
+    /// Bounded, so that a backend that refuses everything ends it.
+    func sendAgainUnsent(after reason: String, client: HTTP2UpstreamClient) {
+        guard !isFinished else { return }
+        guard refusedRetries < configuration.maxRefusedRetries else {
+            return fail(UpstreamError(.badResponse, detail: "\(reason), \(refusedRetries + 1) times"))
+        }
+        refusedRetries += 1
+        pending = UpstreamEvents()
+        client.dispatch(self)
     }
 
     func streamFailedToOpen(_ error: any Error) {
@@ -104,11 +134,10 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
                 contentLength: head.headers.first(name: "content-length").flatMap { DecimalDigits.value(of: $0.utf8, maxDigits: 18) })
         case .body(var body):
             unconsumed += body.readableBytes
-            if var earlier = pending.body {
-                earlier.writeBuffer(&body)
-                pending.body = earlier
-            } else {
+            if pending.body == nil {
                 pending.body = body
+            } else {
+                pending.body!.writeBuffer(&body)  // in place: one copy of this part, not of all before it
             }
         case .end(let trailers):
             isFinished = true
@@ -140,11 +169,7 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
     func streamClosed(refused: Bool, client: HTTP2UpstreamClient) {
         stream = nil
         guard !isFinished else { return }
-        if refused && !headSeen && refusedRetries < configuration.maxRefusedRetries {
-            refusedRetries += 1
-            pending = UpstreamEvents()
-            return client.dispatch(self)
-        }
+        if refused && !headSeen { return sendAgainUnsent(after: "the backend refused the stream", client: client) }
         fail(UpstreamError(.badResponse, detail: headSeen ? "the backend reset the stream mid-answer" : "the backend reset the stream"))
     }
 
@@ -153,6 +178,8 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
         isFinished = true
         timer?.cancel()
         stream?.close(promise: nil)
+        waitingOn?.withdraw(self)
+        waitingOn = nil
         var events = pending
         pending = UpstreamEvents()
         events.result = .failure(error)

@@ -50,8 +50,11 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        client.address = context.channel.remoteAddress?.ipAddress
-        client.addressSubject = ClientAddress.rateLimitSubject(context.channel.remoteAddress)
+        // An HTTP/2 stream's connection has worked these out once for all its streams.
+        if client.address == nil {
+            client.address = context.channel.remoteAddress?.ipAddress
+            client.addressSubject = ClientAddress.rateLimitSubject(context.channel.remoteAddress)
+        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {

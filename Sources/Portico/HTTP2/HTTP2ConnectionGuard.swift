@@ -128,8 +128,7 @@ final class HTTP2ConnectionGuard: ChannelDuplexHandler {
         frame.writeBytes([0, 0, 8, 0x7, 0, 0, 0, 0, 0])  // length 8, GOAWAY, no flags, stream 0
         frame.writeInteger(scanner.lastClientStream)
         frame.writeInteger(UInt32(0xb))  // ENHANCE_YOUR_CALM
-        let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.byteBuffer(frame))).whenComplete { _ in channel.close(promise: nil) }
+        HTTP2IdleHandler.closeAfter(context.writeAndFlush(wrapOutboundOut(.byteBuffer(frame))), within: sendTimeout, context: context)
     }
 
     private func cancelTimers() {

@@ -32,6 +32,13 @@ final class HTTP2EmptyBodyCoalescer: ChannelOutboundHandler {
         }
     }
 
+    func handlerRemoved(context: ChannelHandlerContext) {
+        // Torn down with HEADERS still held: their writers are told they were not written.
+        guard let (_, promises) = held else { return }
+        held = nil
+        for promise in promises { promise.fail(ChannelError.ioOnClosedChannel) }
+    }
+
     func flush(context: ChannelHandlerContext) {
         release(context: context)
         context.flush()

@@ -25,10 +25,29 @@ struct HTTP2FrameScanner {
     private enum Position {
         /// This many bytes of the preface are still to come.
         case preface(remaining: Int)
-        /// Reading a frame header: the bytes of it seen so far.
-        case frameHeader(bytes: [UInt8])
+        /// Reading a frame header: how many of its 9 bytes have been seen, and what they said.
+        case frameHeader(FrameHeader)
         /// Counting past a payload: the bytes left, and whether the frame ends a header block.
         case payload(remaining: Int, endsHeaderBlock: Bool)
+    }
+
+    /// A frame header read byte by byte (no buffer: a read may cut it anywhere).
+    struct FrameHeader {
+        var seen = 0
+        var length = 0
+        var type: UInt8 = 0
+        var flags: UInt8 = 0
+        var stream: UInt32 = 0
+
+        mutating func add(_ byte: UInt8) {
+            switch seen {
+            case 0..<3: length = length << 8 | Int(byte)
+            case 3: type = byte
+            case 4: flags = byte
+            default: stream = stream << 8 | UInt32(byte)
+            }
+            seen += 1
+        }
     }
 
     private var position = Position.preface(remaining: HTTP2FrameScanner.preface.count)
@@ -52,13 +71,14 @@ struct HTTP2FrameScanner {
             case .preface(let remaining):
                 let taken = min(remaining, view.count)
                 view = view.dropFirst(taken)
-                position = remaining == taken ? .frameHeader(bytes: []) : .preface(remaining: remaining - taken)
+                position = remaining == taken ? .frameHeader(FrameHeader()) : .preface(remaining: remaining - taken)
             case .frameHeader(var header):
-                let taken = min(9 - header.count, view.count)
-                header.append(contentsOf: view.prefix(taken))
-                view = view.dropFirst(taken)
-                guard header.count == 9 else {
-                    position = .frameHeader(bytes: header)
+                while header.seen < 9, let byte = view.first {
+                    header.add(byte)
+                    view = view.dropFirst()
+                }
+                guard header.seen == 9 else {
+                    position = .frameHeader(header)
                     continue
                 }
                 if let event = frameBegins(header, now: now), !events.contains(event) { events.append(event) }
@@ -68,14 +88,14 @@ struct HTTP2FrameScanner {
                 if taken < remaining {
                     position = .payload(remaining: remaining - taken, endsHeaderBlock: endsBlock)
                 } else {
-                    position = .frameHeader(bytes: [])
+                    position = .frameHeader(FrameHeader())
                     if endsBlock { blockEnded(&events) }
                 }
             }
         }
         // A frame with no payload that ends a block ends it at once.
         if case .payload(0, true) = position {
-            position = .frameHeader(bytes: [])
+            position = .frameHeader(FrameHeader())
             blockEnded(&events)
         }
         return events
@@ -88,11 +108,11 @@ struct HTTP2FrameScanner {
     }
 
     /// A whole frame header: where its payload ends, and what the frame means here.
-    private mutating func frameBegins(_ header: [UInt8], now: NIODeadline) -> Event? {
-        let length = Int(header[0]) << 16 | Int(header[1]) << 8 | Int(header[2])
-        let type = header[3]
-        let flags = header[4]
-        let stream = (UInt32(header[5]) << 24 | UInt32(header[6]) << 16 | UInt32(header[7]) << 8 | UInt32(header[8])) & 0x7FFF_FFFF
+    private mutating func frameBegins(_ header: FrameHeader, now: NIODeadline) -> Event? {
+        let length = header.length
+        let type = header.type
+        let flags = header.flags
+        let stream = header.stream & 0x7FFF_FFFF
         var event: Event?
         var endsBlock = false
         switch type {

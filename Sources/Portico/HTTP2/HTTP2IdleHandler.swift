@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP2
+import PorticoTLS
 
 /// Closes an HTTP/2 connection that has had no open stream for `idleTimeout` (GOAWAY, NO_ERROR,
 /// naming the last stream opened, then the close), and closes one NIO's handler has found a
@@ -16,13 +17,17 @@ final class HTTP2IdleHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTP2Frame
 
     private let idleTimeout: TimeAmount
+    /// How long its GOAWAY may wait to be written before the close goes ahead regardless (a client
+    /// that stopped reading would hold the connection for ever).
+    private let sendTimeout: TimeAmount
     private let metrics: GatewayMetrics?
     private var openStreams = 0
     private var lastStream = HTTP2StreamID.rootStream
     private var idleTimer: Scheduled<Void>?
 
-    init(idleTimeout: TimeAmount, metrics: GatewayMetrics?) {
+    init(idleTimeout: TimeAmount, sendTimeout: TimeAmount, metrics: GatewayMetrics?) {
         self.idleTimeout = idleTimeout
+        self.sendTimeout = sendTimeout
         self.metrics = metrics
     }
 
@@ -67,7 +72,10 @@ final class HTTP2IdleHandler: ChannelInboundHandler {
         // ended the connection: NIO has written GOAWAY, which the close waits a loop tick for (the
         // flush that sends it follows this call).
         if !(error is NIOHTTP2Errors.StreamError) {
-            metrics?.http2ConnectionRefused(Self.refusal(for: error) ?? .protocolError)
+            // An HTTP/2 error of the client's is counted; an I/O or TLS error only closes.
+            if let reason = Self.refusal(for: error) ?? (error is any NIOHTTP2Error ? .protocolError : nil) {
+                metrics?.http2ConnectionRefused(reason)
+            }
             let channel = context.channel
             context.eventLoop.execute { channel.close(promise: nil) }
         }
@@ -83,8 +91,23 @@ final class HTTP2IdleHandler: ChannelInboundHandler {
             guard handler.openStreams == 0 else { return }
             let goAway = HTTP2Frame(
                 streamID: .rootStream, payload: .goAway(lastStreamID: handler.lastStream, errorCode: .noError, opaqueData: nil))
-            let channel = context.channel
-            context.writeAndFlush(handler.wrapOutboundOut(goAway)).whenComplete { _ in channel.close(promise: nil) }
+            HTTP2IdleHandler.closeAfter(
+                context.writeAndFlush(handler.wrapOutboundOut(goAway)), within: handler.sendTimeout, context: context)
+        }
+    }
+
+    /// Closes once `written` (a GOAWAY) has left, or after `limit` if it does not, with the TLS
+    /// close_notify dropped then: a client that stopped reading would otherwise hold the
+    /// connection for ever.
+    static func closeAfter(_ written: EventLoopFuture<Void>, within limit: TimeAmount, context: ChannelHandlerContext) {
+        let channel = context.channel
+        let deadline = context.eventLoop.scheduleTask(in: limit) {
+            channel.triggerUserOutboundEvent(CloseImmediatelyEvent(), promise: nil)
+            channel.close(promise: nil)
+        }
+        written.whenComplete { _ in
+            deadline.cancel()
+            channel.close(promise: nil)
         }
     }
 

@@ -54,6 +54,10 @@ struct HTTP2Pipeline: Sendable {
         let pipeline = channel.pipeline.syncOperations
         let services = connection.services
         let limits = connection.limits
+        // The client's address, once for all the connection's streams.
+        var client = client
+        client.address = channel.remoteAddress?.ipAddress
+        client.addressSubject = ClientAddress.rateLimitSubject(channel.remoteAddress)
         let admission = NIOLoopBound(
             HTTP2StreamAdmission(
                 limit: limits.http2.maxConcurrentStreams, maxRefusals: limits.http2.maxResets,
@@ -64,13 +68,13 @@ struct HTTP2Pipeline: Sendable {
             configuration: .init(maxIdleTime: nil, maxAge: nil, maxGraceTime: nil, keepalive: nil))
         let http2 = NIOHTTP2Handler(
             mode: .server, eventLoop: channel.eventLoop, connectionConfiguration: connectionConfiguration,
-            streamConfiguration: streamConfiguration, streamDelegate: management.http2StreamDelegate
-        ) { [connection] stream in
+            streamConfiguration: streamConfiguration,
+            streamDelegate: HTTP2StreamAdmission.Delegate(admission: admission, next: management.http2StreamDelegate)
+        ) { [connection, client] stream in
             stream.eventLoop.makeCompletedFuture {
-                let admission = admission.value
-                switch admission.streamCreated(now: stream.eventLoop.now) {
+                let id = try stream.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)
+                switch admission.value.streamCreated(id, now: stream.eventLoop.now) {
                 case .admit:
-                    stream.closeFuture.whenComplete { _ in admission.released() }
                     try connection.configureStream(stream.pipeline.syncOperations, client: client)
                 case .refuse:
                     try stream.pipeline.syncOperations.addHandler(RefusedStreamHandler())
@@ -88,7 +92,9 @@ struct HTTP2Pipeline: Sendable {
             HTTP2ConnectionGuard(limits: limits, advertisedMaxStreams: limits.http2.maxConcurrentStreams, metrics: services.metrics))
         try pipeline.addHandler(http2)
         try pipeline.addHandler(management)
-        try pipeline.addHandler(HTTP2IdleHandler(idleTimeout: TimeAmount(limits.idleTimeout), metrics: services.metrics))
+        try pipeline.addHandler(
+            HTTP2IdleHandler(
+                idleTimeout: TimeAmount(limits.idleTimeout), sendTimeout: TimeAmount(limits.sendTimeout), metrics: services.metrics))
     }
 }
 

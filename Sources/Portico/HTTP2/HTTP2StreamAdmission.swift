@@ -12,10 +12,14 @@ import NIOHTTP2
 /// end the connection with GOAWAY (ENHANCE_YOUR_CALM).
 ///
 /// One per connection, confined to its event loop: the stream initializer consults it as NIO
-/// creates each stream, and each stream's close gives its place back.
+/// creates each stream, and its ``Delegate`` gives a stream's place back as soon as NIO closes the
+/// stream, before the next frame of the same read (a stream channel's close completes a loop tick
+/// later, and NIO's `StreamClosedEvent` reaches the pipeline after the read: a client that resets a
+/// stream and opens another in one write would otherwise be refused).
 final class HTTP2StreamAdmission {
     let limit: Int
-    private var open = 0
+    /// The streams admitted and not closed yet.
+    private var admitted = Set<HTTP2StreamID>()
     private var refusals: FloodCounter
 
     /// The limit NIO enforces: past it, a client that ignores the SETTINGS it acknowledged gets a
@@ -34,16 +38,35 @@ final class HTTP2StreamAdmission {
         case goAway
     }
 
-    /// A stream was created; admitted ones count until `released()`.
-    func streamCreated(now: NIODeadline) -> Decision {
-        guard open >= limit else {
-            open += 1
+    /// A stream was created; an admitted one counts until ``streamClosed(_:)``.
+    func streamCreated(_ id: HTTP2StreamID?, now: NIODeadline) -> Decision {
+        guard let id, admitted.count >= limit else {
+            if let id { admitted.insert(id) }
             return .admit
         }
         return refusals.record(now) ? .refuse : .goAway
     }
 
-    func released() { open -= 1 }
+    /// A stream closed; its place is free if it had one.
+    func streamClosed(_ id: HTTP2StreamID) {
+        admitted.remove(id)
+    }
+
+    /// NIO's stream delegate for the connection: frees a closed stream's place, then tells the
+    /// connection management handler, whose delegate it stands in front of (NIO takes one).
+    struct Delegate: NIOHTTP2StreamDelegate {
+        let admission: NIOLoopBound<HTTP2StreamAdmission>
+        let next: NIOHTTP2ServerConnectionManagementHandler.HTTP2StreamDelegate
+
+        func streamCreated(_ id: HTTP2StreamID, channel: any Channel) {
+            next.streamCreated(id, channel: channel)
+        }
+
+        func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
+            admission.value.streamClosed(id)
+            next.streamClosed(id, channel: channel)
+        }
+    }
 
     /// Sent up the connection's pipeline when a client has been refused too often; the
     /// ``HTTP2ConnectionGuard`` ends the connection.

@@ -18,7 +18,7 @@ extension RoutingUpstreamClient {
                 configuration: .init(
                     threads: sizing.threads, maxConnectionsPerHost: sizing.maxConnectionsPerHost,
                     maxIdleConnections: sizing.maxIdleConnections)),
-            http2: HTTP2UpstreamClient(configuration: .init(idleTimeout: sizing.idleConnectionTimeout)))
+            http2: HTTP2UpstreamClient(group: group, configuration: .init(idleTimeout: sizing.idleConnectionTimeout)))
     }
 }
 

@@ -223,6 +223,27 @@ struct HTTP2AttackTests {
         }
     }
 
+    @Test("a stream reset and a new one opened in the same read, at the limit: the new one is admitted, not refused")
+    func resetFreesItsPlaceAtOnce() async throws {
+        try await Self.withH2C("maxConcurrentStreams: 2") { port, servers in
+            let client = try RawHTTP2Client(port: port)
+            _ = try client.readFrame { $0.type == Frames.settings && $0.flags & 0x1 == 0 }
+            try client.send(type: Frames.settings, flags: 0x1, stream: 0)
+            for stream: UInt32 in [1, 3] {
+                try client.request(stream: stream, method: "POST", path: "/echo/open", endStream: false)
+            }
+            // One write: stream 1 reset, stream 5 opened (and finished at once).
+            let block = RawHTTP2Client.headerBlock(RawHTTP2Client.requestFields(path: "/echo/after-reset"))
+            try client.raw.send(
+                RawHTTP2Client.frame(type: Frames.rstStream, stream: 1, payload: [0, 0, 0, 8])
+                    + RawHTTP2Client.frame(type: Frames.headers, flags: 0x5, stream: 5, payload: block))
+            let answer = try client.readFrame { $0.stream == 5 && ($0.type == Frames.headers || $0.type == Frames.rstStream) }
+            #expect(answer?.type == Frames.headers, "\(String(describing: answer)) code \(String(describing: answer?.errorCode))")
+            #expect(answer?.payload.first == 0x88)
+            #expect(servers[0].requestsReceived == 1)
+        }
+    }
+
     @Test(
         "malformed requests get a stream error and never reach a backend",
         arguments: [
