@@ -288,10 +288,18 @@ final class StreamTimeoutHandler: TimeoutHandler, ChannelDuplexHandler {
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
+    /// The request is a gRPC call: its 408 is gRPC's Trailers-Only answer, as the gateway's other
+    /// refusals are (``GRPCAnswer``).
+    private var isGRPC = false
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .body(let body) = unwrapInboundIn(data) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            isGRPC = GRPCAnswer.isGRPC(head)
+            received(bytes: 0, context: context)
+        case .body(let body):
             received(bytes: body.readableBytes, context: context)
-        } else {
+        case .end:
             received(bytes: 0, context: context)
         }
         context.fireChannelRead(data)
@@ -300,6 +308,9 @@ final class StreamTimeoutHandler: TimeoutHandler, ChannelDuplexHandler {
     override func timeoutResponse(_ problem: Problem, requestID: String) -> [NIOAny] {
         let body = problem.body(requestID: requestID)
         let head = problem.head(requestID: requestID, contentLength: body.readableBytes)
+        guard !isGRPC else {
+            return [wrapOutboundOut(.head(GRPCAnswer.head(replacing: head, problemTitle: problem.title))), wrapOutboundOut(.end(nil))]
+        }
         return [wrapOutboundOut(.head(head)), wrapOutboundOut(.body(.byteBuffer(body))), wrapOutboundOut(.end(nil))]
     }
 }

@@ -172,6 +172,29 @@ struct HTTP2AttackTests {
         }
     }
 
+    @Test("a body that stops coming gets 408 on its stream; a gRPC call's, gRPC's DEADLINE_EXCEEDED in one HEADERS frame")
+    func lateBody() async throws {
+        for grpc in [false, true] {
+            try await Self.withH2C("", limits: "headTimeout: 300ms, minBodyRate: 0") { port, servers in
+                let client = try RawHTTP2Client(port: port)
+                let fields = grpc ? [("content-type", "application/grpc"), ("te", "trailers")] : [("content-length", "10")]
+                try client.request(stream: 1, method: "POST", path: "/echo/late", extra: fields, endStream: false)
+                try client.send(type: Frames.data, stream: 1, payload: Array("12345".utf8))  // and then nothing
+                let answer = try #require(try client.readFrame { $0.stream == 1 && $0.type == Frames.headers })
+                if grpc {
+                    // HTTP 200 (HPACK static entry 8) and END_STREAM: Trailers-Only, its status inside.
+                    #expect(answer.payload.first == 0x88)
+                    #expect(answer.flags & 0x1 != 0)
+                } else {
+                    // 408 is not in HPACK's static table: a literal, then the body follows.
+                    #expect(answer.payload.first != 0x88)
+                    #expect(answer.flags & 0x1 == 0)
+                }
+                #expect(servers[0].requestsReceived == 0)
+            }
+        }
+    }
+
     @Test("a zero window held forever: the stream is reset after sendTimeout, the connection lives on")
     func zeroWindowHeldForever() async throws {
         let large: BackendServer.Handler = { _ in .stream(status: .ok, headers: HTTPHeaders(), totalBytes: 4 << 20) }
