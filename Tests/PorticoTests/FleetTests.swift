@@ -157,7 +157,14 @@ struct FleetTests {
             // `r` exactly; `t` (whole seconds up to a full bucket, counted from each bucket's first
             // request) may differ by the second the wall clock crossed meanwhile.
             #expect(fleet.1?.split(separator: ";").dropLast() == alone.1?.split(separator: ";").dropLast(), "\(fleet) vs \(alone)")
-            #expect(fleet.2 == alone.2 || fleet.2.flatMap(Int.init).map { $0 + 1 } == alone.2.flatMap(Int.init), "\(fleet) vs \(alone)")
+            // `Retry-After` likewise, by a second either way: the fleet's is reckoned on Redis's clock
+            // (to the microsecond) and the single gateway's on its own, each rounded up to whole
+            // seconds (seen once on CI: 301 against 300 for the replay quota).
+            if let fleetWait = fleet.2.flatMap(Int.init), let aloneWait = alone.2.flatMap(Int.init) {
+                #expect(abs(fleetWait - aloneWait) <= 1, "\(fleet) vs \(alone)")
+            } else {
+                #expect(fleet.2 == alone.2, "\(fleet) vs \(alone)")
+            }
         }
         #expect(tier[4].3 == "urn:portico:problem:rate-limited")
         // The buckets are Redis's: one per tier key and one for the backend.
