@@ -76,24 +76,13 @@ let package = Package(
             name: "FuzzHTTP2Connection",
             dependencies: [
                 "FuzzSupport", "FuzzGateway", .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
         // Request bytes through the gateway's real connection pipeline on an EmbeddedChannel (Portico).
         .executableTarget(
             name: "FuzzGatewayHead",
-            dependencies: [
-                "FuzzSupport",
-                "FuzzGateway",
-                .product(name: "Portico", package: "Portico"),
-                .product(name: "PorticoPolicy", package: "Portico"),
-                .product(name: "PorticoUpstream", package: "Portico"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["FuzzSupport", "FuzzGateway", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
     ]

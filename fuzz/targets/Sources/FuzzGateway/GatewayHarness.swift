@@ -45,6 +45,29 @@ public final class GatewayHarness: Sendable {
         try channel.connect(to: clientAddress).wait()
     }
 
+    /// Sends `input` through a fresh connection (HTTP/1.1's pipeline, or HTTP/2's with `http2`),
+    /// lets the backend double answer, closes the connection, and returns all the gateway wrote.
+    /// Errors reaching the end of the pipeline are the handlers' business (they close the channel).
+    public func exchange(_ input: ByteBuffer, http2: Bool = false) -> ByteBuffer {
+        let channel = EmbeddedChannel()
+        do {
+            try configure(channel, http2: http2)
+        } catch {
+            preconditionFailure("the gateway's pipeline cannot be built: \(error)")
+        }
+        var output = channel.allocator.buffer(capacity: 512)
+        _ = try? channel.writeInbound(input)
+        // The upstream double answers in tasks on the channel's event loop; each answer may let a
+        // further request through, which asks upstream again.
+        for _ in 0..<64 where channel.isActive {
+            channel.embeddedEventLoop.run()
+            if !Self.drainOutbound(channel, into: &output) { break }
+        }
+        _ = try? channel.finish(acceptAlreadyClosed: true)
+        _ = Self.drainOutbound(channel, into: &output)
+        return output
+    }
+
     /// Moves what the gateway wrote into `output`; false when there was nothing.
     public static func drainOutbound(_ channel: EmbeddedChannel, into output: inout ByteBuffer) -> Bool {
         var any = false
