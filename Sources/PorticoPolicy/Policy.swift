@@ -24,6 +24,8 @@ public struct Policy: Sendable {
     public var admin: AdminPolicy?
     /// Fleet mode: rate limits and nonces shared through Redis; `nil` keeps them in memory.
     public var cluster: ClusterPolicy?
+    /// The response cache's bounds (`cache:`); services turn caching on for themselves.
+    public var cache: CachePolicy?
 }
 
 /// A socket the gateway accepts connections on.
@@ -271,6 +273,8 @@ public struct ServicePolicy: Sendable, Hashable {
     public var minimumClientVersion: Version?
     /// What a request without a client version gets when it names no API version either.
     public var missingClientVersion: MissingClientVersion = .default
+    /// Whether (and how) this service's answers are cached; a version's own `cache` wins.
+    public var cache: ServiceCachePolicy?
 
     /// Whether requests' client version matters to this service (it has buckets or a minimum).
     public var readsClientVersion: Bool { !compatibility.isEmpty || minimumClientVersion != nil }
@@ -289,6 +293,8 @@ public struct VersionPolicy: Sendable, Hashable {
     /// The media types of request and response bodies, published by the locator.
     public var input = "application/json"
     public var output = "application/json"
+    /// This version's caching, instead of the service's.
+    public var cache: ServiceCachePolicy?
 
     public init(handler: HandlerPolicy, deprecation: String? = nil) {
         self.handler = handler

@@ -148,6 +148,7 @@ public struct PolicyDiff: Sendable, Hashable {
         if let locator = policy.locator { entries["locator"] = AnyHashable(locator) }
         if let admin = policy.admin { entries["admin"] = AnyHashable(admin) }
         if let cluster = policy.cluster { entries["cluster"] = AnyHashable(cluster) }
+        if let cache = policy.cache { entries["cache"] = AnyHashable(cache) }
         return entries
     }
 }

@@ -40,6 +40,9 @@ struct PolicyDocumentReader {
         let admin = single("admin", in: sections).flatMap(readAdmin)
         let clusterValue = single("cluster", in: sections)
         let cluster = clusterValue.flatMap(readCluster)
+        let cacheValue = single("cache", in: sections)
+        let cache = cacheValue.flatMap(readCache)
+        if let cacheValue, let cache { checkCacheStore(cache, at: cacheValue, cluster: cluster) }
         guard sink.diagnostics.isEmpty else { return nil }
         var policy = Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
@@ -49,6 +52,7 @@ struct PolicyDocumentReader {
         policy.locator = locator
         policy.admin = admin
         policy.cluster = cluster
+        policy.cache = cache
         if let clusterValue, cluster != nil {
             checkSharedLimits(policy, at: clusterValue)
             guard sink.diagnostics.isEmpty else { return nil }
@@ -409,7 +413,7 @@ struct PolicyDocumentReader {
     ) -> (ServicePolicy)? {
         let known = [
             "path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes", "compatibility",
-            "minimumClientVersion", "missingClientVersion",
+            "minimumClientVersion", "missingClientVersion", "cache",
         ]
         guard let fields = value.fields(known: known) else { return nil }
         let path = fields.required("path", readServicePath)
@@ -455,6 +459,7 @@ struct PolicyDocumentReader {
         service.compatibility = active.buckets
         service.minimumClientVersion = active.minimum
         service.missingClientVersion = active.missing
+        service.cache = fields.optional("cache", readServiceCache)
         return service
     }
 
@@ -476,7 +481,7 @@ struct PolicyDocumentReader {
     private func readVersion(
         _ value: PolicyValue, backends: [String: (policy: BackendPolicy, value: PolicyValue)]
     ) -> VersionPolicy? {
-        guard let fields = value.fields(known: ["proxy", "facade", "code", "deprecation", "input", "output"]) else { return nil }
+        guard let fields = value.fields(known: ["proxy", "facade", "code", "deprecation", "input", "output", "cache"]) else { return nil }
         let deprecation = fields.optional("deprecation", Self.deprecationDate)
         let input = fields.optional("input", Self.mediaType)
         let output = fields.optional("output", Self.mediaType)
@@ -498,6 +503,7 @@ struct PolicyDocumentReader {
         version.deprecation = deprecation
         if let input { version.input = input }
         if let output { version.output = output }
+        version.cache = fields.optional("cache", readServiceCache)
         return version
     }
 

@@ -26,8 +26,8 @@ public final class HeldBackend: Sendable {
         self.state = Mutex(State())
     }
 
-    /// Starts it on loopback; every request gets `200` with `body` (JSON) once released.
-    public static func start(body: String) async throws -> HeldBackend {
+    /// Starts it on loopback; every request gets `200` with `body` (JSON) and `headers` once released.
+    public static func start(body: String, headers: [(String, String)] = []) async throws -> HeldBackend {
         let backend = Box()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -35,7 +35,7 @@ public final class HeldBackend: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(
-                        Handler(body: body, arrived: { answer in backend.value?.arrived(answer) }))
+                        Handler(body: body, headers: headers, arrived: { answer in backend.value?.arrived(answer) }))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -78,10 +78,12 @@ public final class HeldBackend: Sendable {
         public typealias OutboundOut = HTTPServerResponsePart
 
         public let body: String
+        public let headers: [(String, String)]
         public let arrived: @Sendable (@escaping @Sendable () -> Void) -> Void
 
-        public init(body: String, arrived: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
+        public init(body: String, headers: [(String, String)], arrived: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
             self.body = body
+            self.headers = headers
             self.arrived = arrived
         }
 
@@ -89,12 +91,14 @@ public final class HeldBackend: Sendable {
             guard case .end = unwrapInboundIn(data) else { return }
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             let body = self.body
+            let extra = self.headers
             arrived {
                 bound.eventLoop.execute {
                     let context = bound.value
                     var headers = HTTPHeaders()
                     headers.add(name: "content-type", value: "application/json")
                     headers.add(name: "content-length", value: String(body.utf8.count))
+                    for (name, value) in extra { headers.add(name: name, value: value) }
                     context.write(
                         NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))),
                         promise: nil)

@@ -23,12 +23,13 @@ public struct TestGateway: Sendable {
     /// With a `rateLimiter`, rate limits use it (and its clock). `listener` adds keys to the
     /// listener's mapping (`protocols: [h2c]`).
     public static func start(
-        policy: String, logger: Logger? = nil, tls: String? = nil, listener: String? = nil, rateLimiter: RateLimiter = RateLimiter()
+        policy: String, logger: Logger? = nil, tls: String? = nil, listener: String? = nil, rateLimiter: RateLimiter = RateLimiter(),
+        cacheClock: (@Sendable () -> Double)? = nil
     ) async throws -> TestGateway {
         let snapshot = try Self.snapshot(policy: policy, accessLog: logger != nil, tls: tls, listener: listener)
         var quiet = Logger(label: "portico.test")
         quiet.logLevel = .warning
-        let gateway = Gateway(snapshot: snapshot, rateLimiter: rateLimiter, logger: logger ?? quiet)
+        let gateway = Gateway(snapshot: snapshot, rateLimiter: rateLimiter, logger: logger ?? quiet, cacheClock: cacheClock)
         try await gateway.start()
         return TestGateway(gateway: gateway, port: gateway.boundPorts["test"]!)
     }
@@ -90,6 +91,7 @@ public func withGateway(
     listener: String? = nil,
     logger: Logger? = nil,
     rateLimiter: RateLimiter = RateLimiter(),
+    cacheClock: (@Sendable () -> Double)? = nil,
     policy: ([Int]) -> String,
     _ body: (TestGateway, [BackendServer]) async throws -> Void
 ) async throws {
@@ -97,7 +99,7 @@ public func withGateway(
         backends,
         start: { ports in
             try await TestGateway.start(
-                policy: policy(ports), logger: logger, tls: tls, listener: listener, rateLimiter: rateLimiter)
+                policy: policy(ports), logger: logger, tls: tls, listener: listener, rateLimiter: rateLimiter, cacheClock: cacheClock)
         },
         shutdown: { await $0.shutdown() }, body)
 }

@@ -13,6 +13,8 @@ import PorticoSigning
 /// | `GET /metrics` | the Prometheus text of ``GatewayMetrics``, and the backends' targets (``BackendsReport``) |
 /// | `GET /admin/backends` | each backend's targets now: health, ejection, failures (``BackendsReport``) |
 /// | `POST /admin/reload` | a reload (``PolicyReloader``); `?dryRun=true` only reports what would change |
+/// | `GET /admin/cache` | the response cache's bytes and entries, and its bounds |
+/// | `POST /admin/cache/purge` | drops cached responses: `?target=/path%3Fquery` (with `host=` for a service bound to one), `?service=NAME`, `?tag=TAG` (`Surrogate-Key`, `Cache-Tag`) or `?all=true` |
 /// | `GET /admin/policy` | the active revision, services, versions, backends, limits, keys by id and status, the cluster section (its password as `set`) |
 ///
 /// Every request must carry `Authorization: Bearer <token>` when the policy names an admin token,
@@ -101,11 +103,21 @@ struct AdminAPI: Sendable {
             return outcome.result == .refused
                 ? encoded(.unprocessableEntity, ReloadRefusal(outcome), contentType: "application/problem+json")
                 : encoded(.ok, ReloadReport(outcome))
-        case ("/healthz", _), ("/readyz", _), ("/metrics", _), ("/admin/policy", _), ("/admin/backends", _):
+        case ("/admin/cache", .GET):
+            let usage = gateway.cache.usage
+            let bounds = gateway.store.current.snapshot.policy.cache ?? CachePolicy()
+            return encoded(
+                .ok, ["bytes": usage.bytes, "entries": usage.entries, "maxBytes": bounds.maxBytes, "maxObjectBytes": bounds.maxObjectBytes])
+        case ("/admin/cache/purge", .POST):
+            switch CachePurge.selector(query, in: gateway.store.current) {
+            case .success(let selector): return encoded(.ok, ["purged": gateway.cache.purge(selector)])
+            case .failure(let reason): return problem(.badRequest, "bad-request", "Bad request", reason.description)
+            }
+        case ("/healthz", _), ("/readyz", _), ("/metrics", _), ("/admin/policy", _), ("/admin/backends", _), ("/admin/cache", _):
             var response = problem(.methodNotAllowed, "method-not-allowed", "Method not allowed", "Use GET.")
             response.headers.append(("Allow", "GET"))
             return response
-        case ("/admin/reload", _):
+        case ("/admin/reload", _), ("/admin/cache/purge", _):
             var response = problem(.methodNotAllowed, "method-not-allowed", "Method not allowed", "Use POST.")
             response.headers.append(("Allow", "POST"))
             return response

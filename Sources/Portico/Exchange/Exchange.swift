@@ -58,6 +58,12 @@ final class Exchange: FramedExchange {
     var destination: Destination?
     /// Rate-limit stage: the most restrictive limit that admitted the request, reported in the response.
     var rateLimit: AppliedLimit?
+    /// Version stage: the version's caching, when it caches.
+    var cacheRules: CacheRules?
+    /// Cache stage: whether the cache answers, and how the request goes to the backend if not.
+    var cache: ExchangeCache?
+    /// The `Cache-Status` field (RFC 9211) the answer carries, once the cache has had its say.
+    var cacheStatus: String?
 
     /// The request body, collected whole (a signed body is checked before anything is forwarded).
     var body: ByteBuffer?
@@ -82,6 +88,10 @@ final class Exchange: FramedExchange {
 
     var snapshot: PolicySnapshot { policy.snapshot }
 
+    /// Whether the response cache may answer this request: its version caches and it is a GET
+    /// or HEAD. The rate-limit stage leaves the backend's limit to the cache stage for these.
+    var cacheMayAnswer: Bool { cacheRules != nil && (head.method == .GET || head.method == .HEAD) }
+
     /// The service the request was routed to.
     var routed: RoutedRequest? {
         if case .service(let routed) = route { return routed }
@@ -101,6 +111,22 @@ final class Exchange: FramedExchange {
         guard events.head == nil, events.body != nil, !outcome.responseStarted else { return events }
         task?.cancel()
         return UpstreamEvents(result: .failure(ResponseFraming.bodyBeforeHead))
+    }
+
+    /// A copy of what the stages found, as a new exchange no connection answers: what a
+    /// background cache refresh is sent as (same route, key, version and destination).
+    func detachedCopy() -> Exchange {
+        let copy = Exchange(head: head, requestID: requestID, policy: policy, client: client)
+        copy.route = route
+        copy.keyID = keyID
+        copy.credentialHeader = credentialHeader
+        copy.tier = tier
+        copy.version = version
+        copy.vary = vary
+        copy.versionedPrefix = versionedPrefix
+        copy.destination = destination
+        copy.cacheRules = cacheRules
+        return copy
     }
 
     /// The handler's work has ended with `result`: its task and backend slot are let go and the

@@ -1,14 +1,17 @@
 import NIOCore
 import NIOHTTP1
 import PorticoPolicy
+import PorticoUpstream
 
 /// Starts what an admitted request's ``Destination`` names: the gateway's own answer, the proxy,
-/// the facade or the code handler. Adding a kind of handler is a case of ``Destination``, a file
-/// in `Handlers/`, and a line here.
+/// the facade or the code handler, with the response cache in front of the proxy and the facade
+/// as the cache stage decided (``ExchangeCache``). Adding a kind of handler is a case of
+/// ``Destination``, a file in `Handlers/`, and a line here.
 struct ExchangeHandlers: Sendable {
     let proxy: ProxyHandler
     let facade: FacadeHandler
     let code: CodeHandlerRunner
+    let cache: ResponseCache
 
     init(services: GatewayServices) {
         let concurrency = services.rateLimiter.concurrency
@@ -19,11 +22,45 @@ struct ExchangeHandlers: Sendable {
         code = CodeHandlerRunner(
             handlers: services.codeHandlers, upstream: services.upstream, limits: services.limits, concurrency: concurrency,
             logger: services.logger)
+        cache = services.cache
     }
 
     /// Starts serving `exchange` on `eventLoop`, the connection's; its answer reaches `responder`
     /// there. A problem instead when it cannot start.
     func start(_ exchange: Exchange, on eventLoop: any EventLoop, responder: some ExchangeResponder) -> Problem? {
+        switch exchange.cache {
+        case .hit(let entry, let usability, let refresh, let request, let collapsed):
+            let status: String
+            switch usability {
+            case .staleWhileRevalidate:
+                status = CacheStatus.staleWhileRevalidate
+                cache.metrics?.count(.staleWhileRevalidate)
+            default:
+                status = CacheStatus.hit(collapsed: collapsed, stale: usability == .staleAllowed)
+                cache.metrics?.count(collapsed ? .collapsed : .hit)
+            }
+            CachedAnswer.serve(entry, to: exchange, responder: responder, status: status, cache: cache)
+            if let refresh { refreshInBackground(exchange, fill: refresh, stale: entry, request: request, on: eventLoop) }
+            return nil
+        case .fetch(let fill, let stale, let request):
+            guard let rules = exchange.cacheRules else { break }
+            let filling = CacheFilling(
+                inner: responder, cache: cache, fill: fill, stale: stale, request: request, rules: rules,
+                limits: exchange.snapshot.policy.cache ?? CachePolicy())
+            if let problem = handle(exchange, on: eventLoop, responder: filling) { filling.handlerAnswered(problem, for: exchange) }
+            return nil
+        case .bypass:
+            exchange.cacheStatus = CacheStatus.bypass
+        case .invalidate(let key):
+            return handle(exchange, on: eventLoop, responder: CacheInvalidation(inner: responder, cache: cache, key: key))
+        case nil:
+            break
+        }
+        return handle(exchange, on: eventLoop, responder: responder)
+    }
+
+    /// Starts the destination's handler.
+    private func handle(_ exchange: Exchange, on eventLoop: any EventLoop, responder: some ExchangeResponder) -> Problem? {
         switch exchange.destination {
         case .builtIn(let response):
             responder.handlerFinished(
@@ -55,10 +92,45 @@ struct ExchangeHandlers: Sendable {
             exchange.outcome.backend = answer.backend
             exchange.outcome.upstreamDuration = .nanoseconds((NIODeadline.now() - started).nanoseconds)
             if let body = answer.body, answer.problem == nil {
-                responder.handlerFinished(exchange, status: 200, body: body, contentType: "application/json")
+                if let filling = responder as? CacheFilling {
+                    filling.facadeAnswered(body, for: exchange)
+                } else {
+                    responder.handlerFinished(exchange, status: 200, body: body, contentType: "application/json")
+                }
             } else {
                 responder.handlerAnswered(answer.problem ?? .stageFailed(), for: exchange)
             }
         }
+    }
+
+    /// Starts the one refresh of a response served within its `stale-while-revalidate`, on an
+    /// exchange of its own that no client waits for: what it brings back is stored, and nothing
+    /// is written anywhere. It draws on the backend's concurrency like any request.
+    private func refreshInBackground(
+        _ exchange: Exchange, fill: CacheFill, stale: CachedResponse, request: CacheRequest, on eventLoop: any EventLoop
+    ) {
+        guard let rules = exchange.cacheRules else { return fill.abandon() }
+        let refresh = exchange.detachedCopy()
+        refresh.cache = .fetch(fill, stale: stale, request: request)
+        let filling = CacheFilling(
+            inner: BackgroundSink(), cache: cache, fill: fill, stale: stale, request: request, rules: rules,
+            limits: exchange.snapshot.policy.cache ?? CachePolicy(), background: true)
+        if let problem = handle(refresh, on: eventLoop, responder: filling) { filling.handlerAnswered(problem, for: refresh) }
+    }
+}
+
+/// Where a background refresh's answer goes: nowhere. Body bytes are acknowledged as they come,
+/// so that the backend's response is read to its end, and the exchange's slot is given back.
+private final class BackgroundSink: ExchangeResponder {
+    func handlerReceived(_ events: UpstreamEvents, for exchange: Exchange) {
+        if let result = events.result {
+            _ = exchange.handlerEnded(result)
+        } else if let body = events.body {
+            exchange.task?.consumed(bytes: body.readableBytes)
+        }
+    }
+
+    func handlerAnswered(_ problem: Problem, for exchange: Exchange) {
+        exchange.releaseConcurrencySlot()
     }
 }

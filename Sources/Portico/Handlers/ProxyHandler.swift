@@ -36,11 +36,13 @@ struct ProxyHandler: Sendable {
             backend.release(target)
             return busy
         }
-        let request = ProxyForwarding.upstreamRequest(
+        var request = ProxyForwarding.upstreamRequest(
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend, target: target,
             clientAddress: exchange.client.address, scheme: scheme, requestID: exchange.requestID, dropping: exchange.credentialHeader,
             versionedPrefix: exchange.versionedPrefix)
         exchange.body = nil
+        // Filling or revalidating the cache: the whole response is wanted, or the stored one confirmed.
+        if case .fetch(_, let stale, _) = exchange.cache { CachedAnswer.conditions(&request.headers, revalidating: stale) }
         let attempts = ProxyAttempts(
             exchange: exchange, responder: responder, backend: backend, target: target, hashKey: hashKey, request: request,
             upstream: upstream,

@@ -20,6 +20,8 @@ final class ServiceRules: Sendable {
         /// for a template that has one: what a request that left the segment out is forwarded as
         /// when the proxy does not rewrite, so the backend sees the version chosen.
         let versionedPrefix: String?
+        /// The version's caching (its own `cache`, else its service's), for proxies and facades.
+        let cache: CacheRules?
     }
 
     let service: CompiledService
@@ -76,7 +78,9 @@ final class ServiceRules: Sendable {
                 case .code(let code):
                     destination = .code(code)
                 }
-                return (number, Version(handler: version.handler, destination: destination, versionedPrefix: prefix))
+                let cache: CacheRules? =
+                    if case .code = version.handler { nil } else { CacheRules(service: service.policy, version: version) }
+                return (number, Version(handler: version.handler, destination: destination, versionedPrefix: prefix, cache: cache))
             })
         versionNumbers = service.policy.versions.keys.sorted()
         let policy = service.policy

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PorticoHTTP
 
 /// An error answer in RFC 9457 `application/problem+json` form.
 ///

@@ -19,6 +19,8 @@ public final class Gateway: Sendable {
     private let nonces: any NonceStore
     /// Rate-limit buckets and backend in-flight counts; like the nonces, they outlive reloads.
     public let rateLimiter: RateLimiter
+    /// The response cache (RFC 9111) every listener shares; it outlives reloads.
+    public let cache: ResponseCache
     /// What `/metrics` reports; each compiled policy's requests count into it.
     public let metrics: GatewayMetrics
     /// Fleet mode's Redis, made at start from the policy's `cluster` section (`nil` without one):
@@ -65,13 +67,17 @@ public final class Gateway: Sendable {
     ///   - targets: the state of the backends' targets (ejections, health, requests in flight), and
     ///     the clock ejections are timed by (tests may pass their own).
     ///   - resolver: what the targets' host names are resolved with (tests may give the answers).
+    ///   - cacheClock: the response cache's clock, seconds since 1970; by default the system's
+    ///     (tests pass their own to age what is stored).
     public init(
         snapshot: PolicySnapshot, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         upstream: (any UpstreamClient)? = nil, nonces: (any NonceStore)? = nil, rateLimiter: RateLimiter = RateLimiter(),
         metrics: GatewayMetrics = GatewayMetrics(), accessLogWriter: AccessLogWriter? = nil, contentHash: String = "",
         logger: Logger = Logger(label: "portico"), codeHandlers: [String: any CodeHandler] = [:],
-        targets: TargetRegistry = TargetRegistry(), resolver: any AddressResolver = SystemAddressResolver()
+        targets: TargetRegistry = TargetRegistry(), resolver: any AddressResolver = SystemAddressResolver(),
+        cacheClock: (@Sendable () -> Double)? = nil
     ) {
+        self.cache = cacheClock.map { ResponseCache(clock: $0, metrics: metrics) } ?? ResponseCache(metrics: metrics)
         self.codeHandlers = codeHandlers
         self.nonces = nonces ?? InMemoryNonceStore(capacity: snapshot.policy.signatures.nonceCacheSize)
         self.rateLimiter = rateLimiter
@@ -142,7 +148,7 @@ public final class Gateway: Sendable {
                 let services = GatewayServices(
                     store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
                     scheme: tls == nil ? "http" : "https", listener: listener.name, accessLogWriter: accessLogWriter,
-                    metrics: metrics, logger: logger, codeHandlers: codeHandlers, limits: self.limits)
+                    metrics: metrics, logger: logger, codeHandlers: codeHandlers, limits: self.limits, cache: cache)
                 let connections = ListenerConnections(
                     listener: listener.name, limit: limits.maxConnections, perAddressLimit: limits.maxConnectionsPerAddress, logger: logger)
                 let channel: any Channel

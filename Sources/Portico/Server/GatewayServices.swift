@@ -24,6 +24,8 @@ struct GatewayServices: Sendable {
     /// Where requests draw from their limits and record their nonces: this process's
     /// (`rateLimiter` and `nonces`), or, in fleet mode, the fleet's in Redis.
     let limits: any LimitStore
+    /// The response cache every listener shares; outlives policy reloads.
+    var cache: ResponseCache
 
     /// - Parameter limits: where limits and nonces are decided; by default this process's
     ///   (`rateLimiter` and `nonces`). In fleet mode the gateway passes its ``FleetLimitStore``.
@@ -31,7 +33,7 @@ struct GatewayServices: Sendable {
         store: PolicyStore, upstream: any UpstreamClient, nonces: any NonceStore, rateLimiter: RateLimiter, accessLogger: Logger,
         scheme: String, listener: String = "", accessLogWriter: AccessLogWriter? = nil, metrics: GatewayMetrics? = nil,
         logger: Logger = Logger(label: "portico"), codeHandlers: [String: any CodeHandler] = [:],
-        limits: (any LimitStore)? = nil
+        limits: (any LimitStore)? = nil, cache: ResponseCache? = nil
     ) {
         self.store = store
         self.upstream = upstream
@@ -45,5 +47,6 @@ struct GatewayServices: Sendable {
         self.logger = logger
         self.codeHandlers = codeHandlers
         self.limits = limits ?? LocalLimitStore(rateLimiter: rateLimiter, nonces: nonces)
+        self.cache = cache ?? ResponseCache(metrics: metrics)
     }
 }

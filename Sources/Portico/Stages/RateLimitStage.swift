@@ -6,6 +6,9 @@ import PorticoPolicy
 /// signature's nonce takes room in the key's share of the store every key shares. A request a
 /// limit refuses keeps its nonce too: refused once, a captured request can never be admitted later.
 ///
+/// A request the response cache may answer draws from the backend's limit later, in the cache
+/// stage, and only if it goes to the backend.
+///
 /// The ``LimitStore`` decides, in this process or (fleet mode) in Redis; a remote decision
 /// suspends the stage until its reply arrives on the connection's own event loop.
 struct RateLimitStage: RequestStage {
@@ -15,7 +18,7 @@ struct RateLimitStage: RequestStage {
         guard let service = exchange.routed?.rules else { return .proceed }
         let (client, backend) = RateLimiter.draws(
             service: service, tier: exchange.tier, keyID: exchange.keyID, clientAddress: exchange.client.addressSubject,
-            backend: exchange.destination?.proxyBackend)
+            backend: exchange.cacheMayAnswer ? nil : exchange.destination?.proxyBackend)
         let request = LimitRequest(service: service.name, client: client, backend: backend, nonce: exchange.pendingNonce)
         guard !request.isEmpty else { return .proceed }
         // The store has the nonce now, whatever it decides.

@@ -26,8 +26,8 @@ enum StageOutcome {
 struct RequestStages: Sendable {
     let stages: [any RequestStage]
 
-    /// head checks → route → authenticate → resolve version → rate-limit; the handler, response
-    /// decoration and access log follow once the request is admitted.
+    /// head checks → route → authenticate → resolve version → rate-limit → cache; the handler,
+    /// response decoration and access log follow once the request is admitted.
     static func standard(_ services: GatewayServices) -> RequestStages {
         RequestStages(stages: [
             HeadChecksStage(),
@@ -35,6 +35,7 @@ struct RequestStages: Sendable {
             AuthenticationStage(nonces: services.nonces, scheme: services.scheme, rateLimiter: services.rateLimiter),
             VersionStage(),
             RateLimitStage(limits: services.limits),
+            CacheStage(cache: services.cache, limits: services.limits),
         ])
     }
 }

@@ -70,6 +70,7 @@ struct VersionStage: RequestStage {
             return .answer(.badGateway(backend: backend))
         }
         exchange.destination = destination
+        exchange.cacheRules = served.cache
         return .proceed
     }
 

@@ -1,0 +1,96 @@
+import NIOCore
+import NIOHTTP1
+import PorticoHTTP
+import PorticoUpstream
+
+/// A stored response as the answer to a request: with its current `Age`, or as `304 Not
+/// Modified` when the request's own validators match it (RFC 9110 §13.1.2, §13.1.3; RFC 9111 §4.3.2).
+enum CachedAnswer {
+    /// Fields a 304 carries from the stored response (RFC 9110 §15.4.5), besides `Age`.
+    static let notModifiedFields = ["cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified"]
+
+    /// Delivers `entry` to `responder` as `exchange`'s whole answer, marked `status` in
+    /// `Cache-Status`. `result` ends it (a revalidation's own, when the backend confirmed it).
+    static func serve(
+        _ entry: CachedResponse, to exchange: Exchange, responder: any ExchangeResponder, status: String, cache: ResponseCache,
+        result: Result<UpstreamMetrics, UpstreamError> = .success(UpstreamMetrics(duration: .zero, newConnections: 0))
+    ) {
+        exchange.cacheStatus = status
+        let age = String(Int(entry.age(at: cache.now()).rounded(.down)))
+        if notModified(exchange.head.headers, entry) {
+            var headers = HTTPHeaders()
+            for (name, value) in entry.headers where notModifiedFields.contains(name.lowercased()) { headers.add(name: name, value: value) }
+            headers.add(name: "Age", value: age)
+            let head = UpstreamResponseHead(status: 304, headers: headers)
+            responder.handlerReceived(UpstreamEvents(head: head, result: result), for: exchange)
+            return
+        }
+        var headers = entry.headers
+        headers.add(name: "Age", value: age)
+        let head = UpstreamResponseHead(status: entry.status, headers: headers, contentLength: entry.contentLength)
+        let sendsBody = exchange.head.method != .HEAD && entry.contentLength > 0
+        cache.metrics?.served(bytes: sendsBody ? entry.contentLength : 0)
+        responder.handlerReceived(UpstreamEvents(head: head, body: sendsBody ? entry.body : nil, result: result), for: exchange)
+    }
+
+    /// Whether the request's `If-None-Match` (or, without one, `If-Modified-Since`) says the
+    /// client already has this response.
+    static func notModified(_ request: HTTPHeaders, _ entry: CachedResponse) -> Bool {
+        guard entry.status == 200 else { return false }
+        let noneMatch = request["if-none-match"]
+        if !noneMatch.isEmpty {
+            guard let etag = entry.etag else { return false }
+            let tags = noneMatch.flatMap { $0.split(separator: ",") }.map { $0.trimmingOptionalWhitespace() }
+            return tags.contains { $0 == "*" || weaklyEqual($0, Substring(etag)) }
+        }
+        guard let since = request.first(name: "if-modified-since").flatMap(HTTPDate.parse),
+            let modified = (entry.lastModified ?? entry.headers.first(name: "date")).flatMap(HTTPDate.parse)
+        else { return false }
+        return modified <= since
+    }
+
+    /// RFC 9110 §8.8.3.2: equal opaque tags, either or both weak.
+    static func weaklyEqual(_ a: Substring, _ b: Substring) -> Bool {
+        func opaque(_ tag: Substring) -> Substring { tag.hasPrefix("W/") ? tag.dropFirst(2) : tag }
+        return opaque(a) == opaque(b)
+    }
+
+    /// The request the backend receives when the cache fills or revalidates: the client's own
+    /// validators are removed (the cache wants the whole response, to store it and to answer the
+    /// client's conditions itself), and the stored response's are added when revalidating it.
+    static func conditions(_ headers: inout HTTPHeaders, revalidating stale: CachedResponse?) {
+        headers.remove(name: "if-none-match")
+        headers.remove(name: "if-modified-since")
+        guard let stale else { return }
+        if let etag = stale.etag { headers.add(name: "If-None-Match", value: etag) }
+        if let lastModified = stale.lastModified { headers.add(name: "If-Modified-Since", value: lastModified) }
+    }
+}
+
+/// The `Cache-Status` values (RFC 9211) the gateway writes, as `Portico; …`.
+enum CacheStatus {
+    static let name = "Portico"
+
+    static func hit(collapsed: Bool, stale: Bool = false) -> String {
+        "\(name); hit" + (collapsed ? "; collapsed" : "") + (stale ? "; detail=stale" : "")
+    }
+
+    static let staleWhileRevalidate = "\(name); hit; detail=stale-while-revalidate"
+
+    /// Forwarded to the backend: `miss` without a stored response, `stale` when one was revalidated.
+    static func forwarded(stale: Bool, status: Int? = nil, stored: Bool = false, collapsed: Bool = false) -> String {
+        var value = "\(name); fwd=\(stale ? "stale" : "miss")"
+        if let status { value += "; fwd-status=\(status)" }
+        if stored { value += "; stored" }
+        if collapsed { value += "; collapsed" }
+        return value
+    }
+
+    static let bypass = "\(name); fwd=bypass"
+    static let request = "\(name); fwd=request"
+
+    /// Served stale because the backend failed (`status` when it answered at all).
+    static func staleIfError(status: Int?) -> String {
+        "\(name); fwd=stale" + (status.map { "; fwd-status=\($0)" } ?? "") + "; detail=stale-if-error"
+    }
+}
