@@ -27,6 +27,9 @@ let semver: Package.Dependency = .package(url: "https://github.com/mxcl/Version.
 // HTTP/2 to clients (ALPN h2 over Portico's own TLS handler, and h2c with prior knowledge) and to
 // backends: the frame codec, HPACK, flow control and the stream multiplexer, with its flood defences.
 let http2: Package.Dependency = .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0")
+// gzip for compressed responses: zlib's deflate stream, with its window and memory levels bounded
+// per response (brotli and zstd come from their Debian libraries, CPorticoCodecs).
+let compress: Package.Dependency = .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0")
 // Facade sources that speak CSV: quoting, embedded separators and line breaks (RFC 4180).
 let csv: Package.Dependency = .package(url: "https://github.com/swiftcsv/SwiftCSV.git", exact: "0.10.0")
 
@@ -53,13 +56,18 @@ let package = Package(
         .library(name: "PorticoClient", targets: ["PorticoClient"]),
     ],
     dependencies: [
-        nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle, csv, http2,
+        nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle, csv, http2, compress,
     ],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
         .target(
             name: "CPorticoCurl",
             linkerSettings: [.linkedLibrary("curl")]
+        ),
+        // System brotli encoder and zstd (Debian: libbrotli-dev, libzstd-dev), for compressed responses.
+        .target(
+            name: "CPorticoCodecs",
+            linkerSettings: [.linkedLibrary("brotlienc"), .linkedLibrary("zstd")]
         ),
         // System OpenSSL 3 (Debian: libssl-dev) plus small shims for what Swift cannot call directly.
         .target(
@@ -152,6 +160,8 @@ let package = Package(
                 "PorticoHTTP",
                 "PorticoTLS",
                 "PorticoRedis",
+                "CPorticoCodecs",
+                .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

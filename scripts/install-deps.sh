@@ -5,8 +5,9 @@ set -euo pipefail
 
 # openssl (the command) makes development and test certificates; the curl command is used by a test;
 # redis-server is started by the fleet-mode tests (a real Redis on an ephemeral port); nghttp2-client
-# brings h2load and nghttp for the HTTP/2 benchmarks and checks.
-packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl redis-server nghttp2-client)
+# brings h2load and nghttp for the HTTP/2 benchmarks and checks; zlib, brotli and zstd compress
+# responses (zlib through compress-nio, the other two through their C libraries).
+packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl redis-server nghttp2-client zlib1g-dev libbrotli-dev libzstd-dev)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
   for package in "${packages[@]}"; do
@@ -16,9 +17,9 @@ if command -v dpkg-query >/dev/null 2>&1; then
   done
 else
   # Not a Debian system: check for the headers themselves.
-  for header in curl/curl.h openssl/ssl.h; do
+  for header in curl/curl.h openssl/ssl.h zlib.h brotli/encode.h zstd.h; do
     if ! printf '#include <%s>\n' "$header" | cc -E -x c - >/dev/null 2>&1; then
-      echo "Portico needs the development headers of libcurl (with OpenSSL) and OpenSSL 3: <$header> was not found." >&2
+      echo "Portico needs the development headers of libcurl (with OpenSSL), OpenSSL 3, zlib, brotli and zstd: <$header> was not found." >&2
       exit 1
     fi
   done

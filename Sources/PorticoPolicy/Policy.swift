@@ -26,6 +26,8 @@ public struct Policy: Sendable {
     public var cluster: ClusterPolicy?
     /// The response cache's bounds (`cache:`); services turn caching on for themselves.
     public var cache: CachePolicy?
+    /// Response compression (`compression:`), on for every service that does not turn it off.
+    public var compression: CompressionPolicy?
 }
 
 /// A socket the gateway accepts connections on.
@@ -275,6 +277,8 @@ public struct ServicePolicy: Sendable, Hashable {
     public var missingClientVersion: MissingClientVersion = .default
     /// Whether (and how) this service's answers are cached; a version's own `cache` wins.
     public var cache: ServiceCachePolicy?
+    /// This service's compression: off (`false`), or levels of its own.
+    public var compression: ServiceCompressionPolicy?
 
     /// Whether requests' client version matters to this service (it has buckets or a minimum).
     public var readsClientVersion: Bool { !compatibility.isEmpty || minimumClientVersion != nil }

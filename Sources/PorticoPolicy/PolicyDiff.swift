@@ -149,6 +149,7 @@ public struct PolicyDiff: Sendable, Hashable {
         if let admin = policy.admin { entries["admin"] = AnyHashable(admin) }
         if let cluster = policy.cluster { entries["cluster"] = AnyHashable(cluster) }
         if let cache = policy.cache { entries["cache"] = AnyHashable(cache) }
+        if let compression = policy.compression { entries["compression"] = AnyHashable(compression) }
         return entries
     }
 }

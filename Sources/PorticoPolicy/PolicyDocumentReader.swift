@@ -43,6 +43,7 @@ struct PolicyDocumentReader {
         let cacheValue = single("cache", in: sections)
         let cache = cacheValue.flatMap(readCache)
         if let cacheValue, let cache { checkCacheStore(cache, at: cacheValue, cluster: cluster) }
+        let compression = single("compression", in: sections).flatMap(readCompression)
         guard sink.diagnostics.isEmpty else { return nil }
         var policy = Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
@@ -53,6 +54,7 @@ struct PolicyDocumentReader {
         policy.admin = admin
         policy.cluster = cluster
         policy.cache = cache
+        policy.compression = compression
         if let clusterValue, cluster != nil {
             checkSharedLimits(policy, at: clusterValue)
             guard sink.diagnostics.isEmpty else { return nil }
@@ -413,7 +415,7 @@ struct PolicyDocumentReader {
     ) -> (ServicePolicy)? {
         let known = [
             "path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes", "compatibility",
-            "minimumClientVersion", "missingClientVersion", "cache",
+            "minimumClientVersion", "missingClientVersion", "cache", "compression",
         ]
         guard let fields = value.fields(known: known) else { return nil }
         let path = fields.required("path", readServicePath)
@@ -460,6 +462,7 @@ struct PolicyDocumentReader {
         service.minimumClientVersion = active.minimum
         service.missingClientVersion = active.missing
         service.cache = fields.optional("cache", readServiceCache)
+        service.compression = fields.optional("compression", readServiceCompression)
         return service
     }
 

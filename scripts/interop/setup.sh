@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs http-message-signatures (an independent RFC 9421 implementation, from PyPI) and grpcio
 # (gRPC's own Python server and client, for the gRPC pass-through tests) into .build/interop, for the
-# interoperability tests. Without network access the tests that need them are skipped, and say so.
+# interoperability tests, and brotli (Google's Python binding) to decode compressed responses. Without
+# network access the tests that need them are skipped, and say so.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 VENV=.build/interop
 VERSION=3.0.0
 GRPC_VERSION=1.68.1
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import http_message_signatures, grpc" 2>/dev/null; then exit 0; fi
+BROTLI_VERSION=1.1.0
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import http_message_signatures, grpc, brotli" 2>/dev/null; then exit 0; fi
 if ! python3 -c "import venv, ensurepip" 2>/dev/null; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1 || true
@@ -15,10 +17,10 @@ if ! python3 -c "import venv, ensurepip" 2>/dev/null; then
 fi
 mkdir -p .build
 if { [ -x "$VENV/bin/pip" ] || python3 -m venv "$VENV" >/dev/null 2>&1; } \
-  && "$VENV/bin/pip" install -q "http-message-signatures==$VERSION" "grpcio==$GRPC_VERSION" >/dev/null 2>&1; then
-  echo "interop: http-message-signatures $VERSION and grpcio $GRPC_VERSION installed in $VENV"
+  && "$VENV/bin/pip" install -q "http-message-signatures==$VERSION" "grpcio==$GRPC_VERSION" "brotli==$BROTLI_VERSION" >/dev/null 2>&1; then
+  echo "interop: http-message-signatures $VERSION, grpcio $GRPC_VERSION and brotli $BROTLI_VERSION installed in $VENV"
 else
-  echo "interop: could not install http-message-signatures and grpcio; the interoperability tests will be skipped" >&2
+  echo "interop: could not install http-message-signatures, grpcio and brotli; the interoperability tests will be skipped" >&2
   rm -rf "$VENV"
 fi
 exit 0

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import PorticoHTTP
+import PorticoPolicy
 import PorticoUpstream
 
 /// A stored response as the answer to a request: with its current `Age`, or as `304 Not
@@ -27,10 +28,24 @@ enum CachedAnswer {
         }
         var headers = entry.headers
         headers.add(name: "Age", value: age)
-        let head = UpstreamResponseHead(status: entry.status, headers: headers, contentLength: entry.contentLength)
-        let sendsBody = exchange.head.method != .HEAD && entry.contentLength > 0
-        cache.metrics?.served(bytes: sendsBody ? entry.contentLength : 0)
-        responder.handlerReceived(UpstreamEvents(head: head, body: sendsBody ? entry.body : nil, result: result), for: exchange)
+        var body = entry.body
+        var length = entry.contentLength
+        // Compressed once per coding and kept with the entry: a hit never compresses again.
+        if exchange.head.method != .HEAD, let rules = exchange.routed?.rules.compression,
+            rules.mayCompress(status: entry.status, headers: entry.headers, contentLength: entry.contentLength)
+        {
+            headers.add(name: "Vary", value: "Accept-Encoding")
+            if let coding = rules.negotiate(exchange.head.headers), let encoded = entry.body(in: coding, level: rules.level(coding)) {
+                cache.grew(entry, by: encoded.added, maxBytes: (exchange.snapshot.policy.cache ?? CachePolicy()).maxBytes)
+                CompressionRules.compressedHead(&headers, coding: coding)
+                body = encoded.body
+                length = encoded.body.readableBytes
+            }
+        }
+        let head = UpstreamResponseHead(status: entry.status, headers: headers, contentLength: length)
+        let sendsBody = exchange.head.method != .HEAD && length > 0
+        cache.metrics?.served(bytes: sendsBody ? length : 0)
+        responder.handlerReceived(UpstreamEvents(head: head, body: sendsBody ? body : nil, result: result), for: exchange)
     }
 
     /// Whether the request's `If-None-Match` (or, without one, `If-Modified-Since`) says the

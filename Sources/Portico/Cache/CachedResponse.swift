@@ -1,6 +1,8 @@
 import NIOCore
 import NIOHTTP1
 import PorticoHTTP
+import PorticoPolicy
+import Synchronization
 
 /// Where a stored response lives in the cache: the service it was routed to and its normalised
 /// target (path and query). Entries of every API version and `Vary` variant of one target share
@@ -47,6 +49,23 @@ final class CachedResponse: Sendable {
 
     /// Bytes counted per entry beyond its fields and body: the object, its node, its key.
     static let overhead = 256
+
+    /// The body compressed, per coding, made the first time a client asks for it and kept with
+    /// the entry (and counted against the cache's bytes), so that no hit compresses again.
+    private let encodings = Mutex<[ContentCoding: ByteBuffer]>([:])
+
+    /// The body in `coding`, compressed now if no earlier request needed it; the bytes it adds
+    /// are the second value (0 when it was there already).
+    func body(in coding: ContentCoding, level: Int) -> (body: ByteBuffer, added: Int)? {
+        if let stored = encodings.withLock({ $0[coding] }) { return (stored, 0) }
+        guard let compressed = try? StreamEncoders.encodeWhole(body, coding: coding, level: level) else { return nil }
+        let added = encodings.withLock { encodings -> Int in
+            guard encodings[coding] == nil else { return 0 }
+            encodings[coding] = compressed
+            return compressed.readableBytes
+        }
+        return (compressed, added)
+    }
 
     init(
         key: CacheKey, version: Int, status: Int, headers: HTTPHeaders, body: ByteBuffer, contentLength: Int, requestTime: Double,

@@ -146,6 +146,17 @@ public final class ResponseCache: Sendable {
         waiter?.promise.succeed(.goToBackend)
     }
 
+    /// Counts `bytes` more for `entry` (a compressed variant of its body), evicting other entries
+    /// to stay within `maxBytes`; an entry no longer stored counts nothing.
+    func grew(_ entry: CachedResponse, by bytes: Int, maxBytes: Int) {
+        guard bytes > 0 else { return }
+        let evicted = state.withLockedValue { $0.grow(entry, by: bytes, maxBytes: maxBytes) }
+        if let metrics {
+            metrics.inserted(stored: false, evicted: evicted)
+            metrics.publish(usage)
+        }
+    }
+
     /// Stores a revalidated response in place of `old` (the backend answered 304), or an entry
     /// made without a fill.
     func replace(_ entry: CachedResponse, selectedBy request: HTTPHeaders, maxBytes: Int) {
@@ -219,6 +230,8 @@ public final class ResponseCache: Sendable {
     final class Node: @unchecked Sendable {
         let entry: CachedResponse
         var visited = false
+        /// Compressed variants of the body, counted beside the entry's own size.
+        var extra = 0
         /// Toward the newest.
         var newer: Node?
         /// Toward the oldest.
@@ -278,6 +291,23 @@ public final class ResponseCache: Sendable {
             return evicted
         }
 
+        mutating func grow(_ entry: CachedResponse, by bytes: Int, maxBytes: Int) -> Int {
+            guard let node = entries[entry.key]?.first(where: { $0.entry === entry }) else { return 0 }
+            node.extra += bytes
+            self.bytes += bytes
+            var evicted = 0
+            while self.bytes > maxBytes, let victim = nextVictim() {
+                // The entry that grew is spared once; if it alone is over the bound, it goes too.
+                if victim === node, entryCount > 1 {
+                    node.visited = true
+                    continue
+                }
+                unlink(victim)
+                evicted += 1
+            }
+            return evicted
+        }
+
         /// SIEVE's choice: from the hand (or the oldest) toward the newest, the first entry not
         /// visited since the hand last passed; visited ones are cleared on the way.
         mutating func nextVictim() -> Node? {
@@ -302,7 +332,7 @@ public final class ResponseCache: Sendable {
                 variants.removeAll { $0 === node }
                 entries[node.entry.key] = variants.isEmpty ? nil : variants
             }
-            bytes -= node.entry.size
+            bytes -= node.entry.size + node.extra
             entryCount -= 1
         }
 

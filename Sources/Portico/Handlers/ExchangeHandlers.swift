@@ -27,7 +27,15 @@ struct ExchangeHandlers: Sendable {
 
     /// Starts serving `exchange` on `eventLoop`, the connection's; its answer reaches `responder`
     /// there. A problem instead when it cannot start.
-    func start(_ exchange: Exchange, on eventLoop: any EventLoop, responder: some ExchangeResponder) -> Problem? {
+    ///
+    /// The order on the way back: handler → cache (which keeps the response as the backend sent
+    /// it) → compression → the connection's handler. A stored response is compressed by
+    /// ``CachedAnswer`` itself, once per coding.
+    func start(_ exchange: Exchange, on eventLoop: any EventLoop, responder connection: some ExchangeResponder) -> Problem? {
+        var responder: any ExchangeResponder = connection
+        if let rules = exchange.routed?.rules.compression, exchange.head.method != .HEAD {
+            responder = ResponseCompression(inner: connection, rules: rules, coding: rules.negotiate(exchange.head.headers))
+        }
         switch exchange.cache {
         case .hit(let entry, let usability, let refresh, let request, let collapsed):
             let status: String
@@ -39,7 +47,7 @@ struct ExchangeHandlers: Sendable {
                 status = CacheStatus.hit(collapsed: collapsed, stale: usability == .staleAllowed)
                 cache.metrics?.count(collapsed ? .collapsed : .hit)
             }
-            CachedAnswer.serve(entry, to: exchange, responder: responder, status: status, cache: cache)
+            CachedAnswer.serve(entry, to: exchange, responder: connection, status: status, cache: cache)
             if let refresh { refreshInBackground(exchange, fill: refresh, stale: entry, request: request, on: eventLoop) }
             return nil
         case .fetch(let fill, let stale, let request):
@@ -60,7 +68,7 @@ struct ExchangeHandlers: Sendable {
     }
 
     /// Starts the destination's handler.
-    private func handle(_ exchange: Exchange, on eventLoop: any EventLoop, responder: some ExchangeResponder) -> Problem? {
+    private func handle(_ exchange: Exchange, on eventLoop: any EventLoop, responder: any ExchangeResponder) -> Problem? {
         switch exchange.destination {
         case .builtIn(let response):
             responder.handlerFinished(
@@ -83,7 +91,7 @@ struct ExchangeHandlers: Sendable {
     }
 
     private func serve(
-        _ exchange: Exchange, facade compiled: CompiledFacade, on eventLoop: any EventLoop, responder: some ExchangeResponder
+        _ exchange: Exchange, facade compiled: CompiledFacade, on eventLoop: any EventLoop, responder: any ExchangeResponder
     ) {
         let started = NIODeadline.now()
         facade.serve(exchange, facade: compiled, on: eventLoop).assumeIsolated().whenComplete { result in

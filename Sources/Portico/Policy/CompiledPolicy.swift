@@ -66,7 +66,9 @@ public final class CompiledPolicy: Sendable {
         // One compiled limit per tier for the services without an exception of their own.
         let tierDefaults = policy.tiers.mapValues { CompiledRateLimit(kind: .tier, name: $0.name, policy: $0.limit) }
         services = snapshot.routes.services.map {
-            ServiceRules($0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends, clients: policy.clients)
+            ServiceRules(
+                $0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends, clients: policy.clients,
+                compression: policy.compression)
         }
         signatureRequirements = SignatureRequirements(
             policy.signatures, clientVersionHeader: policy.clients.versionHeader, clientPlatformHeader: policy.clients.platformHeader)

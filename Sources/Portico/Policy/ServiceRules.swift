@@ -36,6 +36,8 @@ final class ServiceRules: Sendable {
     /// What the version stage needs when the service reads the client's version (it has buckets
     /// or a minimum); `nil` otherwise, so that such services cost the stage nothing more.
     let active: ActiveVersioning?
+    /// The service's response compression, when it compresses.
+    let compression: CompressionRules?
 
     /// The active version map of one service, compiled.
     struct ActiveVersioning: Sendable {
@@ -53,8 +55,9 @@ final class ServiceRules: Sendable {
 
     init(
         _ service: CompiledService, tierDefaults: [String: CompiledRateLimit], tiers: [String: TierPolicy],
-        backends: [String: CompiledBackend], clients: ClientsPolicy
+        backends: [String: CompiledBackend], clients: ClientsPolicy, compression: CompressionPolicy? = nil
     ) {
+        self.compression = CompressionRules(compression, service: service.policy.compression)
         self.service = service
         var tierLimits = tierDefaults
         for (name, tier) in tiers {

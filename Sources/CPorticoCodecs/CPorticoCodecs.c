@@ -1,0 +1,2 @@
+// The module is the header's: nothing to compile beyond it.
+#include "CPorticoCodecs.h"
