@@ -162,6 +162,7 @@ let package = Package(
                 "PorticoRedis",
                 "CPorticoCodecs",
                 .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -336,6 +337,7 @@ let package = Package(
             name: "PorticoTests",
             dependencies: [
                 "Portico",
+                "PorticoHTTP",
                 "PorticoPolicy",
                 "PorticoReform",
                 "PorticoUpstream",

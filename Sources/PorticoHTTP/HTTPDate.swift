@@ -24,10 +24,15 @@ public enum HTTPDate {
     }
 
     /// The moment `text` names, or nil when it is none of the three forms (an `Expires: 0`, say,
-    /// which a cache reads as already expired). Surrounding whitespace is allowed; the day name is
-    /// not checked against the date (recipients need not).
+    /// which a cache reads as already expired). Surrounding whitespace is allowed, and inside the
+    /// value exactly the single spaces the grammar has (asctime's day may be padded with one
+    /// more); the day name is not checked against the date (recipients need not).
     public static func parse(_ text: some StringProtocol) -> Int64? {
-        let words = Substring(text).split(whereSeparator: { $0 == " " || $0 == "\t" })
+        let trimmed = Substring(text).trimmingOptionalWhitespace()
+        var words = trimmed.split(separator: " ", omittingEmptySubsequences: false)
+        // asctime pads a one-digit day with a space: `Nov  6`.
+        if words.count == 6, words[2].isEmpty, words[3].count == 1 { words.remove(at: 2) }
+        guard !words.contains(where: \.isEmpty) else { return nil }
         if words.count == 6, words[0].hasSuffix(","), days.contains(String(words[0].dropLast())), words[5] == "GMT" {
             // IMF-fixdate: day-name "," SP 2DIGIT SP month SP 4DIGIT SP time SP "GMT"
             guard words[1].count == 2, let day = Int(words[1]), let month = months.firstIndex(of: String(words[2])), words[3].count == 4,

@@ -20,9 +20,12 @@ struct DemoFacadeTests {
     ]
 
     /// The shipped services (signatures off), with the shipped backends pointed at the test's ports.
-    static func policy(_ ports: [Int], swapSources: Bool = false) -> String {
+    /// Without `caching`, weather's cache is taken out, so that every request reaches a source.
+    static func policy(_ ports: [Int], swapSources: Bool = false, caching: Bool = false, weatherPorts: [Int]? = nil) -> String {
         var services = (try? String(contentsOf: repositoryRoot.appendingPathComponent("policies/services.yaml"), encoding: .utf8)) ?? ""
         services = services.replacingOccurrences(of: "auth: signature", with: "auth: none")
+        if !caching { services = services.replacingOccurrences(of: "    cache: { defaultTTL: 30s, staleIfError: 10m }\n", with: "") }
+        let weather = weatherPorts ?? [ports[4], ports[5]]
         if swapSources {
             for (from, to) in [
                 ("active: csv", "active: XML"), ("fallback: [xml]", "fallback: [CSV]"), ("shadow: xml", "shadow: CSV"),
@@ -42,8 +45,8 @@ struct DemoFacadeTests {
               echo: { url: "http://127.0.0.1:\(ports[1])" }
               quotesCSV: { url: "http://127.0.0.1:\(ports[2])" }
               quotesXML: { url: "http://127.0.0.1:\(ports[3])" }
-              weatherYQL: { url: "http://127.0.0.1:\(ports[4])" }
-              weatherREST: { url: "http://127.0.0.1:\(ports[5])" }
+              weatherYQL: { url: "http://127.0.0.1:\(weather[0])" }
+              weatherREST: { url: "http://127.0.0.1:\(weather[1])" }
             locator:
               environments:
                 production: { publicBaseURL: "https://api.example.com", listeners: [test] }
@@ -99,6 +102,30 @@ struct DemoFacadeTests {
             let after = ["xml", "xml", "xml", "xml", "xml", "rest", "rest", "yql", "yql"]
             #expect(sources == before + after)
             #expect(recorder.records.filter { $0.message == "facade source failed" }.isEmpty)
+        }
+    }
+
+    @Test("the shipped weather service caches: one fetch per city for 30 s, and the stored answer when every source fails")
+    func weatherCaches() async throws {
+        let clock = ManualWallClock()
+        try await withGateway(backends: Self.feeds, cacheClock: clock.function, policy: { Self.policy($0, caching: true) }) {
+            gateway, servers in
+            let client = try gateway.connect()
+            let first = try client.request("GET", "/api/2/weather/Portland")
+            #expect(first.header("Cache-Status") == "Portico; fwd=miss; stored")
+            let second = try client.request("GET", "/api/2/weather/Portland")
+            #expect(second.header("Cache-Status") == "Portico; hit")
+            #expect(second.bodyText == first.bodyText)
+            #expect(servers[4].requestsReceived + servers[5].requestsReceived == 1)
+            // Every source down (the feeds' ports now refuse), 40 s later: the stored answer, within staleIfError.
+            let refusing = try RefusingPort.make()
+            try gateway.reload(policy: Self.policy(servers.map(\.port), caching: true, weatherPorts: [refusing, refusing]))
+            clock.advance(by: 40)
+            let stale = try client.request("GET", "/api/2/weather/Portland")
+            #expect(stale.status == 200)
+            #expect(stale.bodyText == first.bodyText)
+            #expect(stale.header("Cache-Status") == "Portico; fwd=stale; detail=stale-if-error")
+            #expect(try client.request("GET", "/api/2/weather/Boston").status == 502)
         }
     }
 

@@ -60,8 +60,13 @@ struct CacheRequest: Sendable {
         if control.noStore { return .skip("the request says no-store") }
         guard !isHEAD else { return .skip("a response to HEAD has no body to store") }
         guard CacheRules.understands(status: status) else { return .skip("status \(status)") }
-        let responseControl = CacheControl(lines: response["cache-control"])
-        if responseControl.noStore && !(responseControl.mustUnderstand && CacheRules.understands(status: status)) {
+        let directives = ResponseDirectives(response)
+        let responseControl = directives.control
+        // `must-understand` asks a cache to store only statuses whose caching rules it knows,
+        // and then lets it ignore `no-store` (RFC 9111 §5.2.2.3).
+        if responseControl.mustUnderstand {
+            guard CacheRules.knownStatuses.contains(status) else { return .skip("must-understand, status \(status)") }
+        } else if responseControl.noStore {
             return .skip("no-store")
         }
         if responseControl.isPrivate { return .skip("private") }
@@ -80,7 +85,7 @@ struct CacheRequest: Sendable {
             freshness = Double(sMaxAge)
         } else if let maxAge = responseControl.maxAge {
             freshness = Double(maxAge)
-        } else if let expires = response.first(name: "expires") {
+        } else if !directives.targeted, let expires = response.first(name: "expires") {
             // An invalid date (`0`, say) means already expired (§5.3).
             let date = response.first(name: "date").flatMap(HTTPDate.parse).map(Double.init) ?? responseTime
             freshness = HTTPDate.parse(expires).map { max(0, Double($0) - date) } ?? 0

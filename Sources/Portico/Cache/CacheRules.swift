@@ -24,6 +24,11 @@ struct CacheRules: Sendable {
     /// cacheable"), which is when `defaultTTL` applies.
     static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
 
+    /// The statuses RFC 9110 defines, whose caching rules this cache knows (`must-understand`).
+    static let knownStatuses: Set<Int> = Set(
+        [200, 201, 202, 203, 204, 205, 206, 300, 301, 302, 303, 304, 305, 307, 308]
+            + Array(400...417) + [421, 422, 426, 500, 501, 502, 503, 504, 505])
+
     /// Final statuses this cache stores when the response's own freshness allows: any it
     /// understands, except those whose meaning depends on the request (206, 304) or that describe
     /// a moment (1xx; 407 and 401 carry a challenge for one client).

@@ -72,7 +72,11 @@ final class CachedResponse: Sendable {
         responseTime: Double, rules: CacheRules?, freshness: Double, request: HTTPHeaders
     ) {
         var stored = headers
-        let ageValue = stored.first(name: "age").flatMap { CacheControl.delta($0[...].trimmingOptionalWhitespace()) } ?? 0
+        // The first value of the first line (RFC 9111 §4.2.1); one that is not delta-seconds is ignored.
+        let ageValue =
+            stored.first(name: "age").flatMap { line in
+                CacheControl.delta(line.split(separator: ",", omittingEmptySubsequences: false).first?.trimmingOptionalWhitespace())
+            } ?? 0
         stored.remove(name: "age")
         self.key = key
         self.version = version
@@ -88,7 +92,7 @@ final class CachedResponse: Sendable {
         let correctedAgeValue = Double(ageValue) + (responseTime - requestTime)
         correctedInitialAge = max(apparentAge, correctedAgeValue)
         freshnessLifetime = freshness
-        let control = CacheControl(lines: stored["cache-control"])
+        let control = ResponseDirectives(stored).control
         self.control = control
         staleWhileRevalidate = control.staleWhileRevalidate.map(Double.init) ?? rules?.staleWhileRevalidate ?? 0
         staleIfError = control.staleIfError.map(Double.init) ?? rules?.staleIfError ?? 0
