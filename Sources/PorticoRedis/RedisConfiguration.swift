@@ -32,6 +32,9 @@ public struct RedisConfiguration: Sendable {
     public var breakerOpenNanos: Int64
     /// TLS on every connection (`rediss://`); `nil` for plain TCP.
     public var tls: RedisTLS?
+    /// The longest bulk string a reply may hold (a shared cache entry is one); twice this may wait
+    /// in the decoder. A reply over it breaks the connection rather than growing its buffer.
+    public var maxReplyBytes: Int = 1024 * 1024
 
     public init(
         host: String, port: Int, password: String? = nil, database: Int = 0, timeoutNanos: Int64 = 50_000_000,

@@ -199,6 +199,7 @@ final class RedisLoopConnection: @unchecked Sendable {
     private func connect() {
         let handshake = configuration.handshake
         let tls = configuration.tls
+        let maxReply = configuration.maxReplyBytes
         ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(configuration.timeoutNanos))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -210,7 +211,9 @@ final class RedisLoopConnection: @unchecked Sendable {
                         try channel.pipeline.syncOperations.addHandler(TLSClientHandler(context: tls.context, serverName: tls.serverName))
                     }
                     try channel.pipeline.syncOperations.addHandlers(
-                        ByteToMessageHandler(RESPValueDecoder()), RedisCommandHandler())
+                        ByteToMessageHandler(
+                            RESPValueDecoder(maxBulkLength: maxReply, maxBufferedBytes: 2 * maxReply)),
+                        RedisCommandHandler())
                 }
             }
             .connect(host: configuration.host, port: configuration.port)

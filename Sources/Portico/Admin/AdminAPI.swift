@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NIOHTTP1
 import PorticoCrypto
 import PorticoPolicy
@@ -110,7 +111,22 @@ struct AdminAPI: Sendable {
                 .ok, ["bytes": usage.bytes, "entries": usage.entries, "maxBytes": bounds.maxBytes, "maxObjectBytes": bounds.maxObjectBytes])
         case ("/admin/cache/purge", .POST):
             switch CachePurge.selector(query, in: gateway.store.current) {
-            case .success(let selector): return encoded(.ok, ["purged": gateway.cache.purge(selector)])
+            case .success(let selector):
+                var purged = gateway.cache.purge(selector)
+                // In fleet mode: the fleet's store too, and every gateway's memory (through the purge stream).
+                if let shared = gateway.cache.shared {
+                    let policy = gateway.store.current.snapshot.policy
+                    var versions: [Int] = []
+                    if case .target(let service, _) = selector { versions = policy.services[service].map { Array($0.versions.keys) } ?? [] }
+                    let loop = gateway.eventLoopGroup.next()
+                    let services = Array(policy.services.keys)
+                    if let remote = try? await loop.flatSubmit({ shared.purge(selector, versions: versions, services: services, on: loop) })
+                        .get()
+                    {
+                        purged = max(purged, remote)
+                    }
+                }
+                return encoded(.ok, ["purged": purged])
             case .failure(let reason): return problem(.badRequest, "bad-request", "Bad request", reason.description)
             }
         case ("/healthz", _), ("/readyz", _), ("/metrics", _), ("/admin/policy", _), ("/admin/backends", _), ("/admin/cache", _):

@@ -25,6 +25,8 @@ final class CacheFilling: ExchangeResponder {
     private let rules: CacheRules
     private let limits: CachePolicy
     private let requestTime: Double
+    /// The exchange's loop, which a write to the fleet's store is sent from.
+    private let eventLoop: any EventLoop
     /// A background refresh's: no client sees its answer, so nothing is counted as served.
     private let background: Bool
     private var state = State.awaitingHead
@@ -43,8 +45,9 @@ final class CacheFilling: ExchangeResponder {
 
     init(
         inner: any ExchangeResponder, cache: ResponseCache, fill: CacheFill?, stale: CachedResponse?, request: CacheRequest,
-        rules: CacheRules, limits: CachePolicy, background: Bool = false
+        rules: CacheRules, limits: CachePolicy, on eventLoop: any EventLoop, background: Bool = false
     ) {
+        self.eventLoop = eventLoop
         self.background = background
         self.inner = inner
         self.cache = cache
@@ -154,6 +157,9 @@ final class CacheFilling: ExchangeResponder {
     }
 
     private func commit(_ entry: CachedResponse) {
+        if let shared = cache.shared, shared.sharesEntries, entry.size <= limits.maxObjectBytes {
+            shared.store(entry, now: cache.now(), on: eventLoop)
+        }
         if let fill {
             fill.store(entry, selectedBy: request.headers, maxBytes: limits.maxBytes)
         } else {

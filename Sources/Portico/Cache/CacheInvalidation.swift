@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NIOHTTP1
 import PorticoPolicy
 import PorticoUpstream
@@ -11,19 +12,29 @@ final class CacheInvalidation: ExchangeResponder {
     private let inner: any ExchangeResponder
     private let cache: ResponseCache
     private let key: CacheKey
+    private let eventLoop: any EventLoop
 
-    init(inner: any ExchangeResponder, cache: ResponseCache, key: CacheKey) {
+    init(inner: any ExchangeResponder, cache: ResponseCache, key: CacheKey, on eventLoop: any EventLoop) {
         self.inner = inner
         self.cache = cache
         self.key = key
+        self.eventLoop = eventLoop
     }
 
     func handlerReceived(_ events: UpstreamEvents, for exchange: Exchange) {
         if let head = events.head, (200..<400).contains(head.status) {
-            cache.invalidate(key)
+            var keys = [key]
             for name in ["location", "content-location"] {
-                if let value = head.headers.first(name: name), let other = Self.key(for: value, of: exchange), other != key {
-                    cache.invalidate(other)
+                if let value = head.headers.first(name: name), let other = Self.key(for: value, of: exchange), !keys.contains(other) {
+                    keys.append(other)
+                }
+            }
+            for key in keys {
+                cache.invalidate(key)
+                // The fleet's store, and every gateway's memory.
+                if let shared = cache.shared {
+                    let versions = exchange.policy.snapshot.policy.services[key.service].map { Array($0.versions.keys) } ?? []
+                    _ = shared.purge(.target(service: key.service, target: key.target), versions: versions, services: [], on: eventLoop)
                 }
             }
         }

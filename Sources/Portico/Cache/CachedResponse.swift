@@ -106,6 +106,34 @@ final class CachedResponse: Sendable {
         self.size = size
     }
 
+    /// An entry as another gateway stored it (``CachedResponse/decode(_:key:version:)``): its
+    /// times and windows as they were computed there.
+    init(
+        key: CacheKey, version: Int, status: Int, headers: HTTPHeaders, body: ByteBuffer, responseTime: Double, correctedInitialAge: Double,
+        freshnessLifetime: Double, staleWhileRevalidate: Double, staleIfError: Double, varyNames: [String], varyValues: [String?]
+    ) {
+        self.key = key
+        self.version = version
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.contentLength = body.readableBytes
+        self.responseTime = responseTime
+        self.correctedInitialAge = correctedInitialAge
+        self.freshnessLifetime = freshnessLifetime
+        self.control = ResponseDirectives(headers).control
+        self.staleWhileRevalidate = staleWhileRevalidate
+        self.staleIfError = staleIfError
+        etag = headers.first(name: "etag")
+        lastModified = headers.first(name: "last-modified")
+        self.varyNames = varyNames
+        self.varyValues = varyValues
+        tags = Self.tags(headers)
+        var size = Self.overhead + body.readableBytes
+        for (name, value) in headers { size += name.utf8.count + value.utf8.count + 4 }
+        self.size = size
+    }
+
     /// The response's age now (`current_age`, §4.2.3).
     func age(at now: Double) -> Double {
         correctedInitialAge + max(0, now - responseTime)

@@ -22,13 +22,20 @@ public final class ResponseCache: Sendable {
     private let state = NIOLockedValueBox(State())
     private let clock: @Sendable () -> Double
     let metrics: CacheMetrics?
+    /// The fleet's side (shared entries, purges for every gateway), in fleet mode.
+    let shared: FleetCache?
 
     /// - Parameters:
     ///   - clock: seconds since 1970; tests pass their own to move time.
     ///   - metrics: where hits, misses and bytes are counted.
-    public init(clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }, metrics: GatewayMetrics? = nil) {
+    ///   - shared: the fleet's side, in fleet mode.
+    init(
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }, metrics: GatewayMetrics? = nil,
+        shared: FleetCache? = nil
+    ) {
         self.clock = clock
         self.metrics = metrics.map(CacheMetrics.init)
+        self.shared = shared
     }
 
     /// The cache's time, in seconds since 1970.

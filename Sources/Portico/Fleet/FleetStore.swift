@@ -25,14 +25,17 @@ public final class FleetStore: Sendable {
     ///   - group: the event loops that serve requests; each gets its own Redis connection.
     ///   - clock: monotonic nanoseconds for the breaker and backoff (tests may pass their own).
     ///   - logger: where a breaker opening (with the failure that opened it) and closing are told.
+    ///   - maxReplyBytes: the longest reply Redis may send (a shared cache entry is one).
     public init(
         _ cluster: ClusterPolicy, group: any EventLoopGroup, metrics: GatewayMetrics? = nil, logger: Logger? = nil,
-        clock: @escaping @Sendable () -> Int64 = { Int64(bitPattern: NIODeadline.now().uptimeNanoseconds) }
+        clock: @escaping @Sendable () -> Int64 = { Int64(bitPattern: NIODeadline.now().uptimeNanoseconds) },
+        maxReplyBytes: Int = 1024 * 1024
     ) {
         var configuration = RedisConfiguration(
             host: cluster.redis.host, port: cluster.redis.port,
             password: cluster.password.map { String(decoding: $0.bytes, as: UTF8.self) }, database: cluster.database,
             timeoutNanos: cluster.timeout.nanoseconds, scripts: [FleetScript.source])
+        configuration.maxReplyBytes = maxReplyBytes
         var configurationError: PolicyError?
         do {
             configuration.tls = try FleetTLS.context(for: cluster).map { RedisTLS(context: $0, serverName: cluster.redis.host) }

@@ -54,13 +54,14 @@ struct ExchangeHandlers: Sendable {
             guard let rules = exchange.cacheRules else { break }
             let filling = CacheFilling(
                 inner: responder, cache: cache, fill: fill, stale: stale, request: request, rules: rules,
-                limits: exchange.snapshot.policy.cache ?? CachePolicy())
+                limits: exchange.snapshot.policy.cache ?? CachePolicy(), on: eventLoop)
             if let problem = handle(exchange, on: eventLoop, responder: filling) { filling.handlerAnswered(problem, for: exchange) }
             return nil
         case .bypass:
             exchange.cacheStatus = CacheStatus.bypass
         case .invalidate(let key):
-            return handle(exchange, on: eventLoop, responder: CacheInvalidation(inner: responder, cache: cache, key: key))
+            return handle(
+                exchange, on: eventLoop, responder: CacheInvalidation(inner: responder, cache: cache, key: key, on: eventLoop))
         case nil:
             break
         }
@@ -122,7 +123,7 @@ struct ExchangeHandlers: Sendable {
         refresh.cache = .fetch(fill, stale: stale, request: request)
         let filling = CacheFilling(
             inner: BackgroundSink(), cache: cache, fill: fill, stale: stale, request: request, rules: rules,
-            limits: exchange.snapshot.policy.cache ?? CachePolicy(), background: true)
+            limits: exchange.snapshot.policy.cache ?? CachePolicy(), on: eventLoop, background: true)
         if let problem = handle(refresh, on: eventLoop, responder: filling) { filling.handlerAnswered(problem, for: refresh) }
     }
 }

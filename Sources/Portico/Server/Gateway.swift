@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -13,6 +14,8 @@ import PorticoUpstream
 public final class Gateway: Sendable {
     public let store: PolicyStore
     private let group: any EventLoopGroup
+    /// The loops connections run on (the admin API sends its fleet commands from one).
+    var eventLoopGroup: any EventLoopGroup { group }
     private let upstream: any UpstreamClient
     /// Lives as long as the gateway, across policy reloads, like every piece of state that must
     /// outlast a snapshot.
@@ -52,6 +55,8 @@ public final class Gateway: Sendable {
         var drained: [CheckedContinuation<Void, Never>] = []
         /// The drain's time is up: a waiter that registers now returns at once.
         var drainOver = false
+        /// Reads the fleet's cache purges (fleet mode).
+        var purgeListener: RepeatedTask?
     }
 
     /// - Parameters:
@@ -77,7 +82,6 @@ public final class Gateway: Sendable {
         targets: TargetRegistry = TargetRegistry(), resolver: any AddressResolver = SystemAddressResolver(),
         cacheClock: (@Sendable () -> Double)? = nil
     ) {
-        self.cache = cacheClock.map { ResponseCache(clock: $0, metrics: metrics) } ?? ResponseCache(metrics: metrics)
         self.codeHandlers = codeHandlers
         self.nonces = nonces ?? InMemoryNonceStore(capacity: snapshot.policy.signatures.nonceCacheSize)
         self.rateLimiter = rateLimiter
@@ -92,7 +96,15 @@ public final class Gateway: Sendable {
         self.healthChecker = healthChecker
         self.addressRefresher = AddressRefresher(
             store: store, resolver: resolver, eventLoop: group.next(), logger: logger, onRefresh: { healthChecker.update($0) })
-        let fleet = snapshot.policy.cluster.map { FleetStore($0, group: group, metrics: metrics, logger: logger) }
+        let cachePolicy = snapshot.policy.cache ?? CachePolicy()
+        let sharesEntries = cachePolicy.store == .redis
+        let fleet = snapshot.policy.cluster.map {
+            FleetStore(
+                $0, group: group, metrics: metrics, logger: logger,
+                maxReplyBytes: sharesEntries ? max(1024 * 1024, cachePolicy.maxObjectBytes + 64 * 1024) : 1024 * 1024)
+        }
+        let shared = fleet.map { FleetCache(client: $0.client, sharesEntries: sharesEntries, logger: logger) }
+        self.cache = ResponseCache(clock: cacheClock ?? { Date().timeIntervalSince1970 }, metrics: metrics, shared: shared)
         let local = LocalLimitStore(rateLimiter: rateLimiter, nonces: self.nonces)
         self.fleet = fleet
         self.limits = fleet.map { FleetLimitStore(fleet: $0, local: local) } ?? local
@@ -140,6 +152,15 @@ public final class Gateway: Sendable {
         if let error = fleet?.configurationError { throw error }  // rediss://'s caFile, likewise (read once, by the store)
         await addressRefresher.start()
         healthChecker.update(store.current)
+        // Fleet purges are read only where something may be cached (read at start, like `store`).
+        let caches =
+            snapshot.policy.cache != nil
+            || snapshot.policy.services.values.contains { $0.cache != nil || $0.versions.values.contains { $0.cache != nil } }
+        if let shared = cache.shared, caches {
+            let cache = self.cache
+            let listening = shared.listen(on: group.next()) { cache.purge($0) }
+            state.withLockedValue { $0.purgeListener = listening }
+        }
         let limits = snapshot.limits
         var bound: [(name: String, channel: any Channel, connections: ListenerConnections)] = []
         do {
@@ -309,6 +330,7 @@ public final class Gateway: Sendable {
         healthChecker.stop()
         addressRefresher.stop()
         upstream.shutdown()
+        state.withLockedValue { $0.purgeListener }?.cancel()
         try? await fleet?.close().get()
     }
 }

@@ -55,8 +55,26 @@ struct CacheStage: RequestStage {
                     return drawBackend(for: exchange, on: eventLoop)
                 }.nonisolated())
         case .fetch(let fill, let stale):
-            exchange.cache = .fetch(fill, stale: stale, request: request)
-            return drawBackend(for: exchange, on: eventLoop)
+            guard let shared = cache.shared, shared.sharesEntries else {
+                exchange.cache = .fetch(fill, stale: stale, request: request)
+                return drawBackend(for: exchange, on: eventLoop)
+            }
+            // The fleet's store before the backend; those waiting on this fill wait for both.
+            return .suspend(
+                shared.fetch(request, on: eventLoop).assumeIsolated().map { entry -> StageOutcome in
+                    var stale = stale
+                    if let entry, entry.matches(request.headers) {
+                        let usability = request.usability(of: entry, at: cache.now())
+                        if usability == .fresh || usability == .staleAllowed {
+                            fill.store(entry, selectedBy: request.headers, maxBytes: policy.maxBytes)
+                            exchange.cache = .hit(entry, usability, refresh: nil, request: request, collapsed: false)
+                            return .proceed
+                        }
+                        if stale == nil || entry.responseTime > stale!.responseTime { stale = entry }
+                    }
+                    exchange.cache = .fetch(fill, stale: stale, request: request)
+                    return drawBackend(for: exchange, on: eventLoop)
+                }.nonisolated())
         case .pass(let stale):
             exchange.cache = .fetch(nil, stale: stale, request: request)
             return drawBackend(for: exchange, on: eventLoop)
