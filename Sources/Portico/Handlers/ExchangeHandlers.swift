@@ -18,7 +18,7 @@ struct ExchangeHandlers: Sendable {
         proxy = ProxyHandler(upstream: services.upstream, concurrency: concurrency, scheme: services.scheme, logger: services.logger)
         facade = FacadeHandler(
             upstream: services.upstream, limits: services.limits, concurrency: concurrency, metrics: services.metrics,
-            logger: services.logger)
+            logger: services.logger, coalescer: services.sourceFetches)
         code = CodeHandlerRunner(
             handlers: services.codeHandlers, upstream: services.upstream, limits: services.limits, concurrency: concurrency,
             logger: services.logger)

@@ -26,6 +26,8 @@ struct FacadeHandler: Sendable {
     let concurrency: BackendConcurrency
     let metrics: GatewayMetrics?
     let logger: Logger
+    /// Identical source fetches in flight, merged across requests.
+    var coalescer: FetchCoalescer? = nil
 
     func serve(_ exchange: Exchange, facade: CompiledFacade, on eventLoop: any EventLoop) -> EventLoopFuture<FacadeAnswer> {
         let remainder = exchange.routed?.remainder ?? ""
@@ -37,13 +39,16 @@ struct FacadeHandler: Sendable {
         exchange.task = tasks
         let fetcher = SourceFetch(
             upstream: upstream, limits: limits, concurrency: concurrency, service: facade.service, requestID: exchange.requestID,
-            tasks: tasks, hashInputs: HashInputs(exchange))
+            tasks: tasks, hashInputs: HashInputs(exchange), coalescer: coalescer)
         if !facade.aggregate.isEmpty {
             return aggregate(facade, parameters: parameters, fetcher: fetcher, on: eventLoop)
         }
         let answer = tryChain(facade, from: 0, last: nil, parameters: parameters, fetcher: fetcher, on: eventLoop)
         if let shadow = facade.shadow {
-            compare(shadow, with: answer, facade: facade, parameters: parameters, fetcher: fetcher, on: eventLoop)
+            // A shadow's fetch is a sample of its own source, never merged with another's.
+            var sampling = fetcher
+            sampling.coalescer = nil
+            compare(shadow, with: answer, facade: facade, parameters: parameters, fetcher: sampling, on: eventLoop)
         }
         return answer.map { served in served.answer }
     }

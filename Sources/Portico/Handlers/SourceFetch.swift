@@ -68,6 +68,8 @@ struct SourceFetch: Sendable {
     /// What a `balance: hash` backend hashes: the request's, so that its fetches reach the same
     /// target its proxied requests would. Without them (a shadow's fetch, say) the request id.
     var hashInputs: HashInputs? = nil
+    /// Where identical fetches in flight are merged (facades' fetches; a code handler's are its own).
+    var coalescer: FetchCoalescer? = nil
 
     func fetch(
         _ source: CompiledFacade.Source, contract: Contract, parameters: [String: String], partial: Bool = false,
@@ -116,6 +118,33 @@ struct SourceFetch: Sendable {
         backend: CompiledBackend, target: String, accept: String, limit: Int, on eventLoop: any EventLoop
     ) -> EventLoopFuture<FetchedResponse> {
         if let tasks, tasks.isCancelled { return eventLoop.makeFailedFuture(FetchCancelled()) }
+        guard let coalescer else { return fetch(backend: backend, target: target, accept: accept, limit: limit, on: eventLoop) }
+        let key = FetchCoalescer.Key(backend: ObjectIdentifier(backend), target: target, accept: accept)
+        switch coalescer.join(key, on: eventLoop) {
+        case .leader(let promise):
+            let fetched = fetch(backend: backend, target: target, accept: accept, limit: limit, on: eventLoop)
+            fetched.whenComplete { _ in coalescer.finish(key) }
+            fetched.cascade(to: promise)
+            return fetched
+        case .follower(let running):
+            let tasks = tasks
+            return running.hop(to: eventLoop).flatMapError { error in
+                // The fetch waited on was its own client's to cancel, not an answer: fetch anew.
+                guard error is FetchCancelled else { return eventLoop.makeFailedFuture(error) }
+                if let tasks, tasks.isCancelled { return eventLoop.makeFailedFuture(FetchCancelled()) }
+                return fetch(backend: backend, target: target, accept: accept, limit: limit, on: eventLoop)
+            }.flatMapThrowing { response in
+                // The leader's limit may have been larger than this source's.
+                guard response.body.count <= limit else { throw BodyTooLarge() }
+                return response
+            }
+        }
+    }
+
+    /// ``get(backend:target:accept:limit:on:)`` without merging.
+    private func fetch(
+        backend: CompiledBackend, target: String, accept: String, limit: Int, on eventLoop: any EventLoop
+    ) -> EventLoopFuture<FetchedResponse> {
         let request = LimitRequest(service: service, backend: RateLimiter.draw(backend: backend))
         switch limits.admit(request, on: eventLoop) {
         case .decided(.refused(let refusal)):

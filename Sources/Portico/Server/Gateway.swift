@@ -24,6 +24,8 @@ public final class Gateway: Sendable {
     public let rateLimiter: RateLimiter
     /// The response cache (RFC 9111) every listener shares; it outlives reloads.
     public let cache: ResponseCache
+    /// Facade source fetches in flight, merged across every listener's requests.
+    let sourceFetches = FetchCoalescer()
     /// What `/metrics` reports; each compiled policy's requests count into it.
     public let metrics: GatewayMetrics
     /// Fleet mode's Redis, made at start from the policy's `cluster` section (`nil` without one):
@@ -166,10 +168,11 @@ public final class Gateway: Sendable {
         do {
             for listener in snapshot.listeners {
                 let tls = tlsStores[listener.name]
-                let services = GatewayServices(
+                var services = GatewayServices(
                     store: store, upstream: upstream, nonces: nonces, rateLimiter: rateLimiter, accessLogger: accessLogger,
                     scheme: tls == nil ? "http" : "https", listener: listener.name, accessLogWriter: accessLogWriter,
                     metrics: metrics, logger: logger, codeHandlers: codeHandlers, limits: self.limits, cache: cache)
+                services.sourceFetches = sourceFetches
                 let connections = ListenerConnections(
                     listener: listener.name, limit: limits.maxConnections, perAddressLimit: limits.maxConnectionsPerAddress, logger: logger)
                 let channel: any Channel

@@ -26,6 +26,8 @@ struct GatewayServices: Sendable {
     let limits: any LimitStore
     /// The response cache every listener shares; outlives policy reloads.
     var cache: ResponseCache
+    /// Facade source fetches in flight, which identical ones wait for (one per gateway).
+    var sourceFetches = FetchCoalescer()
 
     /// - Parameter limits: where limits and nonces are decided; by default this process's
     ///   (`rateLimiter` and `nonces`). In fleet mode the gateway passes its ``FleetLimitStore``.

@@ -401,3 +401,57 @@ struct ResponseCacheTests {
         }
     }
 }
+
+@Suite("Facade source fetches in flight are merged")
+struct SourceFetchCoalescingTests {
+    static func policy(_ port: Int) -> String {
+        var services = ""
+        for name in ["a", "b"] {
+            services += """
+                  \(name):
+                    path: /\(name)
+                    versions:
+                      1:
+                        facade:
+                          parameters: /{city}
+                          contract: { t: number }
+                          sources:
+                            main: { backend: feed, request: "/feed/{city}", format: json, fields: { t: /t } }
+                          active: main
+
+                """
+        }
+        return """
+            backends:
+              feed: { url: "http://127.0.0.1:\(port)", timeout: 10s }
+            services:
+            \(services)
+            """
+    }
+
+    @Test("two services' facades fetching the same source target at once make one backend request")
+    func merged() async throws {
+        let held = try await HeldBackend.start(body: #"{"t": 21}"#)
+        let gateway = try await TestGateway.start(policy: Self.policy(held.port))
+        let bodies = try await withThrowingTaskGroup(of: String.self) { group in
+            for service in ["a", "b"] {
+                group.addTask {
+                    try await offThePool { try gateway.connect(receiveTimeout: 30).request("GET", "/\(service)/oslo").bodyText }
+                }
+            }
+            #expect(await eventually { held.requestsReceived == 1 && gateway.gateway.sourceFetches.waiting == 1 })
+            held.release()
+            var bodies: [String] = []
+            for try await body in group { bodies.append(body) }
+            return bodies
+        }
+        #expect(bodies == [#"{"t":21}"#, #"{"t":21}"#])
+        #expect(held.requestsReceived == 1)
+        // Once done, the next fetch goes to the backend again.
+        _ = try gateway.connect().request("GET", "/a/oslo")
+        #expect(held.requestsReceived == 2)
+        #expect(gateway.gateway.sourceFetches.count == 0)
+        await gateway.shutdown()
+        try await held.shutdown()
+    }
+}
