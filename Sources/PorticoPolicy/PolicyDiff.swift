@@ -52,7 +52,7 @@ public struct PolicyDiff: Sendable, Hashable {
     ///   `backends.<backend>.maxConcurrent`, `services.<service>.addressRateLimit`.
     /// - `backends`: URL, timeouts, client, limits.
     /// - `settings`: the singular sections (`listeners`, `limits`, `upstream`, `accessLog`,
-    ///   `signatures`, `apiKeys`, `clients`, `locator`, `admin`).
+    ///   `signatures`, `apiKeys`, `clients`, `locator`, `admin`, `cluster`, `cache`, `compression`).
     ///
     /// - `facades`: each facade version's sources, `service/version source <name>` → the source
     ///   (backend, request, format, field mappings), and its choices, `service/version active`,

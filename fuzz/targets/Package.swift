@@ -79,6 +79,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Response and request fields as the response cache and compression read them (Portico).
+        .executableTarget(
+            name: "FuzzCacheFields",
+            dependencies: [
+                "FuzzSupport", .product(name: "Portico", package: "Portico"), .product(name: "PorticoHTTP", package: "Portico"),
+                .product(name: "PorticoPolicy", package: "Portico"), .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Request bytes through the gateway's real connection pipeline on an EmbeddedChannel (Portico).
         .executableTarget(
             name: "FuzzGatewayHead",

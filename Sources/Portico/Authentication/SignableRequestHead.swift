@@ -27,7 +27,7 @@ struct SignableRequestHead: SignableRequest {
         queryOffset = Self.queryOffset(in: requestTarget)
     }
 
-    var method: String { head.method.rawValue }
+    var method: String { head.method.wireName }
     func fieldValues(_ name: String) -> [String] { head.headers[name] }
 
     func onlyFieldValue(_ name: String) -> String? {

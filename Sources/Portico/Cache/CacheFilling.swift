@@ -209,7 +209,7 @@ final class CacheFilling: ExchangeResponder {
         if !background { cache.metrics?.count(.revalidated) }
         CachedAnswer.serve(
             refreshed, to: exchange, responder: inner, status: CacheStatus.forwarded(stale: true, status: 304, stored: stores),
-            cache: cache, result: result)
+            cache: cache, result: result, counted: !background)
     }
 
     private func serveStale(_ stale: CachedResponse, to exchange: Exchange, upstreamStatus: Int?) {
@@ -217,6 +217,6 @@ final class CacheFilling: ExchangeResponder {
         let metrics = UpstreamMetrics(duration: .nanoseconds((NIODeadline.now() - exchange.started).nanoseconds), newConnections: 0)
         CachedAnswer.serve(
             stale, to: exchange, responder: inner, status: CacheStatus.staleIfError(status: upstreamStatus), cache: cache,
-            result: .success(metrics))
+            result: .success(metrics), counted: !background)
     }
 }

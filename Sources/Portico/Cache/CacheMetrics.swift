@@ -17,7 +17,8 @@ struct CacheMetrics: Sendable {
         case miss
         /// Waited for another request's response in flight and was answered from it.
         case collapsed
-        /// Not for the cache (a range, a conditional the cache does not evaluate, `no-store`).
+        /// Not for the cache: a range, or a precondition the cache does not evaluate (`If-Match`,
+        /// `If-Unmodified-Since`, `If-Range`).
         case bypass
     }
 

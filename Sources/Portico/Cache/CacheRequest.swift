@@ -46,7 +46,10 @@ struct CacheRequest: Sendable {
     /// `stale-if-error` window (or the request's, which may widen it, RFC 5861 §4), and not one
     /// that must be revalidated.
     func mayServeOnError(_ entry: CachedResponse, at now: Double) -> Bool {
-        guard !entry.mustRevalidate, !entry.control.noCache else { return false }
+        // A request that asked for validation (`no-cache`, `max-age=0`) gets the failure, unless it
+        // said itself how stale an answer it takes when the backend fails.
+        let askedForValidation = control.noCache || control.maxAge == 0
+        guard !entry.mustRevalidate, !entry.control.noCache, !askedForValidation || control.staleIfError != nil else { return false }
         let staleness = entry.staleness(at: now)
         if staleness <= 0 { return true }
         let window = max(entry.staleIfError, control.staleIfError.map(Double.init) ?? 0)
@@ -96,7 +99,9 @@ struct CacheRequest: Sendable {
         }
         // Stale on arrival and nothing to revalidate or fall back on: of no use stored.
         let validators = response.contains(name: "etag") || response.contains(name: "last-modified")
-        let staleUse = responseControl.staleIfError != nil || responseControl.staleWhileRevalidate != nil || rules.staleIfError > 0
+        let staleUse =
+            responseControl.staleIfError != nil || responseControl.staleWhileRevalidate != nil || rules.staleIfError > 0
+            || rules.staleWhileRevalidate > 0
         if freshness <= 0 && !validators && !staleUse { return .skip("stale when received, without a validator") }
         return .store(freshness: freshness)
     }

@@ -12,16 +12,29 @@ enum CachedAnswer {
 
     /// Delivers `entry` to `responder` as `exchange`'s whole answer, marked `status` in
     /// `Cache-Status`. `result` ends it (a revalidation's own, when the backend confirmed it).
+    /// - Parameter counted: whether a client receives it (a background refresh's answer is not
+    ///   counted as bytes served).
     static func serve(
         _ entry: CachedResponse, to exchange: Exchange, responder: any ExchangeResponder, status: String, cache: ResponseCache,
-        result: Result<UpstreamMetrics, UpstreamError> = .success(UpstreamMetrics(duration: .zero, newConnections: 0))
+        result: Result<UpstreamMetrics, UpstreamError> = .success(UpstreamMetrics(duration: .zero, newConnections: 0)),
+        counted: Bool = true
     ) {
         exchange.cacheStatus = status
         let age = String(Int(entry.age(at: cache.now()).rounded(.down)))
+        // What compression would make of the body for this client: a 304 must describe the same
+        // representation a 200 would (its weak ETag, its Vary).
+        let compression = exchange.routed?.rules.compression.flatMap { rules in
+            rules.mayCompress(status: entry.status, headers: entry.headers, contentLength: entry.contentLength) ? rules : nil
+        }
+        let coding = exchange.head.method == .HEAD ? nil : compression?.negotiate(exchange.head.headers)
         if notModified(exchange.head.headers, entry) {
             var headers = HTTPHeaders()
             for (name, value) in entry.headers where notModifiedFields.contains(name.lowercased()) { headers.add(name: name, value: value) }
             headers.add(name: "Age", value: age)
+            if compression != nil, exchange.head.method != .HEAD { headers.add(name: "Vary", value: "Accept-Encoding") }
+            if coding != nil, let etag = headers.first(name: "etag"), !etag.hasPrefix("W/") {
+                headers.replaceOrAdd(name: "ETag", value: "W/" + etag)
+            }
             let head = UpstreamResponseHead(status: 304, headers: headers)
             responder.handlerReceived(UpstreamEvents(head: head, result: result), for: exchange)
             return
@@ -31,11 +44,9 @@ enum CachedAnswer {
         var body = entry.body
         var length = entry.contentLength
         // Compressed once per coding and kept with the entry: a hit never compresses again.
-        if exchange.head.method != .HEAD, let rules = exchange.routed?.rules.compression,
-            rules.mayCompress(status: entry.status, headers: entry.headers, contentLength: entry.contentLength)
-        {
+        if exchange.head.method != .HEAD, let rules = compression {
             headers.add(name: "Vary", value: "Accept-Encoding")
-            if let coding = rules.negotiate(exchange.head.headers), let encoded = entry.body(in: coding, level: rules.level(coding)) {
+            if let coding, let encoded = entry.body(in: coding, level: rules.level(coding)) {
                 cache.grew(entry, by: encoded.added, maxBytes: (exchange.snapshot.policy.cache ?? CachePolicy()).maxBytes)
                 CompressionRules.compressedHead(&headers, coding: coding)
                 body = encoded.body
@@ -44,7 +55,7 @@ enum CachedAnswer {
         }
         let head = UpstreamResponseHead(status: entry.status, headers: headers, contentLength: length)
         let sendsBody = exchange.head.method != .HEAD && length > 0
-        cache.metrics?.served(bytes: sendsBody ? length : 0)
+        if counted { cache.metrics?.served(bytes: sendsBody ? length : 0) }
         responder.handlerReceived(UpstreamEvents(head: head, body: sendsBody ? body : nil, result: result), for: exchange)
     }
 
@@ -102,7 +113,6 @@ enum CacheStatus {
     }
 
     static let bypass = "\(name); fwd=bypass"
-    static let request = "\(name); fwd=request"
 
     /// Served stale because the backend failed (`status` when it answered at all).
     static func staleIfError(status: Int?) -> String {

@@ -44,7 +44,8 @@ extension CachedResponse {
         guard let headerCount = input.readInteger(as: UInt32.self), headerCount < 10_000 else { return nil }
         var headers = HTTPHeaders()
         for _ in 0..<headerCount {
-            guard let name = read(&input), let value = read(&input) else { return nil }
+            // What Redis hands back is checked as a peer's bytes are: a field a parser would refuse is no entry.
+            guard let name = read(&input), let value = read(&input), isToken(name), isFieldValue(value) else { return nil }
             headers.add(name: name, value: value)
         }
         guard let varyCount = input.readInteger(as: UInt32.self), varyCount < 1000 else { return nil }
@@ -61,6 +62,20 @@ extension CachedResponse {
             key: key, version: version, status: Int(status), headers: headers, body: body, responseTime: numbers[0],
             correctedInitialAge: numbers[1], freshnessLifetime: numbers[2], staleWhileRevalidate: numbers[3], staleIfError: numbers[4],
             varyNames: names, varyValues: values)
+    }
+
+    /// RFC 9110 §5.6.2's `token`: what a field name is made of.
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty
+            && text.utf8.allSatisfy { byte in
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+    }
+
+    /// A field value without the bytes no field value holds (NUL, CR, LF).
+    static func isFieldValue(_ text: String) -> Bool {
+        !text.utf8.contains { $0 == 0 || $0 == 0x0D || $0 == 0x0A }
     }
 
     private static func write(_ text: String, to out: inout ByteBuffer) {

@@ -64,7 +64,9 @@ public final class ResponseCache: Sendable {
         /// Go to the backend and fill the cache; `stale` is the stored response to revalidate
         /// (and to fall back on if the backend fails).
         case fetch(CacheFill, stale: CachedResponse?)
-        /// Go to the backend without filling (too many waiters already); `stale` as for `fetch`.
+        /// Go to the backend without registering a fill (too many waiters already, or a HEAD):
+        /// nothing waits on this request, though a response it brings back may still be stored;
+        /// `stale` as for `fetch`.
         case pass(stale: CachedResponse?)
     }
 
@@ -81,12 +83,15 @@ public final class ResponseCache: Sendable {
                     return .hit(node.entry, usability, refresh: nil)
                 case .staleWhileRevalidate:
                     node.visited = true
-                    guard state.fills[fillKey] == nil else { return .hit(node.entry, usability, refresh: nil) }
+                    // A HEAD's refresh would bring back no body to store: it is left to a GET.
+                    guard state.fills[fillKey] == nil, !request.isHEAD else { return .hit(node.entry, usability, refresh: nil) }
                     return .hit(node.entry, usability, refresh: state.register(fillKey, cache: self))
                 case .needsValidation:
                     break
                 }
             }
+            // A HEAD's response has no body to store: it neither fills nor waits.
+            if request.isHEAD { return .pass(stale: node?.entry) }
             if var inFlight = state.fills[fillKey] {
                 guard inFlight.waiters.count < maxWaiters else { return .pass(stale: node?.entry) }
                 let promise = eventLoop.makePromise(of: FillEnd.self)
@@ -127,17 +132,17 @@ public final class ResponseCache: Sendable {
         _ id: Int, key: FillKey, _ end: FillEnd, storing entry: CachedResponse? = nil, selectedBy request: HTTPHeaders? = nil,
         maxBytes: Int = 0
     ) {
-        var evicted = 0
+        var inserted = (stored: false, evicted: 0)
         let waiters: [Waiter] = state.withLockedValue { state in
             if let entry, let request {
-                evicted = state.insert(entry, selectedBy: request, maxBytes: maxBytes)
+                inserted = state.insert(entry, selectedBy: request, maxBytes: maxBytes)
             }
             guard let inFlight = state.fills[key], inFlight.id == id else { return [] }
             state.fills[key] = nil
             return inFlight.waiters
         }
         if let metrics, entry != nil {
-            metrics.inserted(stored: true, evicted: evicted)
+            metrics.inserted(stored: inserted.stored, evicted: inserted.evicted)
             metrics.publish(usage)
         }
         for waiter in waiters { waiter.promise.succeed(end) }
@@ -167,9 +172,9 @@ public final class ResponseCache: Sendable {
     /// Stores a revalidated response in place of `old` (the backend answered 304), or an entry
     /// made without a fill.
     func replace(_ entry: CachedResponse, selectedBy request: HTTPHeaders, maxBytes: Int) {
-        let evicted = state.withLockedValue { $0.insert(entry, selectedBy: request, maxBytes: maxBytes) }
+        let inserted = state.withLockedValue { $0.insert(entry, selectedBy: request, maxBytes: maxBytes) }
         if let metrics {
-            metrics.inserted(stored: true, evicted: evicted)
+            metrics.inserted(stored: inserted.stored, evicted: inserted.evicted)
             metrics.publish(usage)
         }
     }
@@ -272,12 +277,13 @@ public final class ResponseCache: Sendable {
         }
 
         /// Inserts `entry`, replacing the variant `request` selected, then evicts until the
-        /// bytes fit `maxBytes`. The number evicted.
-        mutating func insert(_ entry: CachedResponse, selectedBy request: HTTPHeaders, maxBytes: Int) -> Int {
+        /// bytes fit `maxBytes`: whether it was stored (not when it alone is over the bound), and
+        /// the number evicted.
+        mutating func insert(_ entry: CachedResponse, selectedBy request: HTTPHeaders, maxBytes: Int) -> (stored: Bool, evicted: Int) {
             if let old = entries[entry.key]?.first(where: { $0.entry.version == entry.version && $0.entry.matches(request) }) {
                 unlink(old)
             }
-            guard entry.size <= maxBytes else { return 0 }
+            guard entry.size <= maxBytes else { return (false, 0) }
             var evicted = 0
             while bytes + entry.size > maxBytes, let victim = nextVictim() {
                 unlink(victim)
@@ -295,7 +301,7 @@ public final class ResponseCache: Sendable {
             newest = node
             bytes += entry.size
             entryCount += 1
-            return evicted
+            return (true, evicted)
         }
 
         mutating func grow(_ entry: CachedResponse, by bytes: Int, maxBytes: Int) -> Int {

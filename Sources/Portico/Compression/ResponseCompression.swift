@@ -34,7 +34,10 @@ final class ResponseCompression: ExchangeResponder {
             if exchange.head.method != .HEAD,
                 rules.mayCompress(status: head.status, headers: head.headers, contentLength: head.contentLength)
             {
-                head.headers.add(name: "Vary", value: "Accept-Encoding")
+                // A stored answer comes with it already (``CachedAnswer``).
+                if !head.headers[canonicalForm: "vary"].contains(where: { $0.lowercased() == "accept-encoding" }) {
+                    head.headers.add(name: "Vary", value: "Accept-Encoding")
+                }
                 if let coding, let encoder = try? StreamEncoders.make(coding, level: rules.level(coding)) {
                     self.encoder = encoder
                     CompressionRules.compressedHead(&head.headers, coding: coding)

@@ -26,6 +26,10 @@ final class FleetCache: Sendable {
     private let logger: Logger?
 
     static let purgeStream = "portico:cache:purges"
+    /// The longest reply the fleet's connections take when entries are shared: entries larger
+    /// (a `maxObjectBytes` raised by a reload past it) are not written, so that no gateway's
+    /// decoder meets a reply it refuses, which would break the connection limits share.
+    static let maxReplyBytes = 16 * 1024 * 1024
     /// How often the purge stream is read.
     static let listenInterval = TimeAmount.milliseconds(500)
 
@@ -55,10 +59,11 @@ final class FleetCache: Sendable {
         }.recover { _ in nil }
     }
 
-    /// Writes `entry` for as long as it may serve: its remaining freshness, plus its stale
-    /// windows, plus an hour when it has a validator to be revalidated by. Nothing is waited for:
-    /// a failed write only means other gateways miss it.
+    /// Writes `entry` for as long as it may serve: its remaining freshness, plus the longest of
+    /// its stale windows and, when it has a validator to be revalidated by, an hour. Nothing is
+    /// waited for: a failed write only means other gateways miss it.
     func store(_ entry: CachedResponse, now: Double, on eventLoop: any EventLoop) {
+        guard entry.size + 64 * 1024 <= client.configuration.maxReplyBytes else { return }
         var seconds = entry.freshnessLifetime - entry.age(at: now)
         seconds += max(entry.staleWhileRevalidate, entry.staleIfError, entry.etag != nil || entry.lastModified != nil ? 3600 : 0)
         guard seconds >= 1 else { return }
@@ -74,10 +79,15 @@ final class FleetCache: Sendable {
             logger?.debug("the shared cache did not take an entry", metadata: ["error": .string("\(error)")])
         }
         // The sets a purge by service or tag reads; they live as long as their longest member.
+        // (A script rather than `EXPIRE … GT`, which Redis before 7.0 does not know.)
+        let membership = """
+            redis.call('SADD', KEYS[1], ARGV[1])
+            local ttl = redis.call('TTL', KEYS[1])
+            if ttl < tonumber(ARGV[2]) then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+            return 1
+            """
         for set in [Self.serviceSet(entry.key.service)] + entry.tags.map(Self.tagSet) {
-            _ = client.send(.command(["SADD", set, key]), on: eventLoop)
-            _ = client.send(.command(["EXPIRE", set, expiry, "NX"]), on: eventLoop)
-            _ = client.send(.command(["EXPIRE", set, expiry, "GT"]), on: eventLoop)
+            _ = client.send(.command(["EVAL", membership, "1", set, key, expiry]), on: eventLoop)
         }
     }
 

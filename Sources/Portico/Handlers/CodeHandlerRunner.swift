@@ -34,7 +34,7 @@ struct CodeHandlerRunner: Sendable {
             eventLoop: eventLoop, backends: policy.backends, fetcher: fetcher, compiled: exchange.policy.backends,
             maxBodyBytes: exchange.snapshot.limits.maxBodyBytes)
         let request = CodeHandlerRequest(
-            method: exchange.head.method.rawValue, remainder: String(exchange.routed?.remainder ?? ""),
+            method: exchange.head.method.wireName, remainder: String(exchange.routed?.remainder ?? ""),
             query: exchange.routed?.query.map(String.init), service: service, version: exchange.version ?? 0,
             requestID: exchange.requestID, body: exchange.body.map { Data($0.readableBytesView) } ?? Data())
         exchange.body = nil

@@ -12,6 +12,8 @@ struct ExchangeHandlers: Sendable {
     let facade: FacadeHandler
     let code: CodeHandlerRunner
     let cache: ResponseCache
+    /// What a background refresh draws its backend's limit from.
+    let limits: any LimitStore
 
     init(services: GatewayServices) {
         let concurrency = services.rateLimiter.concurrency
@@ -23,6 +25,7 @@ struct ExchangeHandlers: Sendable {
             handlers: services.codeHandlers, upstream: services.upstream, limits: services.limits, concurrency: concurrency,
             logger: services.logger)
         cache = services.cache
+        limits = services.limits
     }
 
     /// Starts serving `exchange` on `eventLoop`, the connection's; its answer reaches `responder`
@@ -114,8 +117,27 @@ struct ExchangeHandlers: Sendable {
 
     /// Starts the one refresh of a response served within its `stale-while-revalidate`, on an
     /// exchange of its own that no client waits for: what it brings back is stored, and nothing
-    /// is written anywhere. It draws on the backend's concurrency like any request.
+    /// is written anywhere. It draws from the backend's limit and concurrency like any request
+    /// to it; refused, it is given up (the stale response keeps serving within its window).
     private func refreshInBackground(
+        _ exchange: Exchange, fill: CacheFill, stale: CachedResponse, request: CacheRequest, on eventLoop: any EventLoop
+    ) {
+        guard exchange.cacheRules != nil else { return fill.abandon() }
+        guard let backend = exchange.destination?.proxyBackend, let draw = RateLimiter.draw(backend: backend),
+            let service = exchange.routed?.rules.name
+        else { return startRefresh(exchange, fill: fill, stale: stale, request: request, on: eventLoop) }
+        switch limits.admit(LimitRequest(service: service, backend: draw), on: eventLoop) {
+        case .decided(.admitted): startRefresh(exchange, fill: fill, stale: stale, request: request, on: eventLoop)
+        case .decided(.refused): fill.abandon()
+        case .pending(let outcome):
+            outcome.assumeIsolated().whenSuccess { outcome in
+                guard case .admitted = outcome else { return fill.abandon() }
+                startRefresh(exchange, fill: fill, stale: stale, request: request, on: eventLoop)
+            }
+        }
+    }
+
+    private func startRefresh(
         _ exchange: Exchange, fill: CacheFill, stale: CachedResponse, request: CacheRequest, on eventLoop: any EventLoop
     ) {
         guard let rules = exchange.cacheRules else { return fill.abandon() }

@@ -124,7 +124,7 @@ enum ProxyForwarding {
         }
 
         var request = UpstreamRequest(
-            method: head.method.rawValue,
+            method: head.method.wireName,
             url: upstreamURL(routed, proxy: proxy, backend: backend, target: target, versionedPrefix: versionedPrefix),
             headers: headers, body: body, connectTimeout: backend.connectTimeout, timeout: backend.attemptTimeout(until: .distantFuture)
         )

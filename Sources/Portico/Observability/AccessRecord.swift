@@ -52,7 +52,7 @@ struct AccessRecord {
     /// The line of an exchange that has ended.
     init(_ exchange: Exchange) {
         self.init(
-            requestID: exchange.requestID, method: exchange.head.method.rawValue, path: exchange.path, client: exchange.client.address,
+            requestID: exchange.requestID, method: exchange.head.method.wireName, path: exchange.path, client: exchange.client.address,
             started: exchange.started)
         httpProtocol = AccessRecord.protocolName(exchange.head.version)
         switch exchange.route {

@@ -124,6 +124,8 @@ public actor PolicyReloader {
         if old.signatures.nonceCacheSize != new.signatures.nonceCacheSize { sections.append("signatures.nonceCacheSize") }
         if old.admin?.address != new.admin?.address || old.admin?.port != new.admin?.port { sections.append("admin") }
         if old.cluster != new.cluster { sections.append("cluster") }  // the Redis client is made at start
+        // Whether entries go to Redis, and whether fleet purges are read, are decided with the Redis client.
+        if (old.cache?.store ?? .memory) != (new.cache?.store ?? .memory) { sections.append("cache.store") }
         return sections
     }
 }

@@ -103,7 +103,7 @@ public final class Gateway: Sendable {
         let fleet = snapshot.policy.cluster.map {
             FleetStore(
                 $0, group: group, metrics: metrics, logger: logger,
-                maxReplyBytes: sharesEntries ? max(1024 * 1024, cachePolicy.maxObjectBytes + 64 * 1024) : 1024 * 1024)
+                maxReplyBytes: sharesEntries ? max(FleetCache.maxReplyBytes, cachePolicy.maxObjectBytes + 64 * 1024) : 1024 * 1024)
         }
         let shared = fleet.map { FleetCache(client: $0.client, sharesEntries: sharesEntries, logger: logger) }
         self.cache = ResponseCache(clock: cacheClock ?? { Date().timeIntervalSince1970 }, metrics: metrics, shared: shared)

@@ -123,5 +123,9 @@ struct FleetCacheTests {
         cut.moveWriterIndex(to: cut.writerIndex - 1)
         #expect(CachedResponse.decode(cut, key: entry.key, version: 1) == nil)
         #expect(CachedResponse.decode(ByteBuffer(string: "not an entry"), key: entry.key, version: 1) == nil)
+        // What Redis hands back is a peer's bytes: a field name no parser would take is no entry
+        // (HTTPHeaders traps on a name that is not ASCII).
+        let forged = CacheParsingTests.entry("/e", headers: [("X-Caf\u{e9}", "1")], request: .init())
+        #expect(CachedResponse.decode(forged.encoded(), key: forged.key, version: 1) == nil)
     }
 }

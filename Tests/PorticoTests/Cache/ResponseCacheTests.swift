@@ -287,29 +287,34 @@ struct ResponseCacheTests {
         }
     }
 
+    /// A policy in which nothing gives up on its own before the test releases the backend (the
+    /// backend's timeout, a waiter's): on a loaded machine the test may take a while to get there.
+    static func patientPolicy(_ port: Int) -> String {
+        policy([port], extra: "cache: { waitTimeout: 10m }").replacingOccurrences(of: "timeout: 5s", with: "timeout: 10m")
+    }
+
+    /// `count` connections that have each sent `GET target` and not read anything yet: all in
+    /// flight at once without a thread each (a blocked thread pool would serialise them).
+    static func sendAll(_ count: Int, _ target: String, to gateway: TestGateway) throws -> [RawHTTPClient] {
+        try (0..<count).map { _ in
+            let client = try gateway.connect(receiveTimeout: 30)
+            try client.send("GET \(target) HTTP/1.1\r\nHost: gateway.test\r\n\r\n")
+            return client
+        }
+    }
+
     @Test("concurrent misses for one key make one backend request; the others are answered from it")
     func coalescing() async throws {
         let held = try await HeldBackend.start(body: #"{"held":true}"#, headers: [("Cache-Control", "max-age=60")])
-        let gateway = try await TestGateway.start(policy: Self.policy([held.port]))
+        let gateway = try await TestGateway.start(policy: Self.patientPolicy(held.port))
         let count = 50
-        let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
-            for _ in 0..<count {
-                group.addTask {
-                    try await offThePool {
-                        let response = try gateway.connect(receiveTimeout: 30).request("GET", "/weather/same")
-                        return (response.status, response.header("Cache-Status"))
-                    }
-                }
-            }
-            #expect(await eventually { held.requestsReceived == 1 && gateway.gateway.cache.waiting == count - 1 })
-            held.release()
-            var answers: [(Int, String?)] = []
-            for try await answer in group { answers.append(answer) }
-            return answers
-        }
+        let clients = try Self.sendAll(count, "/weather/same", to: gateway)
+        #expect(await eventually { held.requestsReceived == 1 && gateway.gateway.cache.waiting == count - 1 })
+        held.release()
+        let answers = try await offThePool { try clients.map { try $0.readResponse() } }
         #expect(held.requestsReceived == 1)
-        #expect(answers.allSatisfy { $0.0 == 200 })
-        #expect(answers.filter { $0.1 == "Portico; hit; collapsed" }.count == count - 1)
+        #expect(answers.allSatisfy { $0.status == 200 && $0.bodyText == #"{"held":true}"# })
+        #expect(answers.filter { $0.header("Cache-Status") == "Portico; hit; collapsed" }.count == count - 1)
         await gateway.shutdown()
         try await held.shutdown()
     }
@@ -317,15 +322,12 @@ struct ResponseCacheTests {
     @Test("waiters whose response turns out not storable each go to the backend")
     func coalescingUnstorable() async throws {
         let held = try await HeldBackend.start(body: "{}", headers: [("Cache-Control", "private")])
-        let gateway = try await TestGateway.start(policy: Self.policy([held.port]))
-        try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<5 {
-                group.addTask { try await offThePool { try gateway.connect(receiveTimeout: 30).request("GET", "/weather/mine").status } }
-            }
-            #expect(await eventually { gateway.gateway.cache.waiting == 4 })
-            held.release()
-            for try await status in group { #expect(status == 200) }
-        }
+        let gateway = try await TestGateway.start(policy: Self.patientPolicy(held.port))
+        let clients = try Self.sendAll(5, "/weather/mine", to: gateway)
+        #expect(await eventually { held.requestsReceived == 1 && gateway.gateway.cache.waiting == 4 })
+        held.release()
+        let statuses = try await offThePool { try clients.map { try $0.readResponse().status } }
+        #expect(statuses == [200, 200, 200, 200, 200])
         #expect(held.requestsReceived == 5)
         await gateway.shutdown()
         try await held.shutdown()
@@ -423,7 +425,7 @@ struct SourceFetchCoalescingTests {
         }
         return """
             backends:
-              feed: { url: "http://127.0.0.1:\(port)", timeout: 10s }
+              feed: { url: "http://127.0.0.1:\(port)", timeout: 10m }
             services:
             \(services)
             """
@@ -433,18 +435,14 @@ struct SourceFetchCoalescingTests {
     func merged() async throws {
         let held = try await HeldBackend.start(body: #"{"t": 21}"#)
         let gateway = try await TestGateway.start(policy: Self.policy(held.port))
-        let bodies = try await withThrowingTaskGroup(of: String.self) { group in
-            for service in ["a", "b"] {
-                group.addTask {
-                    try await offThePool { try gateway.connect(receiveTimeout: 30).request("GET", "/\(service)/oslo").bodyText }
-                }
-            }
-            #expect(await eventually { held.requestsReceived == 1 && gateway.gateway.sourceFetches.waiting == 1 })
-            held.release()
-            var bodies: [String] = []
-            for try await body in group { bodies.append(body) }
-            return bodies
+        let clients = try ["a", "b"].map { service in
+            let client = try gateway.connect(receiveTimeout: 30)
+            try client.send("GET /\(service)/oslo HTTP/1.1\r\nHost: gateway.test\r\n\r\n")
+            return client
         }
+        #expect(await eventually { held.requestsReceived == 1 && gateway.gateway.sourceFetches.waiting == 1 })
+        held.release()
+        let bodies = try await offThePool { try clients.map { try $0.readResponse().bodyText } }
         #expect(bodies == [#"{"t":21}"#, #"{"t":21}"#])
         #expect(held.requestsReceived == 1)
         // Once done, the next fetch goes to the backend again.
