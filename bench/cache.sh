@@ -8,7 +8,9 @@
 #    proxy_cache serving the same hit (one nginx worker per core, no access log), all in front of the
 #    same fast backend (nginx answering BENCH_BODY from memory, as bench/run.sh). wrk drives each in
 #    turn, every round; the CPU of the proxy's processes (utime + stime from /proc) over the requests
-#    answered gives µs per request; the report is the median round with ratios.
+#    answered gives µs per request; the report is the median round with ratios. For scale, the
+#    floor: the same process answering a request no service routes (its 404 problem, no backend,
+#    no cache), what every request costs before any handler.
 # 2. Coalescing: 1,000 clients ask at once for the same uncached target of a backend that takes a
 #    second to answer and counts what it receives (a small Python server); how many requests
 #    reached it.
@@ -203,6 +205,7 @@ echo "== load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$ROUNDS"); do
   run_wrk portico-miss "$round" "http://127.0.0.1:$PORTICO_PORT/proxied/AAPL" "$PORTICO_PID"
   run_wrk portico-hit "$round" "http://127.0.0.1:$PORTICO_PORT/cached/AAPL" "$PORTICO_PID"
+  run_wrk portico-404 "$round" "http://127.0.0.1:$PORTICO_PORT/nowhere" "$PORTICO_PID"
   # shellcheck disable=SC2046
   run_wrk nginx-hit "$round" "http://127.0.0.1:$NGINX_PORT/cached/AAPL" $(nginx_pids)
 done
@@ -216,9 +219,9 @@ def run(name, r):
     total = int(re.search(r"(\d+) requests in", text).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
     return total, cpu[(name, r)] / hz * 1e6 / total, int(errors.group(1)) if errors else 0
-print(f"{'route':<14}{'req/s':>10}{'CPU/req':>12}{'non-2xx':>9}   per round (µs/req)")
+print(f"{'route':<14}{'req/s':>10}{'CPU/req':>12}{'non-2xx':>9}   per round (µs/req)   (portico-404 is all non-2xx: a 404 by design)")
 costs = {}
-for name in ("portico-miss", "portico-hit", "nginx-hit"):
+for name in ("portico-miss", "portico-hit", "portico-404", "nginx-hit"):
     runs = [run(name, r) for r in range(1, rounds + 1)]
     costs[name] = [c for _, c, _ in runs]
     rps = statistics.median(t for t, _, _ in runs) / duration
@@ -228,6 +231,8 @@ def ratio(a, b):
     return statistics.median(x / y for x, y in zip(costs[a], costs[b]))
 print(f"Portico hit / Portico miss CPU per request: {ratio('portico-hit', 'portico-miss'):.2f}× (goal: below 1)")
 print(f"Portico hit / nginx proxy_cache hit CPU per request: {ratio('portico-hit', 'nginx-hit'):.2f}× (goal: at most 1)")
+print(f"Portico hit - Portico 404 (the cache's own part of a hit): "
+      f"{statistics.median(h - f for h, f in zip(costs['portico-hit'], costs['portico-404'])):.1f} µs")
 PY
 
 echo "== coalescing: 1,000 clients at once for one uncached target of a backend that answers after 1 s"

@@ -101,9 +101,7 @@ final class CachedResponse: Sendable {
         varyNames = Self.varyNames(stored)
         varyValues = varyNames.map { Self.fieldValue($0, in: request) }
         tags = Self.tags(stored)
-        var size = Self.overhead + body.readableBytes
-        for (name, value) in stored { size += name.utf8.count + value.utf8.count + 4 }
-        self.size = size
+        size = Self.size(headers: stored, body: body)
     }
 
     /// An entry as another gateway stored it (``CachedResponse/decode(_:key:version:)``): its
@@ -129,9 +127,14 @@ final class CachedResponse: Sendable {
         self.varyNames = varyNames
         self.varyValues = varyValues
         tags = Self.tags(headers)
-        var size = Self.overhead + body.readableBytes
+        size = Self.size(headers: headers, body: body)
+    }
+
+    /// What an entry of these fields and body counts against `maxBytes`.
+    static func size(headers: HTTPHeaders, body: ByteBuffer) -> Int {
+        var size = overhead + body.readableBytes
         for (name, value) in headers { size += name.utf8.count + value.utf8.count + 4 }
-        self.size = size
+        return size
     }
 
     /// The response's age now (`current_age`, §4.2.3).

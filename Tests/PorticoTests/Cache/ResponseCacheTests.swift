@@ -5,6 +5,7 @@ import NIOHTTP1
 import PorticoDemoBackends
 import PorticoTestSupport
 import PorticoTesting
+import Synchronization
 import Testing
 
 @testable import Portico
@@ -451,5 +452,25 @@ struct SourceFetchCoalescingTests {
         #expect(gateway.gateway.sourceFetches.count == 0)
         await gateway.shutdown()
         try await held.shutdown()
+    }
+}
+
+@Suite("Methods as the client spelled them")
+struct MethodSpellingTests {
+    @Test("M-SEARCH reaches the backend as M-SEARCH (NIO's own name for it is MSEARCH), and invalidates like any unsafe method")
+    func mSearch() async throws {
+        let methods = Mutex<[String]>([])
+        let backend = try await ScriptedBackend.start { request in
+            methods.withLock { $0.append(request.method) }
+            return [.text("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nCache-Control: max-age=60\r\n\r\n{}")]
+        }
+        let gateway = try await TestGateway.start(policy: ResponseCacheTests.policy([backend.port]))
+        let client = try gateway.connect()
+        #expect(try client.request("GET", "/weather/ssdp").status == 200)
+        #expect(try client.request("GET", "/weather/ssdp").header("Cache-Status") == "Portico; hit")
+        #expect(try client.request("M-SEARCH", "/weather/ssdp").status == 200)
+        #expect(try client.request("GET", "/weather/ssdp").header("Cache-Status")?.hasPrefix("Portico; fwd=miss") == true)
+        #expect(methods.withLock { $0 } == ["GET", "M-SEARCH", "GET"])
+        await gateway.shutdown()
     }
 }
