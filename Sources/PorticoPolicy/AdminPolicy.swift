@@ -17,6 +17,8 @@ public struct AdminPolicy: Sendable, Hashable {
     /// The bearer token every admin request must present (`Authorization: Bearer <token>`); required
     /// when ``address`` is not a loopback address. Re-read on every reload, so it can be rotated.
     public var token: Secret?
+    /// Which peer addresses may reach the admin listener at all (`allowFrom`, `denyFrom`).
+    public var addresses = AddressList()
 
     public init(address: String = "127.0.0.1", port: Int, token: Secret? = nil) {
         self.address = address

@@ -124,6 +124,8 @@ public struct ClientKeyPolicy: Sendable, Hashable {
     public var tier: String?
     /// A demo key: its secret is published with the policy, so it must never guard real traffic.
     public var demo: Bool
+    /// Which client addresses may use it (`allowFrom`, `denyFrom`): a stolen key is no use elsewhere.
+    public var addresses = AddressList()
 
     public func mayCall(service: String) -> Bool {
         services.contains("*") || services.contains(service)

@@ -26,7 +26,7 @@ struct KeyReader {
     static let minimumSecretLength = 32
 
     func read(id: String, services: Set<String>, tiers: Set<String>) -> ClientKeyPolicy? {
-        let known = ["secret", "secretFile", "secretEnv", "previousSecret", "status", "services", "tier", "demo"]
+        let known = ["secret", "secretFile", "secretEnv", "previousSecret", "status", "services", "tier", "demo", "allowFrom", "denyFrom"]
         guard let fields = value.fields(known: known) else { return nil }
         // Key ids travel in signature parameters (any string) and before the '.' of X-API-Key.
         if id.isEmpty || !id.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) || id.contains(".") {
@@ -67,10 +67,13 @@ struct KeyReader {
         if demo {
             value.warning("demo key: its secret is published with this policy; never let it guard real traffic")
         }
+        let addresses = fields.addressList()
         guard let secret, let allowed else { return nil }
-        return ClientKeyPolicy(
+        var key = ClientKeyPolicy(
             id: id, secret: secret, previousSecret: previous?.secret, previousSecretExpires: previous?.expires, status: status,
             services: allowed, tier: tier, demo: demo)
+        key.addresses = addresses
+        return key
     }
 
     /// Exactly one of `secret` (demo keys only), `secretFile` and `secretEnv`.

@@ -28,6 +28,10 @@ public struct Policy: Sendable {
     public var cache: CachePolicy?
     /// Response compression (`compression:`), on for every service that does not turn it off.
     public var compression: CompressionPolicy?
+    /// The proxies in front of the gateway whose `X-Forwarded-For` is believed: a request from one
+    /// of them is taken to come from the address it names (``ClientAddressRule``); from any other
+    /// peer, the field is the client's own claim and ignored.
+    public var trustedProxies: [AddressRange] = []
 }
 
 /// A socket the gateway accepts connections on.
@@ -279,6 +283,8 @@ public struct ServicePolicy: Sendable, Hashable {
     public var cache: ServiceCachePolicy?
     /// This service's compression: off (`false`), or levels of its own.
     public var compression: ServiceCompressionPolicy?
+    /// Which client addresses may call it (`allowFrom`, `denyFrom`), checked before authentication.
+    public var addresses = AddressList()
 
     /// Whether requests' client version matters to this service (it has buckets or a minimum).
     public var readsClientVersion: Bool { !compatibility.isEmpty || minimumClientVersion != nil }

@@ -150,6 +150,7 @@ public struct PolicyDiff: Sendable, Hashable {
         if let cluster = policy.cluster { entries["cluster"] = AnyHashable(cluster) }
         if let cache = policy.cache { entries["cache"] = AnyHashable(cache) }
         if let compression = policy.compression { entries["compression"] = AnyHashable(compression) }
+        if !policy.trustedProxies.isEmpty { entries["trustedProxies"] = AnyHashable(policy.trustedProxies) }
         return entries
     }
 }

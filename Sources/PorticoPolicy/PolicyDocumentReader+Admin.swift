@@ -4,7 +4,7 @@ extension PolicyDocumentReader {
 
     /// `admin: { address, port, tokenFile }`.
     func readAdmin(_ value: PolicyValue) -> AdminPolicy? {
-        guard let fields = value.fields(known: ["address", "port", "tokenFile"]) else { return nil }
+        guard let fields = value.fields(known: ["address", "port", "tokenFile", "allowFrom", "denyFrom"]) else { return nil }
         let address = fields.optional("address", default: "127.0.0.1") { $0.nonEmptyString() }
         let port = fields.required("port") { $0.int(in: 0...65535) }
         let token = fields.optional("tokenFile") { value -> Secret? in
@@ -27,6 +27,8 @@ extension PolicyDocumentReader {
             value.error("an admin listener on \(address) (not loopback) needs tokenFile, the bearer token admin requests must present")
         }
         guard let port else { return nil }
-        return AdminPolicy(address: address, port: port, token: token)
+        var admin = AdminPolicy(address: address, port: port, token: token)
+        admin.addresses = fields.addressList()
+        return admin
     }
 }

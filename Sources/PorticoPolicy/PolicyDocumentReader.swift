@@ -44,6 +44,7 @@ struct PolicyDocumentReader {
         let cache = cacheValue.flatMap(readCache)
         if let cacheValue, let cache { checkCacheStore(cache, at: cacheValue, cluster: cluster) }
         let compression = single("compression", in: sections).flatMap(readCompression)
+        let trustedProxies = single("trustedProxies", in: sections).flatMap { $0.addressRanges() } ?? []
         guard sink.diagnostics.isEmpty else { return nil }
         var policy = Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
@@ -55,6 +56,7 @@ struct PolicyDocumentReader {
         policy.cluster = cluster
         policy.cache = cache
         policy.compression = compression
+        policy.trustedProxies = trustedProxies
         if let clusterValue, cluster != nil {
             checkSharedLimits(policy, at: clusterValue)
             guard sink.diagnostics.isEmpty else { return nil }
@@ -415,7 +417,7 @@ struct PolicyDocumentReader {
     ) -> (ServicePolicy)? {
         let known = [
             "path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes", "compatibility",
-            "minimumClientVersion", "missingClientVersion", "cache", "compression",
+            "minimumClientVersion", "missingClientVersion", "cache", "compression", "allowFrom", "denyFrom",
         ]
         guard let fields = value.fields(known: known) else { return nil }
         let path = fields.required("path", readServicePath)
@@ -463,6 +465,7 @@ struct PolicyDocumentReader {
         service.missingClientVersion = active.missing
         service.cache = fields.optional("cache", readServiceCache)
         service.compression = fields.optional("compression", readServiceCompression)
+        service.addresses = fields.addressList()
         return service
     }
 

@@ -40,6 +40,8 @@ struct AdminAPI: Sendable {
         var host: String?
         /// Browsers send `Origin` on cross-site requests (every POST among them); tools do not.
         var origin: String?
+        /// The TCP peer's address bytes, for the admin listener's `allowFrom` and `denyFrom`.
+        var peer: [UInt8]? = nil
 
         static let tool = RequestOrigin(host: "127.0.0.1", origin: nil)
 
@@ -65,6 +67,13 @@ struct AdminAPI: Sendable {
     }
 
     func respond(method: HTTPMethod, uri: String, authorization: String?, from requester: RequestOrigin = .tool) async -> Response {
+        // The peer's address first: a listener the operator keeps to some networks answers no one else.
+        if let list = gateway.store.current.snapshot.policy.admin?.addresses, !list.isEmpty,
+            !(requester.peer.map(list.admits) ?? (list.allow == nil))
+        {
+            return problem(
+                .forbidden, "address-refused", "Address not allowed", "The admin listener does not accept requests from this address.")
+        }
         // Without a token, the loopback listener trusts whoever can reach it: local tools. A web
         // page open on this host can reach it too (a form POST needs no preflight), so anything
         // that looks like a browser's request is refused unless a token vouches for it.

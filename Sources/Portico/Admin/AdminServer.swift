@@ -72,7 +72,8 @@ final class AdminHandler: ChannelInboundHandler {
             let method = head.method
             let uri = head.uri
             let authorization = head.headers.first(name: "authorization")
-            let origin = AdminAPI.RequestOrigin(host: head.headers.first(name: "host"), origin: head.headers.first(name: "origin"))
+            var origin = AdminAPI.RequestOrigin(host: head.headers.first(name: "host"), origin: head.headers.first(name: "origin"))
+            origin.peer = ClientAddress.bytes(context.channel.remoteAddress)
             let promise = context.eventLoop.makePromise(of: AdminAPI.Response.self)
             promise.completeWithTask { await api.respond(method: method, uri: uri, authorization: authorization, from: origin) }
             promise.futureResult.assumeIsolated().whenSuccess { response in

@@ -10,6 +10,10 @@ struct ClientConnection {
     var address: String?
     /// What the per-address rate limit counts this client as (its /64 for IPv6).
     var addressSubject: String?
+    /// The client address's bytes (4, or 16), for the address lists.
+    var addressBytes: [UInt8]?
+    /// The TCP peer's bytes, kept when `trustedProxies` may replace the address (``ClientAddressRule``).
+    var peerBytes: [UInt8]?
     /// What the TLS handshake established; nil on a plain-HTTP listener.
     var tls: TLSConnectionInfo?
     /// The certificate SNI chose for the connection; a request's `Host` must choose the same.

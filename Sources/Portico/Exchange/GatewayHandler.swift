@@ -54,6 +54,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
         if client.address == nil {
             client.address = context.channel.remoteAddress?.ipAddress
             client.addressSubject = ClientAddress.rateLimitSubject(context.channel.remoteAddress)
+            client.peerBytes = ClientAddress.bytes(context.channel.remoteAddress)
+            client.addressBytes = client.peerBytes
         }
     }
 
@@ -85,7 +87,10 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
     private func receive(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch part {
         case .head(let head):
-            let exchange = Exchange(head: head, requestID: RequestID.of(head), policy: policy.current(), client: client)
+            let compiled = policy.current()
+            let trusted = compiled.snapshot.policy.trustedProxies
+            let client = trusted.isEmpty ? client : ClientAddressRule.resolve(client, headers: head.headers, trusted: trusted)
+            let exchange = Exchange(head: head, requestID: RequestID.of(head), policy: compiled, client: client)
             perform(machine.headReceived(exchange), context: context)
         case .body(let part):
             perform(machine.bodyReceived(part), context: context)

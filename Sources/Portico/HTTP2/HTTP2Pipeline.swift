@@ -58,6 +58,8 @@ struct HTTP2Pipeline: Sendable {
         var client = client
         client.address = channel.remoteAddress?.ipAddress
         client.addressSubject = ClientAddress.rateLimitSubject(channel.remoteAddress)
+        client.peerBytes = ClientAddress.bytes(channel.remoteAddress)
+        client.addressBytes = client.peerBytes
         let admission = NIOLoopBound(
             HTTP2StreamAdmission(
                 limit: limits.http2.maxConcurrentStreams, maxRefusals: limits.http2.maxResets,

@@ -38,6 +38,9 @@ public final class CompiledPolicy: Sendable {
     let requestMetrics: RequestMetrics?
     /// `limits.authFailures`: how many failed authentications a client address may cause.
     let authFailureLimit: CompiledRateLimit?
+    /// The address lists of the keys that have one, by key id (empty when none has: then the
+    /// key check costs a request nothing).
+    let keyAddresses: [String: AddressList]
 
     public convenience init(_ snapshot: PolicySnapshot) {
         self.init(snapshot, metrics: nil)
@@ -73,6 +76,7 @@ public final class CompiledPolicy: Sendable {
         signatureRequirements = SignatureRequirements(
             policy.signatures, clientVersionHeader: policy.clients.versionHeader, clientPlatformHeader: policy.clients.platformHeader)
         apiKeyHeader = policy.apiKeys.header.lowercased()
+        keyAddresses = policy.keys.filter { !$0.value.addresses.isEmpty }.mapValues(\.addresses)
         authFailureLimit = policy.limits.authFailures.map { CompiledRateLimit(kind: .authFailures, name: "", policy: $0) }
         clientVersionHeader = policy.clients.versionHeader
         clientPlatformHeader = policy.clients.platformHeader

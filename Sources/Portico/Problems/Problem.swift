@@ -351,6 +351,17 @@ extension Problem {
             detail: "This API key may not call the service \(service).", extensions: [("service", service)])
     }
 
+    /// The client's address is not one the service (or the key) accepts. The address itself is not
+    /// echoed: the client knows it, and a proxy's view of it is not the client's business.
+    static func addressRefused(service: String, byKey: Bool = false) -> Problem {
+        Problem(
+            type: typePrefix + "address-refused", title: "Address not allowed", status: .forbidden,
+            detail: byKey
+                ? "This API key may not be used from this client address."
+                : "The service \(service) does not accept requests from this client address.",
+            extensions: [("service", service)])
+    }
+
     static func contentDigestMismatch() -> Problem {
         Problem(
             type: typePrefix + "content-digest-mismatch", title: "Content-Digest mismatch", status: .badRequest,
