@@ -6,8 +6,9 @@ set -euo pipefail
 # openssl (the command) makes development and test certificates; the curl command is used by a test;
 # redis-server is started by the fleet-mode tests (a real Redis on an ephemeral port); nghttp2-client
 # brings h2load and nghttp for the HTTP/2 benchmarks and checks; zlib, brotli and zstd compress
-# responses (zlib through compress-nio, the other two through their C libraries).
-packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl redis-server nghttp2-client zlib1g-dev libbrotli-dev libzstd-dev)
+# responses (zlib through compress-nio, the other two through their C libraries); chromium runs the
+# CORS test in a real browser (headless).
+packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl redis-server nghttp2-client zlib1g-dev libbrotli-dev libzstd-dev chromium)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
   for package in "${packages[@]}"; do

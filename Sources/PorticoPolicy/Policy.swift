@@ -285,6 +285,8 @@ public struct ServicePolicy: Sendable, Hashable {
     public var compression: ServiceCompressionPolicy?
     /// Which client addresses may call it (`allowFrom`, `denyFrom`), checked before authentication.
     public var addresses = AddressList()
+    /// Which web origins' pages may call it from a browser.
+    public var cors: CORSPolicy?
 
     /// Whether requests' client version matters to this service (it has buckets or a minimum).
     public var readsClientVersion: Bool { !compatibility.isEmpty || minimumClientVersion != nil }

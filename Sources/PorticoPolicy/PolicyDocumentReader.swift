@@ -417,7 +417,7 @@ struct PolicyDocumentReader {
     ) -> (ServicePolicy)? {
         let known = [
             "path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes", "compatibility",
-            "minimumClientVersion", "missingClientVersion", "cache", "compression", "allowFrom", "denyFrom",
+            "minimumClientVersion", "missingClientVersion", "cache", "compression", "allowFrom", "denyFrom", "cors",
         ]
         guard let fields = value.fields(known: known) else { return nil }
         let path = fields.required("path", readServicePath)
@@ -466,6 +466,7 @@ struct PolicyDocumentReader {
         service.cache = fields.optional("cache", readServiceCache)
         service.compression = fields.optional("compression", readServiceCompression)
         service.addresses = fields.addressList()
+        service.cors = fields.optional("cors", readCORS)
         return service
     }
 

@@ -68,6 +68,8 @@ final class Exchange: FramedExchange {
     var cache: ExchangeCache?
     /// The `Cache-Status` field (RFC 9211) the answer carries, once the cache has had its say.
     var cacheStatus: String?
+    /// CORS stage: what the answer's `Access-Control-*` fields say, for a service with `cors`.
+    var cors: CORSDecision?
 
     /// The request body, collected whole (a signed body is checked before anything is forwarded).
     var body: ByteBuffer?

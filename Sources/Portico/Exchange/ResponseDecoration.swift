@@ -16,6 +16,7 @@ enum ResponseDecoration {
         // A field of its own beside any `Vary` of the backend's: recipients combine them (RFC 9110 §5.3).
         if let vary = exchange.vary { head.headers.add(name: "Vary", value: vary) }
         if let status = exchange.cacheStatus { head.headers.add(name: "Cache-Status", value: status) }
+        exchange.cors?.decorate(&head.headers)
         if let limit = exchange.rateLimit {
             head.headers.add(name: "RateLimit-Policy", value: limit.policyField)
             head.headers.add(name: "RateLimit", value: limit.statusField)

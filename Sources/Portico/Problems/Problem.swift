@@ -362,6 +362,13 @@ extension Problem {
             extensions: [("service", service)])
     }
 
+    /// A CORS preflight the service's `cors` does not allow.
+    static func corsRefused(service: String, reason: String) -> Problem {
+        Problem(
+            type: typePrefix + "cors-refused", title: "Cross-origin request not allowed", status: .forbidden, detail: reason,
+            extensions: [("service", service)])
+    }
+
     static func contentDigestMismatch() -> Problem {
         Problem(
             type: typePrefix + "content-digest-mismatch", title: "Content-Digest mismatch", status: .badRequest,

@@ -26,14 +26,15 @@ enum StageOutcome {
 struct RequestStages: Sendable {
     let stages: [any RequestStage]
 
-    /// head checks → route → the service's address lists → authenticate → the key's address
-    /// lists → resolve version → rate-limit → cache; the handler, response decoration and access
-    /// log follow once the request is admitted.
+    /// head checks → route → the service's address lists → CORS (a preflight is answered here)
+    /// → authenticate → the key's address lists → resolve version → rate-limit → cache; the
+    /// handler, response decoration and access log follow once the request is admitted.
     static func standard(_ services: GatewayServices) -> RequestStages {
         RequestStages(stages: [
             HeadChecksStage(),
             RouteStage(listener: services.listener),
             AddressListStage(scope: .service),
+            CORSStage(),
             AuthenticationStage(nonces: services.nonces, scheme: services.scheme, rateLimiter: services.rateLimiter),
             AddressListStage(scope: .key),
             VersionStage(),
