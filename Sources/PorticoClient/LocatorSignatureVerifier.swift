@@ -14,6 +14,10 @@ public struct PinnedLocatorKey: Sendable {
     let key: Curve25519.Signing.PublicKey
     /// When set, the signature's `keyid` must be this.
     public var keyID: String?
+    /// When set, the environment the app belongs to (`production`): the signature must be tagged
+    /// for it (``LocatorTag``) and the document must say it. Every environment's document is signed
+    /// with the same key, so this is what stops staging's document reaching production's apps.
+    public var environment: String?
     /// How far the device clock may be off: a signature created up to this far in the future, or
     /// expired up to this long ago, is still accepted.
     public var allowedClockSkew: TimeInterval = 60
@@ -68,6 +72,11 @@ enum LocatorSignatureVerifier {
         }
         if let wanted = pinned.keyID, input.keyID != wanted {
             throw .invalidSignature("the signature's keyid is \(input.keyID ?? "missing"), not the pinned \(wanted)")
+        }
+        if let environment = pinned.environment, input.tag != LocatorTag.value(environment: environment) {
+            throw .invalidSignature(
+                "the document is signed for \(input.tag.map { "\"\($0)\"" } ?? "no environment"), not the pinned environment \(environment)"
+            )
         }
         guard let digestField = headers.header("content-digest"), let contentType = headers.header("content-type") else {
             throw .invalidSignature("Content-Digest or Content-Type is missing")

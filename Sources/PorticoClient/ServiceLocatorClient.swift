@@ -188,6 +188,11 @@ public actor ServiceLocatorClient {
                 freshUntil = min(freshUntil, signatureExpires)  // Cache-Control is not signed
             }
             let document = try ServiceLocatorDocument.decode(response.body)
+            // The signature's tag said so already; the document must not say otherwise.
+            if let environment = pinnedKey?.environment, document.environment != environment {
+                throw ServiceLocatorError.invalidSignature(
+                    "the document is for \(document.environment.map { "environment \($0)" } ?? "no environment"), not \(environment)")
+            }
             cached = Cached(
                 document: document, etag: response.header("etag"), freshUntil: freshUntil, body: response.body, fields: response.headers)
             return document

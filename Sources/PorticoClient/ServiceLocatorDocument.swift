@@ -83,9 +83,12 @@ public struct ServiceLocatorDocument: Sendable, Hashable, Decodable {
     }
 
     public var services: [Endpoint]
+    /// The environment the document was made for (`production`), when the gateway's policy names one.
+    public var environment: String?
 
-    public init(services: [Endpoint]) {
+    public init(services: [Endpoint], environment: String? = nil) {
         self.services = services
+        self.environment = environment
     }
 
     /// The endpoint of `service` at `version`, if published.

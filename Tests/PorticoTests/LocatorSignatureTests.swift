@@ -82,6 +82,28 @@ struct LocatorSignatureTests {
         }
     }
 
+    @Test("the signature is tagged with the document's environment; a client pinned to another environment refuses it")
+    func environmentBound() async throws {
+        try await withLocator { gateway, url in
+            let response = try gateway.connect().request("GET", "/serviceLocator.json")
+            #expect(response.header("Signature-Input")?.contains(#";tag="portico-locator:production""#) == true)
+            var production = Self.pinned
+            production.environment = "production"
+            let document = try await ServiceLocatorClient(url: url, pinnedKey: production).refresh()
+            #expect(document.environment == "production")
+            var staging = Self.pinned
+            staging.environment = "staging"
+            await #expect(throws: ServiceLocatorError.self) { try await ServiceLocatorClient(url: url, pinnedKey: staging).refresh() }
+            do {
+                _ = try await ServiceLocatorClient(url: url, pinnedKey: staging).refresh()
+            } catch let error as ServiceLocatorError {
+                #expect("\(error)".contains("not the pinned environment staging"), "\(error)")
+            }
+            // A client that pins no environment takes any (as before).
+            #expect(try await ServiceLocatorClient(url: url, pinnedKey: Self.pinned).refresh().services.count == 5)
+        }
+    }
+
     @Test("a changed byte, a missing or forged signature, another key, an expired signature are refused; the last good document stays")
     func clientRefuses() async throws {
         try await withLocator { _, url in

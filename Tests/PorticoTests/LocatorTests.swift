@@ -311,7 +311,8 @@ struct LocatorTests {
 struct LocatorSigningScheduleTests {
     static func variant() -> CompiledLocator.Variant {
         CompiledLocator.Variant(
-            body: Array(#"{"services":[]}"#.utf8), signer: .init(key: LocatorKeys.signing.key, keyID: "k"), maxAge: 120, grace: 30)
+            body: Array(#"{"services":[]}"#.utf8), signer: .init(key: LocatorKeys.signing.key, keyID: "k"), maxAge: 120, grace: 30,
+            tag: LocatorTag.value(environment: nil))
     }
 
     static func created(_ response: BuiltInResponse) throws -> Int64 {

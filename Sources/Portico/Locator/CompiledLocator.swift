@@ -48,7 +48,7 @@ final class CompiledLocator: Sendable {
                 byBase[key]
                 ?? Variant(
                     body: LocatorDocument.json(policy, environment: environment, baseURL: base), signer: signer, maxAge: maxAge,
-                    grace: grace)
+                    grace: grace, tag: LocatorTag.value(environment: environment))
             byBase[key] = variant
             variants[listener.name] = variant
         }
@@ -118,6 +118,8 @@ final class CompiledLocator: Sendable {
         let contentDigest: String
         let maxAge: Int64
         let grace: Int64
+        /// The signature's `tag`: the environment the document is for (``LocatorTag``).
+        let tag: String
         private let signer: Signer?
         /// The current signature and when it was made.
         private let signed = NIOLockedValueBox<Signed?>(nil)
@@ -128,7 +130,8 @@ final class CompiledLocator: Sendable {
             let signature: String
         }
 
-        init(body bytes: [UInt8], signer: Signer?, maxAge: Int64, grace: Int64) {
+        init(body bytes: [UInt8], signer: Signer?, maxAge: Int64, grace: Int64, tag: String) {
+            self.tag = tag
             body = ByteBuffer(bytes: bytes)
             let digest = bytes.withUnsafeBytes { OpenSSLDigest().digest(.sha256, of: $0) }
             etag = "\"" + Base64URL.encode(Array(digest.prefix(16))) + "\""
@@ -140,15 +143,17 @@ final class CompiledLocator: Sendable {
             if let signer {
                 signed.withLockedValue {
                     $0 = Self.sign(
-                        contentDigest: contentDigest, signer: signer, maxAge: maxAge, grace: grace, now: RequestAuthenticator.now())
+                        contentDigest: contentDigest, signer: signer, maxAge: maxAge, grace: grace, tag: tag,
+                        now: RequestAuthenticator.now())
                 }
             }
         }
 
         /// The signature fields over the document's `@status` (200), `content-type` and
-        /// `content-digest`, valid from `now` to `now + maxAge + grace`.
-        static func sign(contentDigest: String, signer: Signer, maxAge: Int64, grace: Int64, now: Int64) -> Signed? {
-            let input = SignatureInput(components: components, created: now, expires: now + maxAge + grace, keyID: signer.keyID)
+        /// `content-digest`, valid from `now` to `now + maxAge + grace`, tagged with its environment.
+        static func sign(contentDigest: String, signer: Signer, maxAge: Int64, grace: Int64, tag: String, now: Int64) -> Signed? {
+            let input = SignatureInput(
+                components: components, created: now, expires: now + maxAge + grace, keyID: signer.keyID, tag: tag)
             let fields = ["content-type": "application/json", "content-digest": contentDigest]
             guard let base = try? SignatureBase.make(forResponseStatus: 200, fields: fields, input: input) else { return nil }
             let signature = signer.key.sign(Array(base.utf8))
@@ -162,7 +167,7 @@ final class CompiledLocator: Sendable {
             guard let signer else { return nil }
             return signed.withLockedValue { held in
                 if let current = held, now < current.created + maxAge, now >= current.created { return current }
-                held = Self.sign(contentDigest: contentDigest, signer: signer, maxAge: maxAge, grace: grace, now: now) ?? held
+                held = Self.sign(contentDigest: contentDigest, signer: signer, maxAge: maxAge, grace: grace, tag: tag, now: now) ?? held
                 return held
             }
         }
