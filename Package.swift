@@ -145,7 +145,7 @@ let package = Package(
         .target(
             name: "PorticoPolicy",
             dependencies: [
-                "PorticoReform", .product(name: "Yams", package: "Yams"), .product(name: "Version", package: "Version"),
+                "PorticoReform", "PorticoHTTP", .product(name: "Yams", package: "Yams"), .product(name: "Version", package: "Version"),
             ],
             swiftSettings: swiftSettings
         ),

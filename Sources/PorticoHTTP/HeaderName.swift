@@ -35,4 +35,13 @@ public enum HeaderName {
         }
         return false
     }
+
+    /// Whether `text` is an RFC 9110 §5.6.2 `token` (what a field name and a method are made of).
+    public static func isToken(_ text: some StringProtocol) -> Bool {
+        !text.isEmpty
+            && text.utf8.allSatisfy { byte in
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+    }
 }

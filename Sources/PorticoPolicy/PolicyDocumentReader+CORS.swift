@@ -1,4 +1,5 @@
 import Foundation
+import PorticoHTTP
 
 extension PolicyDocumentReader {
     /// `cors: { origins, methods, headers, exposeHeaders, credentials, maxAge }`.
@@ -39,11 +40,7 @@ extension PolicyDocumentReader {
         guard let items = value.sequence() else { return nil }
         return items.compactMap { item -> String? in
             guard let text = item.nonEmptyString() else { return nil }
-            let isToken = text.utf8.allSatisfy { byte in
-                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
-            }
-            guard isToken else {
+            guard HeaderName.isToken(text) else {
                 item.error("expected a method or field name, found \"\(text)\"")
                 return nil
             }

@@ -181,17 +181,13 @@ final class CacheFilling: ExchangeResponder {
         _ stale: CachedResponse, with head: UpstreamResponseHead, receivedAt: Double, exchange: Exchange,
         result: Result<UpstreamMetrics, UpstreamError>
     ) {
+        // Every field the 304 carries replaces the stored one's lines, but its length and its hop-by-hop fields.
+        let updates = head.headers.filter { name, _ in
+            !HeaderName.matches(name, "content-length") && !HeaderName.matchesAny(name, ProxyForwarding.hopByHop)
+        }
         var headers = stale.headers
-        for (name, _) in head.headers {
-            let lowercased = name.lowercased()
-            guard lowercased != "content-length", !ProxyForwarding.hopByHop.contains(lowercased) else { continue }
-            headers.remove(name: name)
-        }
-        for (name, value) in head.headers {
-            let lowercased = name.lowercased()
-            guard lowercased != "content-length", !ProxyForwarding.hopByHop.contains(lowercased) else { continue }
-            headers.add(name: name, value: value)
-        }
+        for (name, _) in updates { headers.remove(name: name) }
+        for (name, value) in updates { headers.add(name: name, value: value) }
         let storage = request.storage(
             status: stale.status, headers: headers, contentLength: stale.contentLength, rules: rules, maxObjectBytes: limits.maxObjectBytes,
             responseTime: receivedAt)

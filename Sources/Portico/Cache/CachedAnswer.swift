@@ -32,9 +32,7 @@ enum CachedAnswer {
             for (name, value) in entry.headers where notModifiedFields.contains(name.lowercased()) { headers.add(name: name, value: value) }
             headers.add(name: "Age", value: age)
             if compression != nil, exchange.head.method != .HEAD { headers.add(name: "Vary", value: "Accept-Encoding") }
-            if coding != nil, let etag = headers.first(name: "etag"), !etag.hasPrefix("W/") {
-                headers.replaceOrAdd(name: "ETag", value: "W/" + etag)
-            }
+            if coding != nil, let etag = headers.first(name: "etag") { headers.replaceOrAdd(name: "ETag", value: EntityTag.weakened(etag)) }
             let head = UpstreamResponseHead(status: 304, headers: headers)
             responder.handlerReceived(UpstreamEvents(head: head, result: result), for: exchange)
             return
@@ -66,19 +64,12 @@ enum CachedAnswer {
         let noneMatch = request["if-none-match"]
         if !noneMatch.isEmpty {
             guard let etag = entry.etag else { return false }
-            let tags = noneMatch.flatMap { $0.split(separator: ",") }.map { $0.trimmingOptionalWhitespace() }
-            return tags.contains { $0 == "*" || weaklyEqual($0, Substring(etag)) }
+            return EntityTag.noneMatchNames(noneMatch, etag: etag)
         }
         guard let since = request.first(name: "if-modified-since").flatMap(HTTPDate.parse),
             let modified = (entry.lastModified ?? entry.headers.first(name: "date")).flatMap(HTTPDate.parse)
         else { return false }
         return modified <= since
-    }
-
-    /// RFC 9110 §8.8.3.2: equal opaque tags, either or both weak.
-    static func weaklyEqual(_ a: Substring, _ b: Substring) -> Bool {
-        func opaque(_ tag: Substring) -> Substring { tag.hasPrefix("W/") ? tag.dropFirst(2) : tag }
-        return opaque(a) == opaque(b)
     }
 
     /// The request the backend receives when the cache fills or revalidates: the client's own

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PorticoHTTP
 
 /// A stored response as bytes, for the fleet's shared store: what another gateway needs to
 /// serve it exactly as this one would (status, fields, body, the times its age and freshness are
@@ -45,7 +46,7 @@ extension CachedResponse {
         var headers = HTTPHeaders()
         for _ in 0..<headerCount {
             // What Redis hands back is checked as a peer's bytes are: a field a parser would refuse is no entry.
-            guard let name = read(&input), let value = read(&input), isToken(name), isFieldValue(value) else { return nil }
+            guard let name = read(&input), let value = read(&input), HeaderName.isToken(name), isFieldValue(value) else { return nil }
             headers.add(name: name, value: value)
         }
         guard let varyCount = input.readInteger(as: UInt32.self), varyCount < 1000 else { return nil }
@@ -62,15 +63,6 @@ extension CachedResponse {
             key: key, version: version, status: Int(status), headers: headers, body: body, responseTime: numbers[0],
             correctedInitialAge: numbers[1], freshnessLifetime: numbers[2], staleWhileRevalidate: numbers[3], staleIfError: numbers[4],
             varyNames: names, varyValues: values)
-    }
-
-    /// RFC 9110 §5.6.2's `token`: what a field name is made of.
-    static func isToken(_ text: String) -> Bool {
-        !text.isEmpty
-            && text.utf8.allSatisfy { byte in
-                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
-            }
     }
 
     /// A field value without the bytes no field value holds (NUL, CR, LF).

@@ -86,6 +86,6 @@ struct CompressionRules: Sendable {
     static func compressedHead(_ headers: inout HTTPHeaders, coding: ContentCoding) {
         headers.add(name: "Content-Encoding", value: coding.rawValue)
         headers.remove(name: "content-md5")
-        if let etag = headers.first(name: "etag"), !etag.hasPrefix("W/") { headers.replaceOrAdd(name: "ETag", value: "W/" + etag) }
+        if let etag = headers.first(name: "etag") { headers.replaceOrAdd(name: "ETag", value: EntityTag.weakened(etag)) }
     }
 }

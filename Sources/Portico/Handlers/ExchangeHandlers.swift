@@ -35,9 +35,11 @@ struct ExchangeHandlers: Sendable {
     /// it) → compression → the connection's handler. A stored response is compressed by
     /// ``CachedAnswer`` itself, once per coding.
     func start(_ exchange: Exchange, on eventLoop: any EventLoop, responder connection: some ExchangeResponder) -> Problem? {
-        var responder: any ExchangeResponder = connection
-        if let rules = exchange.routed?.rules.compression, exchange.head.method != .HEAD {
-            responder = ResponseCompression(inner: connection, rules: rules, coding: rules.negotiate(exchange.head.headers))
+        // What a handler's answer goes through on its way out (a hit is compressed by CachedAnswer,
+        // so it needs none): made only on the paths that run a handler.
+        func outward() -> any ExchangeResponder {
+            guard let rules = exchange.routed?.rules.compression, exchange.head.method != .HEAD else { return connection }
+            return ResponseCompression(inner: connection, rules: rules, coding: rules.negotiate(exchange.head.headers))
         }
         switch exchange.cache {
         case .hit(let entry, let usability, let refresh, let request, let collapsed):
@@ -56,7 +58,7 @@ struct ExchangeHandlers: Sendable {
         case .fetch(let fill, let stale, let request):
             guard let rules = exchange.cacheRules else { break }
             let filling = CacheFilling(
-                inner: responder, cache: cache, fill: fill, stale: stale, request: request, rules: rules,
+                inner: outward(), cache: cache, fill: fill, stale: stale, request: request, rules: rules,
                 limits: exchange.snapshot.policy.cache ?? CachePolicy(), on: eventLoop)
             if let problem = handle(exchange, on: eventLoop, responder: filling) { filling.handlerAnswered(problem, for: exchange) }
             return nil
@@ -64,11 +66,11 @@ struct ExchangeHandlers: Sendable {
             exchange.cacheStatus = CacheStatus.bypass
         case .invalidate(let key):
             return handle(
-                exchange, on: eventLoop, responder: CacheInvalidation(inner: responder, cache: cache, key: key, on: eventLoop))
+                exchange, on: eventLoop, responder: CacheInvalidation(inner: outward(), cache: cache, key: key, on: eventLoop))
         case nil:
             break
         }
-        return handle(exchange, on: eventLoop, responder: responder)
+        return handle(exchange, on: eventLoop, responder: outward())
     }
 
     /// Starts the destination's handler.

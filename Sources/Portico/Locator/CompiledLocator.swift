@@ -184,24 +184,12 @@ final class CompiledLocator: Sendable {
                 headers.add(name: "Signature-Input", value: signature.signatureInput)
                 headers.add(name: "Signature", value: signature.signature)
             }
-            if Self.matches(ifNoneMatch, etag: etag) {
+            if EntityTag.noneMatchNames(ifNoneMatch, etag: etag) {
                 return BuiltInResponse(status: .notModified, headers: headers, body: nil, contentLength: nil)
             }
             return BuiltInResponse(status: .ok, headers: headers, body: head ? nil : body, contentLength: body.readableBytes)
         }
 
-        /// `If-None-Match` (RFC 9110 §13.1.2): `*`, or a list of tags compared weakly.
-        static func matches(_ values: [Substring], etag: String) -> Bool {
-            for value in values {
-                for tag in value.split(separator: ",") {
-                    var tag = tag.trimmingOptionalWhitespace()
-                    if tag == "*" { return true }
-                    if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
-                    if tag == etag { return true }
-                }
-            }
-            return false
-        }
     }
 }
 

@@ -1,12 +1,6 @@
 import NIOCore
 import PorticoPolicy
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// The subject of a client's per-address rate limit.
 ///
 /// An IPv4 client is one address. An IPv6 client is its /64: one subscriber line or host is
@@ -32,17 +26,7 @@ enum ClientAddress {
     }
 
     static func rateLimitSubject(_ address: SocketAddress?) -> String? {
-        guard let address else { return nil }
-        guard case .v6 = address, let text = address.ipAddress else { return address.ipAddress }
-        var bytes = [UInt8](repeating: 0, count: 16)
-        guard inet_pton(AF_INET6, text, &bytes) == 1 else { return text }
-        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
-            return "\(bytes[12]).\(bytes[13]).\(bytes[14]).\(bytes[15])"
-        }
-        var groups: [String] = []
-        for index in stride(from: 0, to: 8, by: 2) {
-            groups.append(String(UInt16(bytes[index]) << 8 | UInt16(bytes[index + 1]), radix: 16))
-        }
-        return groups.joined(separator: ":") + "::/64"
+        guard let text = address?.ipAddress else { return nil }
+        return AddressRange.bytes(of: text).flatMap { rateLimitSubject(bytes: $0) } ?? text
     }
 }

@@ -1,4 +1,5 @@
 import NIOHTTP1
+import PorticoHTTP
 import PorticoPolicy
 
 /// Which address a request comes from: its TCP peer's, unless that peer is one of the policy's
@@ -12,7 +13,7 @@ import PorticoPolicy
 enum ClientAddressRule {
     static func resolve(_ client: ClientConnection, headers: HTTPHeaders, trusted: [AddressRange]) -> ClientConnection {
         guard !trusted.isEmpty, let peer = client.peerBytes, trusted.contains(where: { $0.contains(peer) }) else { return client }
-        let entries = headers["x-forwarded-for"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: " \t") }
+        let entries = headers["x-forwarded-for"].flatMap { $0.split(separator: ",") }.map { String($0.trimmingOptionalWhitespace()) }
         var chosen: (text: String, bytes: [UInt8])?
         for entry in entries.reversed() {
             guard let bytes = AddressRange.bytes(of: entry) else { return client }
@@ -25,14 +26,5 @@ enum ClientAddressRule {
         resolved.addressBytes = chosen.bytes
         resolved.addressSubject = ClientAddress.rateLimitSubject(bytes: chosen.bytes) ?? chosen.text
         return resolved
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        var text = self
-        while let first = text.first, set.contains(first) { text.removeFirst() }
-        while let last = text.last, set.contains(last) { text.removeLast() }
-        return String(text)
     }
 }

@@ -66,7 +66,7 @@ private func fields(_ block: Substring) -> [(String, String)] {
         guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else { return nil }
         let name = String(line[..<colon])
         let value = String(line[line.index(after: colon)...].trimmingOptionalWhitespace())
-        guard CachedResponse.isToken(name), CachedResponse.isFieldValue(value) else { return nil }
+        guard HeaderName.isToken(name), CachedResponse.isFieldValue(value) else { return nil }
         return (name, value)
     }
 }
