@@ -31,6 +31,9 @@ let http2: Package.Dependency = .package(url: "https://github.com/apple/swift-ni
 // per response (brotli and zstd come from their Debian libraries, CPorticoCodecs).
 let compress: Package.Dependency = .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0")
 // Facade sources that speak CSV: quoting, embedded separators and line breaks (RFC 4180).
+// JWT bearer tokens: JWK import (RSA, EC and OKP keys) and the RS*, PS*, ES* and EdDSA signature
+// algorithms; the gateway reads tokens and claims itself and only asks JWTKit whether a signature holds.
+let jwt: Package.Dependency = .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0")
 let csv: Package.Dependency = .package(url: "https://github.com/swiftcsv/SwiftCSV.git", exact: "0.10.0")
 
 let swiftSettings: [SwiftSetting] = [
@@ -57,6 +60,7 @@ let package = Package(
     ],
     dependencies: [
         nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle, csv, http2, compress,
+        jwt,
     ],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
@@ -162,6 +166,7 @@ let package = Package(
                 "PorticoRedis",
                 "CPorticoCodecs",
                 .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

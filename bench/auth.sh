@@ -6,8 +6,8 @@
 #   PERF=1 bench/auth.sh ...                            also `perf record -g` the signed route
 #   PERF=1 PERF_ROUTE=open bench/auth.sh ...            … or another route, to compare profiles
 #   ROUTES="open signed" bench/auth.sh 3 32 16          only these runs (any of bare open keyed
-#                                                       signed, each once): on a noisy machine,
-#                                                       many short adjacent pairs
+#                                                       signed jwtes jwtrs sigv4, each once): on a
+#                                                       noisy machine, many short adjacent pairs
 #
 # The routes, all in front of the same fast backend (nginx from memory, as bench/run.sh):
 #   /open/1/…    auth: none
@@ -15,6 +15,13 @@
 #   /signed/1/…  auth: signature, signed by http-message-signatures (an independent RFC 9421
 #                implementation, from PyPI) over six components: @method @authority @path @query
 #                date content-digest (of the empty body), no nonce, so that wrk can replay it.
+#   /jwtes/1/…   auth: jwt, a PyJWT token signed ES256 (keys from a JWK Set file)
+#   /jwtrs/1/…   auth: jwt, a PyJWT token signed RS256 (2048-bit key)
+#   /sigv4/1/…   auth: sigv4, signed by botocore's SigV4Auth (host and x-amz-date; clockSkew 1h, so
+#                that wrk can replay it)
+# The JWT and SigV4 routes carry their own Authorization field on top of the shared ones (the two
+# cannot share one field): a bearer token of about 500 (ES256) or 700 (RS256) bytes, a SigV4
+# Authorization of about 200 bytes and its x-amz-date.
 # ("bare" is the open route sent only Date and Content-Digest.) Each round runs wrk on each route in
 # turn, forwards in odd rounds and backwards in even ones, so an even number of rounds balances the
 # order; the CPU of the gateway process (utime + stime from /proc) divided by the requests answered
@@ -29,9 +36,9 @@ CONNECTIONS=${2:-32}
 ROUNDS=${3:-3}
 BACKEND_PORT=18201
 PORTICO_PORT=18202
-RUNS=${ROUTES:-bare open keyed signed}
+RUNS=${ROUTES:-bare open keyed signed jwtes jwtrs sigv4}
 for run in $RUNS; do
-  case " bare open keyed signed " in *" $run "*) ;; *) echo "ROUTES: no route \"$run\" (bare open keyed signed)" >&2; exit 2 ;; esac
+  case " bare open keyed signed jwtes jwtrs sigv4 " in *" $run "*) ;; *) echo "ROUTES: no route \"$run\" (bare open keyed signed jwtes jwtrs sigv4)" >&2; exit 2 ;; esac
   [ "$(printf '%s\n' $RUNS | grep -cx "$run")" = 1 ] || { echo "ROUTES: \"$run\" named twice" >&2; exit 2; }
 done
 WORK=$(mktemp -d /tmp/portico-auth.XXXXXX)
@@ -41,7 +48,7 @@ bench_install wrk:wrk nginx:nginx-light curl:curl python3:python3
 [ "${PERF:-0}" = 1 ] && bench_install perf:linux-perf
 ./scripts/interop/setup.sh
 PYTHON=.build/interop/bin/python
-[ -x "$PYTHON" ] || { echo "bench/auth.sh needs http-message-signatures (scripts/interop/setup.sh could not install it)" >&2; exit 1; }
+[ -x "$PYTHON" ] || { echo "bench/auth.sh needs http-message-signatures, PyJWT and botocore (scripts/interop/setup.sh could not install them)" >&2; exit 1; }
 
 echo "== building Portico (release)" >&2
 swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null
@@ -52,6 +59,11 @@ bench_backend_conf "$WORK/backend" "$BACKEND_PORT"
 SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '\n')
 printf '%s' "$SECRET" >"$WORK/bench.secret"
 printf '%s' "$(head -c 32 /dev/urandom | base64 | tr -d '\n/+=')" >"$WORK/bench.apikey"
+printf '%s' "$(head -c 32 /dev/urandom | base64 | tr -d '\n/+=')" >"$WORK/bench.aws"
+# Two issuer keys made by PyJWT's side, their public halves as the issuer's JWK Set file.
+"$PYTHON" scripts/interop/pyjwt-tool.py >"$WORK/jwt-keys.json" <<<'{"command": "keys", "keys": [{"kid": "es", "alg": "ES256"}, {"kid": "rs", "alg": "RS256"}]}'
+"$PYTHON" -c 'import json, sys; keys = json.load(open(sys.argv[1])); json.dump({"keys": [k["jwk"] for k in keys.values()]}, open(sys.argv[2], "w"))' \
+  "$WORK/jwt-keys.json" "$WORK/jwks.json"
 cat >"$WORK/policies/auth.yaml" <<YAML
 listeners:
   - { name: bench, address: 127.0.0.1, port: $PORTICO_PORT, tls: { certificate: $WORK/certs/server.pem, privateKey: $WORK/certs/server-key.pem } }
@@ -59,9 +71,13 @@ accessLog: { enabled: false }
 backends:
   quotes: { url: "http://127.0.0.1:$BACKEND_PORT", timeout: 5s }
 signatures: { maxClockSkew: 1h, requireNonce: false }
+jwt:
+  issuers:
+    bench: { issuer: "https://id.bench.test/", keysFile: $WORK/jwks.json, audiences: [portico], algorithms: [ES256, RS256] }
 keys:
   bench: { secretFile: $WORK/bench.secret, services: [open, keyed, signed] }
   other: { secretFile: $WORK/bench.apikey, services: [keyed] }
+  aws: { accessKeyId: AKIDBENCH, secretFile: $WORK/bench.aws, services: [sigv4] }
 services:
   open:
     path: /open/{version}/stockquote
@@ -75,6 +91,24 @@ services:
   signed:
     path: /signed/{version}/stockquote
     auth: signature
+    versions:
+      1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+  jwtes:
+    path: /jwtes/{version}/stockquote
+    auth: jwt
+    jwt: { issuers: [bench], scopes: [quotes.read], forwardClaims: { sub: X-User-Id } }
+    versions:
+      1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+  jwtrs:
+    path: /jwtrs/{version}/stockquote
+    auth: jwt
+    jwt: { issuers: [bench], scopes: [quotes.read], forwardClaims: { sub: X-User-Id } }
+    versions:
+      1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+  sigv4:
+    path: /sigv4/{version}/stockquote
+    auth: sigv4
+    sigv4: { region: eu-west-1, service: quotes, clockSkew: 1h }
     versions:
       1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
 YAML
@@ -108,10 +142,37 @@ grep -q "$EMPTY_DIGEST" <<<"$SIGNED_FIELDS" || { echo "the signer computed anoth
 BARE=(-H "Date: $DATE" -H "Content-Digest: $EMPTY_DIGEST")
 ALL=("${BARE[@]}" -H "X-API-Key: other.$(cat "$WORK/bench.apikey")" -H "${ADDED[0]}" -H "${ADDED[1]}")
 
-# Each route answers 200 as configured, and the two authenticated ones refuse what they should.
+token() { # kid
+  "$PYTHON" - "$WORK/jwt-keys.json" "$1" <<'PY'
+import json, subprocess, sys, time
+keys = json.load(open(sys.argv[1])); key = keys[sys.argv[2]]
+request = {"command": "sign", "alg": key["alg"], "private": key["private"], "kid": sys.argv[2], "headers": {},
+           "claims": {"iss": "https://id.bench.test/", "aud": "portico", "sub": "bench-user", "exp": int(time.time()) + 3600,
+                      "iat": int(time.time()), "scope": "quotes.read"}}
+out = subprocess.run([sys.executable, "scripts/interop/pyjwt-tool.py"], input=json.dumps(request), capture_output=True, text=True, check=True)
+print(json.loads(out.stdout)["token"])
+PY
+}
+JWTES=("${ALL[@]}" -H "Authorization: Bearer $(token es)")
+JWTRS=("${ALL[@]}" -H "Authorization: Bearer $(token rs)")
+mapfile -t AWSFIELDS < <("$PYTHON" scripts/interop/botocore-sign.py <<JSON | "$PYTHON" -c 'import json, sys; [print(f"{k}: {v}") for k, v in json.load(sys.stdin)["headers"]]'
+{"method": "GET", "url": "$BASE/sigv4/1$TARGET", "access_key": "AKIDBENCH", "secret": "$(cat "$WORK/bench.aws")",
+ "region": "eu-west-1", "service": "quotes"}
+JSON
+)
+SIGV4=("${ALL[@]}" -H "${AWSFIELDS[0]}" -H "${AWSFIELDS[1]}")
+
+# Each route answers 200 as configured, and the authenticated ones refuse what they should.
 "${CURL[@]}" "${ALL[@]}" "$BASE/open/1$TARGET" >/dev/null
 "${CURL[@]}" "${ALL[@]}" "$BASE/keyed/1$TARGET" >/dev/null
 "${CURL[@]}" "${ALL[@]}" "$BASE/signed/1$TARGET" >/dev/null || { echo "the signed request is refused" >&2; exit 1; }
+for route in jwtes jwtrs sigv4; do
+  declare -n fields=${route^^}
+  "${CURL[@]}" "${fields[@]}" "$BASE/$route/1$TARGET" >/dev/null || { echo "the $route request is refused" >&2; exit 1; }
+  [ "$(curl -s --cacert "$WORK/certs/ca.pem" -o /dev/null -w '%{http_code}' "${ALL[@]}" "$BASE/$route/1$TARGET")" = 401 ] ||
+    { echo "the $route route answers a request without its credentials" >&2; exit 1; }
+  unset -n fields
+done
 [ "$(curl -s --cacert "$WORK/certs/ca.pem" -o /dev/null -w '%{http_code}' "${BARE[@]}" "$BASE/signed/1$TARGET")" = 401 ] ||
   { echo "the signed route answers unsigned requests" >&2; exit 1; }
 [ "$(curl -s --cacert "$WORK/certs/ca.pem" -o /dev/null -w '%{http_code}' "${BARE[@]}" -H "X-API-Key: other.wrong" "$BASE/keyed/1$TARGET")" = 401 ] ||
@@ -140,6 +201,9 @@ for round in $(seq 1 "$ROUNDS"); do
   for run in $order; do
     case $run in
       bare) run_wrk bare open "$round" BARE ;;
+      jwtes) run_wrk jwtes jwtes "$round" JWTES ;;
+      jwtrs) run_wrk jwtrs jwtrs "$round" JWTRS ;;
+      sigv4) run_wrk sigv4 sigv4 "$round" SIGV4 ;;
       *) run_wrk "$run" "$run" "$round" ALL ;;
     esac
   done
@@ -167,7 +231,7 @@ for name in names:
 paired = lambda a, b: statistics.median(x - y for x, y in zip(costs[a], costs[b]))
 parts = []
 if "open" in names:
-    parts += [f"{name} {paired(name, 'open'):+.1f} µs over open with the same fields" for name in ("keyed", "signed") if name in names]
+    parts += [f"{name} {paired(name, 'open'):+.1f} µs over open" for name in ("keyed", "signed", "jwtes", "jwtrs", "sigv4") if name in names]
     if "bare" in names: parts.append(f"the fields alone (open minus bare) {paired('open', 'bare'):+.1f} µs")
 if parts:
     print("paired by round (median of the per-round differences): " + "; ".join(parts))

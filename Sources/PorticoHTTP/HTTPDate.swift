@@ -15,12 +15,27 @@ public enum HTTPDate {
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     public static func format(_ secondsSince1970: Int64) -> String {
-        var time = time_t(secondsSince1970)
-        var parts = tm()
-        gmtime_r(&time, &parts)
+        let parts = utc(secondsSince1970)
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
         return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+    }
+
+    /// SigV4's basic ISO 8601 form, `yyyymmddThhmmssZ` (UTC), here where `tm` is read without
+    /// Foundation in scope (Foundation's overlay defines it again, and a module that sees both
+    /// cannot read its fields in a release build).
+    public static func formatBasicISO8601(_ secondsSince1970: Int64) -> String {
+        let parts = utc(secondsSince1970)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))"
+            + "T\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
+    }
+
+    private static func utc(_ secondsSince1970: Int64) -> tm {
+        var time = time_t(secondsSince1970)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        return parts
     }
 
     /// The moment `text` names, or nil when it is none of the three forms (an `Expires: 0`, say,
@@ -67,6 +82,11 @@ public enum HTTPDate {
             let second = Int(clock[2]), hour < 24, minute < 60, second < 61, (1...31).contains(day), year >= 1900
         else { return nil }
         return daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
+    }
+
+    /// Seconds since 1970 of a UTC civil time (month 1–12), as SigV4's `yyyymmddThhmmssZ` gives it.
+    public static func epochSeconds(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Int64 {
+        daysSinceEpoch(year: year, month: month, day: day) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
     }
 
     /// Days from 1970-01-01 to the given civil date (proleptic Gregorian), without the C library's

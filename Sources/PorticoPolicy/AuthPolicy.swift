@@ -1,13 +1,18 @@
 import Foundation
 
-/// How a service authenticates its callers.
-public enum AuthMode: String, Sendable, Hashable, CaseIterable {
-    /// Anyone may call it.
-    case none
+/// A way a service's callers may prove who they are. A service lists one or more
+/// (``ServicePolicy/auth``); an empty list (`auth: none`) lets anyone call it.
+public enum AuthScheme: String, Sendable, Hashable, CaseIterable {
     /// `X-API-Key: <key id>.<secret>`: simple, but the secret travels with every request.
     case apiKey
     /// An RFC 9421 HMAC signature: the secret never travels, and the request cannot be altered.
     case signature
+    /// An OAuth/OIDC bearer token (a JWS) from one of the policy's `jwt.issuers`, checked against
+    /// the issuer's published keys.
+    case jwt
+    /// AWS Signature Version 4 (`Authorization: AWS4-HMAC-SHA256 …` or a presigned URL), by a key
+    /// with an `accessKeyId`.
+    case sigv4
 }
 
 /// How signatures are checked, for every service with `auth: signature`.
@@ -126,6 +131,9 @@ public struct ClientKeyPolicy: Sendable, Hashable {
     public var demo: Bool
     /// Which client addresses may use it (`allowFrom`, `denyFrom`): a stolen key is no use elsewhere.
     public var addresses = AddressList()
+    /// The AWS-style access key id this key signs SigV4 requests as (its secret is the secret
+    /// access key); nil for a key that does not speak SigV4.
+    public var accessKeyID: String?
 
     public func mayCall(service: String) -> Bool {
         services.contains("*") || services.contains(service)

@@ -26,7 +26,10 @@ struct KeyReader {
     static let minimumSecretLength = 32
 
     func read(id: String, services: Set<String>, tiers: Set<String>) -> ClientKeyPolicy? {
-        let known = ["secret", "secretFile", "secretEnv", "previousSecret", "status", "services", "tier", "demo", "allowFrom", "denyFrom"]
+        let known = [
+            "secret", "secretFile", "secretEnv", "previousSecret", "status", "services", "tier", "demo", "allowFrom", "denyFrom",
+            "accessKeyId",
+        ]
         guard let fields = value.fields(known: known) else { return nil }
         // Key ids travel in signature parameters (any string) and before the '.' of X-API-Key.
         if id.isEmpty || !id.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) || id.contains(".") {
@@ -68,11 +71,23 @@ struct KeyReader {
             value.warning("demo key: its secret is published with this policy; never let it guard real traffic")
         }
         let addresses = fields.addressList()
+        let accessKeyID = fields.optional("accessKeyId") { value -> String? in
+            guard let text = value.nonEmptyString() else { return nil }
+            // It travels in `Credential=<id>/<date>/<region>/<service>/aws4_request`.
+            guard text.utf8.count <= 128,
+                text.utf8.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: ",") })
+            else {
+                value.error("expected an access key id such as AKIDEXAMPLE (visible ASCII, no '/' or ',', at most 128 characters)")
+                return nil
+            }
+            return text
+        }
         guard let secret, let allowed else { return nil }
         var key = ClientKeyPolicy(
             id: id, secret: secret, previousSecret: previous?.secret, previousSecretExpires: previous?.expires, status: status,
             services: allowed, tier: tier, demo: demo)
         key.addresses = addresses
+        key.accessKeyID = accessKeyID
         return key
     }
 

@@ -23,7 +23,7 @@ extension Policy {
         if let explicit = tier.nonceQuota { return min(capacity, explicit) }
         let lifetime = signatures.nonceLifetimeSeconds
         var total: Int64 = 0
-        for service in services.values where service.auth == .signature && key.mayCall(service: service.name) {
+        for service in services.values where service.auth.contains(.signature) && key.mayCall(service: service.name) {
             let limit = tier.limit(for: service.name)
             let period = max(1, limit.periodSeconds)
             total += Int64(limit.burst) + (Int64(limit.count) * lifetime + period - 1) / period

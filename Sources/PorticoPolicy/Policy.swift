@@ -32,6 +32,8 @@ public struct Policy: Sendable {
     /// of them is taken to come from the address it names (``ClientAddressRule``); from any other
     /// peer, the field is the client's own claim and ignored.
     public var trustedProxies: [AddressRange] = []
+    /// The token issuers services with `auth: jwt` may trust.
+    public var jwt = JWTPolicy()
 }
 
 /// A socket the gateway accepts connections on.
@@ -264,7 +266,13 @@ public struct ServicePolicy: Sendable, Hashable {
     public var versions: [Int: VersionPolicy]
     /// The version served when a request names none.
     public var defaultVersion: DefaultVersion
-    public var auth: AuthMode = .none
+    /// The ways its callers may authenticate, any one of which admits a request; empty for
+    /// `auth: none` (anyone may call it).
+    public var auth: [AuthScheme] = []
+    /// Which issuers' tokens it takes and what they must say, for `auth: jwt`.
+    public var jwt: ServiceJWTPolicy?
+    /// The region and service name SigV4 signatures are scoped to, for `auth: sigv4`.
+    public var sigv4: ServiceSigV4Policy?
     /// For requests no key authenticated (`auth: none`): each client address gets this limit.
     public var addressRateLimit: RateLimitPolicy?
     /// Whether a path segment may hold an encoded slash or backslash (`%2F`, `%5C`), forwarded as
@@ -287,6 +295,10 @@ public struct ServicePolicy: Sendable, Hashable {
     public var addresses = AddressList()
     /// Which web origins' pages may call it from a browser.
     public var cors: CORSPolicy?
+
+    /// The auth setting as the locator and the admin API publish it: `none`, or the schemes
+    /// separated by commas (`jwt,signature`).
+    public var authDescription: String { auth.isEmpty ? "none" : auth.map(\.rawValue).joined(separator: ",") }
 
     /// Whether requests' client version matters to this service (it has buckets or a minimum).
     public var readsClientVersion: Bool { !compatibility.isEmpty || minimumClientVersion != nil }

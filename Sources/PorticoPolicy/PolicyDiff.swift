@@ -151,6 +151,7 @@ public struct PolicyDiff: Sendable, Hashable {
         if let cache = policy.cache { entries["cache"] = AnyHashable(cache) }
         if let compression = policy.compression { entries["compression"] = AnyHashable(compression) }
         if !policy.trustedProxies.isEmpty { entries["trustedProxies"] = AnyHashable(policy.trustedProxies) }
+        if !policy.jwt.issuers.isEmpty { entries["jwt"] = AnyHashable(policy.jwt) }
         return entries
     }
 }

@@ -45,6 +45,9 @@ struct PolicyDocumentReader {
         if let cacheValue, let cache { checkCacheStore(cache, at: cacheValue, cluster: cluster) }
         let compression = single("compression", in: sections).flatMap(readCompression)
         let trustedProxies = single("trustedProxies", in: sections).flatMap { $0.addressRanges() } ?? []
+        let jwt = single("jwt", in: sections).flatMap(readJWT) ?? JWTPolicy()
+        checkIssuers(of: services, in: jwt)
+        checkAccessKeys(keys)
         guard sink.diagnostics.isEmpty else { return nil }
         var policy = Policy(
             listeners: listeners, limits: limits, upstream: upstream, accessLog: accessLog,
@@ -57,12 +60,38 @@ struct PolicyDocumentReader {
         policy.cache = cache
         policy.compression = compression
         policy.trustedProxies = trustedProxies
+        policy.jwt = jwt
         if let clusterValue, cluster != nil {
             checkSharedLimits(policy, at: clusterValue)
             guard sink.diagnostics.isEmpty else { return nil }
         }
         warnAboutWholeStoreShares(policy, tiers: tiers)
         return policy
+    }
+
+    /// Every issuer a service names is one the `jwt` section defines.
+    private func checkIssuers(of services: [String: (policy: ServicePolicy, value: PolicyValue)], in jwt: JWTPolicy) {
+        for (_, service) in services.sorted(by: { $0.key < $1.key }) {
+            guard let names = service.policy.jwt?.issuers,
+                let items = service.value.value(forKey: "jwt")?.value(forKey: "issuers")?.sequence()
+            else { continue }
+            for (name, item) in zip(names, items) where jwt.issuers[name] == nil {
+                let known = jwt.issuers.keys.sorted().joined(separator: ", ")
+                item.error("unknown issuer \"\(name)\"; expected one of: \(known.isEmpty ? "(no jwt.issuers defined)" : known)")
+            }
+        }
+    }
+
+    /// A SigV4 request names its key by access key id alone, so no two keys may share one.
+    private func checkAccessKeys(_ keys: [String: (policy: ClientKeyPolicy, value: PolicyValue)]) {
+        var seen: [String: String] = [:]
+        for (id, key) in keys.sorted(by: { $0.key < $1.key }) {
+            guard let accessKeyID = key.policy.accessKeyID else { continue }
+            if let other = seen[accessKeyID] {
+                key.value.value(forKey: "accessKeyId")?.error("access key id \(accessKeyID) is already key \(other)'s")
+            }
+            seen[accessKeyID] = id
+        }
     }
 
     /// A key's share of the nonce store is capped at the whole store; a tier whose limits would
@@ -124,7 +153,7 @@ struct PolicyDocumentReader {
     /// An `apiKey` service sends its secret with every request: on a plain-HTTP listener that
     /// other machines can reach, anyone on the path can read it.
     private func warnAboutClearTextKeys(listeners: [(policy: ListenerPolicy, value: PolicyValue)], services: [ServicePolicy]) {
-        guard services.contains(where: { $0.auth == .apiKey }) else { return }
+        guard services.contains(where: { $0.auth.contains(.apiKey) }) else { return }
         for (listener, value) in listeners where listener.tls == nil {
             let address = listener.address
             guard !["::1", "localhost"].contains(address) && !address.hasPrefix("127.") else { continue }
@@ -417,12 +446,13 @@ struct PolicyDocumentReader {
     ) -> (ServicePolicy)? {
         let known = [
             "path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes", "compatibility",
-            "minimumClientVersion", "missingClientVersion", "cache", "compression", "allowFrom", "denyFrom", "cors",
+            "minimumClientVersion", "missingClientVersion", "cache", "compression", "allowFrom", "denyFrom", "cors", "jwt", "sigv4",
         ]
         guard let fields = value.fields(known: known) else { return nil }
         let path = fields.required("path", readServicePath)
         let host = fields.optional("host") { $0.nonEmptyString()?.lowercased() }
-        let auth = fields.optional("auth", default: AuthMode.none) { $0.oneOf(AuthMode.allCases) }
+        let auth = fields.optional("auth", default: [], readAuth)
+        let (jwt, sigv4) = readSchemeSettings(fields, auth: auth, service: name)
         var versions: [Int: VersionPolicy] = [:]
         if let versionsValue = fields.required("versions", { $0.mappingEntries() }) {
             if versionsValue.isEmpty { fields["versions"]?.error("expected at least one version") }
@@ -452,8 +482,10 @@ struct PolicyDocumentReader {
         }
         let addressRateLimit = fields.optional("addressRateLimit", readRateLimit)
         let allowEncodedSlashes = fields.optional("allowEncodedSlashes", default: false) { $0.bool() }
-        if addressRateLimit != nil, auth != .none, let limitValue = fields["addressRateLimit"] {
-            limitValue.warning("applies to unauthenticated requests only; with auth: \(auth.rawValue), the keys' tiers limit this service")
+        // Token-admitted requests have no key, so they do draw from it.
+        if addressRateLimit != nil, !auth.isEmpty, !auth.contains(.jwt), let limitValue = fields["addressRateLimit"] {
+            let schemes = auth.map(\.rawValue).joined(separator: ", ")
+            limitValue.warning("applies to unauthenticated requests only; with auth: \(schemes), the keys' tiers limit this service")
         }
         let active = readActiveVersioning(fields, versions: versions, defaultVersion: defaultVersion)
         guard let path else { return nil }
@@ -467,6 +499,8 @@ struct PolicyDocumentReader {
         service.compression = fields.optional("compression", readServiceCompression)
         service.addresses = fields.addressList()
         service.cors = fields.optional("cors", readCORS)
+        service.jwt = jwt
+        service.sigv4 = sigv4
         return service
     }
 

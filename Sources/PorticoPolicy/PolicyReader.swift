@@ -93,6 +93,12 @@ struct PolicyValue {
         return nil
     }
 
+    /// Whether the value is a list, without reporting anything when not.
+    var isSequence: Bool {
+        if case .sequence = node { return true }
+        return false
+    }
+
     func sequence() -> [PolicyValue]? {
         guard case .sequence(let sequence) = node else {
             error("expected a list, found \(kindName)")

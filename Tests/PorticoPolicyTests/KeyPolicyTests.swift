@@ -47,8 +47,8 @@ struct KeyPolicyTests {
             #expect(keys["from-env"]?.secret == Secret(Self.secret + "-env"))
             #expect(keys["from-env"]?.status == .revoked)
             #expect(keys["from-env"]?.mayCall(service: "open") == true)
-            #expect(snapshot.policy.services["signed"]?.auth == .signature)
-            #expect(snapshot.policy.services["open"]?.auth == AuthMode.none)
+            #expect(snapshot.policy.services["signed"]?.auth == [.signature])
+            #expect(snapshot.policy.services["open"]?.auth == [])
             #expect(snapshot.warnings.isEmpty)
         }
     }
@@ -168,7 +168,7 @@ struct KeyPolicyTests {
         } catch {
             #expect(
                 error.diagnostics.map(\.description).contains {
-                    $0.contains("services.signed.auth: expected one of none, apiKey, signature, found oauth")
+                    $0.contains("services.signed.auth: expected one of none, apiKey, signature, jwt, sigv4, found oauth")
                 })
         }
     }

@@ -155,7 +155,8 @@ struct SharedVectorTests {
         guard vector.coverage.mode == "default" else { return }
         let authenticator = try Self.authenticator(for: vector, scheme: scheme)
         let service = authenticator.compiled.snapshot.policy.services["vectors"]!
-        let result = authenticator.authenticate(head, service: service, hasBody: vector.body != nil, now: vector.created)
+        let result = authenticator.authenticate(
+            head, scheme: .signature, service: service, hasBody: vector.body != nil, now: vector.created)
         switch result {
         case .success(let authentication):
             #expect(authentication.keyID == vector.keyID)
@@ -167,7 +168,8 @@ struct SharedVectorTests {
             Issue.record("refused: \(problem.status) \(problem.detail ?? "")")
         }
         // The same request again is a replay.
-        if case .failure(let problem) = authenticator.authenticate(head, service: service, hasBody: vector.body != nil, now: vector.created)
+        if case .failure(let problem) = authenticator.authenticate(
+            head, scheme: .signature, service: service, hasBody: vector.body != nil, now: vector.created)
         {
             #expect(problem.type.hasSuffix("signature-replayed"))
         } else {

@@ -85,7 +85,7 @@ struct UniformVerificationTests {
         let (authenticator, service) = try Self.authenticator(counting: count)
         let head = try Self.head(keyID: keyID, secret: secret)
         let before = count.value.load(ordering: .relaxed)
-        let result = authenticator.authenticate(head, service: service, hasBody: false, now: Self.now)
+        let result = authenticator.authenticate(head, scheme: .signature, service: service, hasBody: false, now: Self.now)
         #expect(count.value.load(ordering: .relaxed) - before == 2)
         switch result {
         case .success(let authentication):

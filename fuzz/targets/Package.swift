@@ -89,6 +89,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Bearer tokens as the JWT scheme reads them: compact JWS, strict base64url, claims (Portico).
+        .executableTarget(
+            name: "FuzzBearerToken",
+            dependencies: [
+                "FuzzSupport", .product(name: "Portico", package: "Portico"), .product(name: "PorticoPolicy", package: "Portico"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Request heads as the SigV4 scheme reads them: both credential forms, the canonical request (Portico).
+        .executableTarget(
+            name: "FuzzSigV4Request",
+            dependencies: [
+                "FuzzSupport", .product(name: "Portico", package: "Portico"), .product(name: "PorticoHTTP", package: "Portico"),
+                .product(name: "PorticoPolicy", package: "Portico"), .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Request bytes through the gateway's real connection pipeline on an EmbeddedChannel (Portico).
         .executableTarget(
             name: "FuzzGatewayHead",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs http-message-signatures (an independent RFC 9421 implementation, from PyPI) and grpcio
 # (gRPC's own Python server and client, for the gRPC pass-through tests) into .build/interop, for the
-# interoperability tests, and brotli (Google's Python binding) to decode compressed responses. Without
+# interoperability tests, brotli (Google's Python binding) to decode compressed responses, PyJWT (tokens
+# signed by someone else's JOSE code) and botocore (AWS's own SigV4 signer). Without
 # network access the tests that need them are skipped, and say so.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -9,7 +10,9 @@ VENV=.build/interop
 VERSION=3.0.0
 GRPC_VERSION=1.68.1
 BROTLI_VERSION=1.1.0
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import http_message_signatures, grpc, brotli" 2>/dev/null; then exit 0; fi
+PYJWT_VERSION=2.10.1
+BOTOCORE_VERSION=1.35.99
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import http_message_signatures, grpc, brotli, jwt, botocore" 2>/dev/null; then exit 0; fi
 if ! python3 -c "import venv, ensurepip" 2>/dev/null; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1 || true
@@ -17,10 +20,11 @@ if ! python3 -c "import venv, ensurepip" 2>/dev/null; then
 fi
 mkdir -p .build
 if { [ -x "$VENV/bin/pip" ] || python3 -m venv "$VENV" >/dev/null 2>&1; } \
-  && "$VENV/bin/pip" install -q "http-message-signatures==$VERSION" "grpcio==$GRPC_VERSION" "brotli==$BROTLI_VERSION" >/dev/null 2>&1; then
-  echo "interop: http-message-signatures $VERSION, grpcio $GRPC_VERSION and brotli $BROTLI_VERSION installed in $VENV"
+  && "$VENV/bin/pip" install -q "http-message-signatures==$VERSION" "grpcio==$GRPC_VERSION" "brotli==$BROTLI_VERSION" \
+    "PyJWT==$PYJWT_VERSION" "botocore==$BOTOCORE_VERSION" >/dev/null 2>&1; then
+  echo "interop: http-message-signatures $VERSION, grpcio $GRPC_VERSION, brotli $BROTLI_VERSION, PyJWT $PYJWT_VERSION and botocore $BOTOCORE_VERSION installed in $VENV"
 else
-  echo "interop: could not install http-message-signatures, grpcio and brotli; the interoperability tests will be skipped" >&2
+  echo "interop: could not install the interoperability packages; the interoperability tests will be skipped" >&2
   rm -rf "$VENV"
 fi
 exit 0

@@ -345,7 +345,7 @@ struct AdminPolicyView: Encodable {
         self.revision = RevisionView(revision)
         services = policy.services.mapValues { service in
             Service(
-                path: service.path, host: service.host, auth: service.auth.rawValue,
+                path: service.path, host: service.host, auth: service.authDescription,
                 versions: Dictionary(
                     uniqueKeysWithValues: service.versions.map { number, version in
                         switch version.handler {

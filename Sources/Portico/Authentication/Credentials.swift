@@ -31,6 +31,9 @@ final class Credentials: Sendable {
         let isRevoked: Bool
         /// The services the key may call; nil for every service (`"*"`).
         let services: [String]?
+        /// SigV4 signing keys of the current secret and of the one being rotated out, for a key
+        /// with an `accessKeyId`.
+        let sigv4: (current: SigV4SigningKeys, previous: SigV4SigningKeys?)?
 
         init(
             policy: ClientKeyPolicy, current: any MessageAuthenticator, fingerprint: [UInt8],
@@ -45,6 +48,9 @@ final class Credentials: Sendable {
             tier = policy.tier
             isRevoked = policy.status == .revoked
             services = policy.services.contains("*") ? nil : policy.services
+            sigv4 = policy.accessKeyID.map { _ in
+                (SigV4SigningKeys(secret: policy.secret.bytes), policy.previousSecret.map { SigV4SigningKeys(secret: $0.bytes) })
+            }
         }
 
         func mayCall(service: String) -> Bool {
@@ -53,6 +59,12 @@ final class Credentials: Sendable {
     }
 
     let byID: [String: Credential]
+    /// The keys that sign SigV4 requests, by access key id.
+    let byAccessKeyID: [String: Credential]
+    /// Stand-ins for an unknown access key id (and for a key without a previous secret), so that
+    /// every SigV4 verification computes two MACs with derived keys, whatever the id.
+    let sigv4Decoy: SigV4SigningKeys
+    let sigv4SecondDecoy: SigV4SigningKeys
     /// Stands in for an unknown key id, so that an unknown key and a wrong secret cost the same and
     /// get the same answer.
     let decoy: any MessageAuthenticator
@@ -78,6 +90,13 @@ final class Credentials: Sendable {
                 nonceQuota: snapshotPolicy.nonceQuota(for: policy))
         }
         self.byID = byID
+        var byAccessKeyID: [String: Credential] = [:]
+        for credential in byID.values {
+            if let accessKeyID = credential.policy.accessKeyID { byAccessKeyID[accessKeyID] = credential }
+        }
+        self.byAccessKeyID = byAccessKeyID
+        sigv4Decoy = SigV4SigningKeys(secret: Self.randomBytes())
+        sigv4SecondDecoy = SigV4SigningKeys(secret: Self.randomBytes())
         let decoyBytes = Self.randomBytes()
         decoy = makeKey(decoyBytes)
         decoyFingerprint = Self.fingerprint(decoyBytes)

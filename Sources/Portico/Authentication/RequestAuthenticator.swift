@@ -3,7 +3,8 @@ import NIOHTTP1
 import PorticoPolicy
 import PorticoSigning
 
-/// The authenticate stage: `none`, `apiKey` or `signature`, per service.
+/// The API-key and RFC 9421 signature schemes (the bearer-token and SigV4 ones are
+/// ``BearerAuthenticator`` and ``SigV4Authenticator``).
 ///
 /// Everything is decided from the head, before a body is read: a request that cannot be
 /// authenticated costs no buffering. Answers help an honest client (which component is missing,
@@ -25,11 +26,13 @@ struct RequestAuthenticator {
     /// Longest nonce accepted; nonces are remembered, so their size is bounded.
     static let maxNonceLength = 256
 
-    func authenticate(_ head: HTTPRequestHead, service: ServicePolicy, hasBody: Bool, now: Int64) -> Result<Authentication, Problem> {
-        switch service.auth {
-        case .none: .success(Authentication())
+    /// `scheme` is `.apiKey` or `.signature`.
+    func authenticate(
+        _ head: HTTPRequestHead, scheme: AuthScheme, service: ServicePolicy, hasBody: Bool, now: Int64
+    ) -> Result<Authentication, Problem> {
+        switch scheme {
         case .apiKey: apiKey(head, service: service, now: now)
-        case .signature: signature(head, service: service, hasBody: hasBody, now: now)
+        default: signature(head, service: service, hasBody: hasBody, now: now)
         }
     }
 
@@ -48,7 +51,7 @@ struct RequestAuthenticator {
         let previousCounts = previous.map { now < $0.expires } ?? false
         guard let credential, matchesCurrent || (matchesPrevious && previousCounts) else { return .failure(.apiKeyInvalid(header: header)) }
         if let refusal = Self.authorize(credential, service: service) { return .failure(refusal) }
-        return .success(Authentication(keyID: credential.id, tier: credential.tier))
+        return .success(Authentication(scheme: .apiKey, keyID: credential.id, tier: credential.tier))
     }
 
     /// `<key id>.<secret>`; key ids cannot contain '.', so the first one separates them.
@@ -188,7 +191,8 @@ struct RequestAuthenticator {
             if let expires { expiry = min(expiry, expires) }
             pending = PendingNonce(keyID: keyID, nonce: nonce, created: created, expiry: expiry, quota: credential.nonceQuota)
         }
-        return .success(Authentication(keyID: keyID, tier: credential.tier, contentDigest: contentDigest, nonce: pending))
+        return .success(
+            Authentication(scheme: .signature, keyID: keyID, tier: credential.tier, contentDigest: contentDigest, nonce: pending))
     }
 
     // MARK: Shared

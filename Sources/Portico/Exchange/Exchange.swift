@@ -20,6 +20,14 @@ struct ClientConnection {
     var certificate: TLSCertificateChoice?
 }
 
+/// What the authenticate stage changes in the fields a request is forwarded with.
+struct CredentialFields {
+    /// Names of fields left out (an API key's, `Authorization` for tokens, `forwardClaims`' own).
+    var dropped: [String] = []
+    /// Fields added (`forwardClaims`), after the client's.
+    var added: [(name: String, value: String)] = []
+}
+
 /// One request in progress and what the stages have found out about it so far.
 ///
 /// Stages fill it in, in order; later stages read what earlier ones wrote; the handler and the
@@ -42,8 +50,14 @@ final class Exchange: FramedExchange {
     var route: ExchangeRoute?
     /// Authenticate stage: the key that signed or carried the request (never its secret).
     var keyID: String?
-    /// Authenticate stage: the header carrying an API key, which is not forwarded (it holds the secret).
-    var credentialHeader: String?
+    /// Authenticate stage: the request fields not forwarded (those carrying a secret or a token, and
+    /// those the gateway sets from a token's claims) and the fields it adds.
+    var credentialFields = CredentialFields()
+    /// Authenticate stage: the scheme that admitted the request, and whom a token speaks for.
+    var authScheme: AuthScheme?
+    var subject: String?
+    /// Authenticate stage: the SHA-256 a SigV4 request's body must have before it is handled.
+    var payloadSHA256: [UInt8]?
     /// Authenticate stage: the `Content-Digest` a signed request's body must match before it is handled.
     var contentDigest: String?
     /// Authenticate stage: the name of the key's rate-limit tier.
@@ -125,7 +139,9 @@ final class Exchange: FramedExchange {
         let copy = Exchange(head: head, requestID: requestID, policy: policy, client: client)
         copy.route = route
         copy.keyID = keyID
-        copy.credentialHeader = credentialHeader
+        copy.credentialFields = credentialFields
+        copy.authScheme = authScheme
+        copy.subject = subject
         copy.tier = tier
         copy.version = version
         copy.vary = vary

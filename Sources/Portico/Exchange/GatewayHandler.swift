@@ -33,6 +33,8 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
     /// The end of an answer given before its request ended, while the rest of the request is
     /// dropped: a close decided meanwhile (the rest is too long, or malformed) waits for it.
     private var earlyAnswerWritten: EventLoopFuture<Void>?
+    /// A stage that needs the whole body (``StageOutcome/awaitBody``), resumed at the request's end.
+    private var resumeAtRequestEnd: (() -> Void)?
     private var client: ClientConnection
     private var context: ChannelHandlerContext?
 
@@ -152,6 +154,18 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
 
     func isAdmitting(_ exchange: Exchange) -> Bool { machine.isAdmitting(exchange) }
 
+    func whenRequestEnds(_ exchange: Exchange, resume: @escaping () -> Void) {
+        guard let context, machine.isAdmitting(exchange) else { return }
+        if exchange.framing.requestEnded { return resume() }
+        resumeAtRequestEnd = resume
+        // A client waiting on `100 Continue` would never send what the stage waits for.
+        if exchange.framing.awaitingContinue {
+            exchange.framing.awaitingContinue = false
+            write(.head(HTTPResponseHead(version: exchange.head.version, status: .continue)), context: context)
+            context.flush()
+        }
+    }
+
     /// The stages have run. If one refused a request that was signed genuinely and its nonce is
     /// not recorded yet (a stage between authentication and the rate-limit stage, which hands the
     /// nonce to the store, refused it: the version stage), the nonce is recorded now, in the key's
@@ -177,12 +191,18 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
             stages.run(exchange, on: context.eventLoop, reportingTo: self)
         case .requestEnded:
             timeouts.requestEndReceived()
+            if let resume = resumeAtRequestEnd {
+                resumeAtRequestEnd = nil
+                resume()
+            }
         case .sendContinue(let exchange):
             write(.head(HTTPResponseHead(version: exchange.head.version, status: .continue)), context: context)
         case .handle(let exchange):
             timeouts.requestEndReceived()
             // The body's digest is checked once it is whole, before any handler sees it.
-            if let problem = ContentDigestCheck.problem(for: exchange) ?? handlers.start(exchange, on: context.eventLoop, responder: self) {
+            if let problem = ContentDigestCheck.problem(for: exchange) ?? PayloadHashCheck.problem(for: exchange)
+                ?? handlers.start(exchange, on: context.eventLoop, responder: self)
+            {
                 perform(machine.handlerAnswered(exchange, problem), context: context)
             }
         case .answer(let exchange, let problem, let after):

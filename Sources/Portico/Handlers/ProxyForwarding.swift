@@ -95,7 +95,8 @@ enum ProxyForwarding {
     /// backend's `perTryTimeout`, if it retries, else its `timeout`.
     static func upstreamRequest(
         head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend,
-        target: CompiledTarget, clientAddress: String?, scheme: String, requestID: String, dropping credentialHeader: String? = nil,
+        target: CompiledTarget, clientAddress: String?, scheme: String, requestID: String,
+        credentials: CredentialFields = CredentialFields(),
         versionedPrefix: String? = nil
     ) -> UpstreamRequest {
         let listed = connectionListed(head.headers)
@@ -108,9 +109,10 @@ enum ProxyForwarding {
                 continue
             }
             if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
-            if let credentialHeader, HeaderName.matches(name, credentialHeader) { continue }
+            if !credentials.dropped.isEmpty && HeaderName.matchesAny(name, credentials.dropped) { continue }
             headers.add(name: name, value: value)
         }
+        for (name, value) in credentials.added { headers.add(name: name, value: value) }
         headers.add(name: "Host", value: target.hostHeader)
         // The peer's address alone: what a client wrote in the field is its own claim.
         if let clientAddress { headers.add(name: "X-Forwarded-For", value: clientAddress) }

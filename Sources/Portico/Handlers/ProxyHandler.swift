@@ -38,7 +38,7 @@ struct ProxyHandler: Sendable {
         }
         var request = ProxyForwarding.upstreamRequest(
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend, target: target,
-            clientAddress: exchange.client.address, scheme: scheme, requestID: exchange.requestID, dropping: exchange.credentialHeader,
+            clientAddress: exchange.client.address, scheme: scheme, requestID: exchange.requestID, credentials: exchange.credentialFields,
             versionedPrefix: exchange.versionedPrefix)
         exchange.body = nil
         // Filling or revalidating the cache: the whole response is wanted, or the stored one confirmed.

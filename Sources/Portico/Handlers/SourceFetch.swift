@@ -281,6 +281,8 @@ struct SourceFetch: Sendable {
 public struct FetchedResponse: Sendable {
     public let status: Int
     public let body: Data
+    /// The response's fields (a JWK Set's `Cache-Control` says how long its keys may be used).
+    public var headers = HTTPHeaders()
 }
 
 /// A backend's body was longer than the fetch allowed; the exchange was cancelled there.
@@ -290,8 +292,9 @@ public struct BodyTooLarge: Error {}
 public struct FetchCancelled: Error {}
 
 /// Gathers one source's response whole, up to a limit: a body over it cancels the exchange at
-/// once, so an oversized answer costs at most the limit in memory.
-private final class BodyCollector: UpstreamResponseHandler {
+/// once, so an oversized answer costs at most the limit in memory. (Also what fetches an issuer's
+/// JWK Set.)
+final class BodyCollector: UpstreamResponseHandler {
     typealias Response = FetchedResponse
     typealias TooLarge = BodyTooLarge
 
@@ -299,6 +302,7 @@ private final class BodyCollector: UpstreamResponseHandler {
     let promise: EventLoopPromise<Response>
     var task: (any UpstreamTask)?
     private var status = 0
+    private var headers = HTTPHeaders()
     private var body = Data()
     private var done = false
     /// Credit owed to the task for bytes delivered before `execute` returned it.
@@ -327,6 +331,7 @@ private final class BodyCollector: UpstreamResponseHandler {
         guard !done else { return }
         if let head = events.head {
             status = head.status
+            headers = head.headers
             if let length = head.contentLength, length > limit { return finish(.failure(TooLarge())) }
         }
         if let part = events.body {
@@ -337,7 +342,7 @@ private final class BodyCollector: UpstreamResponseHandler {
             }
         }
         switch events.result {
-        case .success: finish(.success(Response(status: status, body: body)))
+        case .success: finish(.success(Response(status: status, body: body, headers: headers)))
         case .failure(let error): finish(.failure(error))
         case nil: break
         }

@@ -25,7 +25,7 @@ enum LocatorDocument {
                 }
             for (number, version) in service.versions.sorted(by: { $0.key < $1.key }) {
                 var metadata: [String: Any] = [
-                    "auth": service.auth.rawValue, "input": version.input, "output": version.output, "default": number == defaultVersion,
+                    "auth": service.authDescription, "input": version.input, "output": version.output, "default": number == defaultVersion,
                 ]
                 if let minimum = service.minimumClientVersion { metadata["minimumClientVersion"] = ClientVersion.describe(minimum) }
                 if let deprecation = version.deprecation { metadata["deprecation"] = deprecation }

@@ -28,6 +28,8 @@ struct AccessLogLine {
         if let backend = record.backend { writer.string("backend", backend) }
         if let source = record.source { writer.string("source", source) }
         if let keyID = record.keyID { writer.string("key", keyID) }
+        if let scheme = record.authScheme { writer.string("auth", scheme) }
+        if let subject = record.subject { writer.string("subject", subject) }
         if let tls = record.tlsVersion { writer.string("tls", tls) }
         if let subject = record.clientCertificate { writer.string("client_cert", subject) }
         if let upstream = record.upstreamDuration { writer.milliseconds("upstream_ms", TimeAmount(upstream).nanoseconds) }

@@ -162,9 +162,10 @@ public final class AccessLogWriter: Sendable {
     }
 
     private static func wallClockNanos() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+        // Through Foundation rather than `clock_gettime`: `timespec` is defined both by Glibc and by
+        // the Foundation a dependency re-exports, and a release build that sees both refuses its
+        // fields. Microseconds are more than a log line shows.
+        Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) * 1000
     }
 }
 

@@ -25,6 +25,10 @@ struct AccessRecord {
     var source: String?
     /// The authenticated key id (never its secret).
     var keyID: String?
+    /// The scheme that admitted the request, or whose problem refused it.
+    var authScheme: String?
+    /// Whom a bearer token speaks for: `<issuer>:<sub>` (never the token).
+    var subject: String?
     /// `TLSv1.3` etc. on a TLS listener.
     var tlsVersion: String?
     /// The verified client certificate's subject (mTLS).
@@ -62,6 +66,8 @@ struct AccessRecord {
         }
         version = exchange.version
         keyID = exchange.keyID
+        authScheme = exchange.authScheme?.rawValue
+        subject = exchange.subject
         tlsVersion = exchange.client.tls?.version
         clientCertificate = exchange.client.tls?.peerSubject
         let outcome = exchange.outcome
@@ -102,6 +108,8 @@ struct AccessRecord {
         if let backend { metadata["backend"] = .string(backend) }
         if let source { metadata["source"] = .string(source) }
         if let keyID { metadata["key"] = .string(keyID) }
+        if let authScheme { metadata["auth"] = .string(authScheme) }
+        if let subject { metadata["subject"] = .string(subject) }
         if let tlsVersion { metadata["tls"] = .string(tlsVersion) }
         if let clientCertificate { metadata["client_cert"] = .string(clientCertificate) }
         if let upstreamDuration {

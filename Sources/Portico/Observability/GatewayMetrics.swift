@@ -30,6 +30,10 @@ public final class GatewayMetrics: Sendable {
     static let authenticationFailures = [
         "api-key-required", "api-key-invalid", "signature-required", "malformed-signature", "signature-incomplete", "clock-skew",
         "signature-expired", "signature-invalid", "signature-replayed", "key-revoked", "key-not-allowed", "signature-too-large",
+        "credentials-required", "token-required", "malformed-token", "token-algorithm-refused", "token-invalid", "token-expired",
+        "token-not-yet-valid", "token-audience-refused", "token-claims-missing", "token-scope-insufficient", "token-claim-refused",
+        "issuer-keys-unavailable", "sigv4-required", "malformed-sigv4", "sigv4-scope-refused", "sigv4-clock-skew", "sigv4-expired",
+        "sigv4-unsigned-payload-refused", "sigv4-invalid",
     ]
 
     /// Status classes `1xx`…`5xx`, indexed by `status / 100 - 1`.
@@ -162,6 +166,17 @@ public final class GatewayMetrics: Sendable {
         default:
             break
         }
+    }
+
+    /// One refusal of the authenticate stage, by service, by the scheme whose problem answered
+    /// (`none`: the request carried no credentials the service takes) and by the problem's type.
+    func authenticationFailed(service: String, scheme: AuthScheme?, problem: Problem) {
+        let reason = problem.type.hasPrefix(Problem.typePrefix) ? String(problem.type.dropFirst(Problem.typePrefix.count)) : "other"
+        CoreMetrics.Counter(
+            label: "portico_authentication_failures_total",
+            dimensions: [("service", service), ("scheme", scheme?.rawValue ?? "none"), ("reason", reason.replacingHyphens())],
+            factory: factory
+        ).increment()
     }
 
     func connectionOpened() { openConnections.increment() }

@@ -377,7 +377,7 @@ extension Problem {
 
     /// A 401 with the `WWW-Authenticate` challenge RFC 9110 §11.6.1 requires (by default, the
     /// signature one).
-    private static func unauthorized(
+    static func unauthorized(
         _ type: String, title: String, detail: String, challenge: String = "Signature realm=\"portico\", alg=\"hmac-sha256\""
     ) -> Problem {
         var problem = Problem(type: typePrefix + type, title: title, status: .unauthorized, detail: detail)

@@ -26,6 +26,8 @@ public final class Gateway: Sendable {
     public let cache: ResponseCache
     /// Facade source fetches in flight, merged across every listener's requests.
     let sourceFetches = FetchCoalescer()
+    /// Token issuers' keys, shared by every listener and kept across reloads.
+    let jwtKeys: JWTKeySets
     /// What `/metrics` reports; each compiled policy's requests count into it.
     public let metrics: GatewayMetrics
     /// Fleet mode's Redis, made at start from the policy's `cluster` section (`nil` without one):
@@ -94,6 +96,7 @@ public final class Gateway: Sendable {
         self.group = group
         self.upstream = upstream ?? RoutingUpstreamClient.gatewayDefault(sizedBy: snapshot.policy.upstream, group: group)
         self.logger = logger
+        self.jwtKeys = JWTKeySets(loader: JWKSLoader(upstream: self.upstream, logger: logger))
         let healthChecker = HealthChecker(eventLoop: group.next(), upstream: self.upstream, logger: logger)
         self.healthChecker = healthChecker
         self.addressRefresher = AddressRefresher(
@@ -173,6 +176,7 @@ public final class Gateway: Sendable {
                     scheme: tls == nil ? "http" : "https", listener: listener.name, accessLogWriter: accessLogWriter,
                     metrics: metrics, logger: logger, codeHandlers: codeHandlers, limits: self.limits, cache: cache)
                 services.sourceFetches = sourceFetches
+                services.jwtKeys = jwtKeys
                 let connections = ListenerConnections(
                     listener: listener.name, limit: limits.maxConnections, perAddressLimit: limits.maxConnectionsPerAddress, logger: logger)
                 let channel: any Channel

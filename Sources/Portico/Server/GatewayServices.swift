@@ -28,6 +28,8 @@ struct GatewayServices: Sendable {
     var cache: ResponseCache
     /// Facade source fetches in flight, which identical ones wait for (one per gateway).
     var sourceFetches = FetchCoalescer()
+    /// Token issuers' keys, fetched through `upstream` (one set per gateway, kept across reloads).
+    var jwtKeys: JWTKeySets
 
     /// - Parameter limits: where limits and nonces are decided; by default this process's
     ///   (`rateLimiter` and `nonces`). In fleet mode the gateway passes its ``FleetLimitStore``.
@@ -50,5 +52,6 @@ struct GatewayServices: Sendable {
         self.codeHandlers = codeHandlers
         self.limits = limits ?? LocalLimitStore(rateLimiter: rateLimiter, nonces: nonces)
         self.cache = cache ?? ResponseCache(metrics: metrics)
+        self.jwtKeys = JWTKeySets(loader: JWKSLoader(upstream: upstream, logger: logger))
     }
 }

@@ -2,11 +2,20 @@ import NIOCore
 import NIOHTTP1
 import PorticoPolicy
 
-/// The authenticate stage: the service's `auth` (``RequestAuthenticator``), from the head alone.
+/// The authenticate stage: the service's `auth` schemes, any one of which admits the request.
 ///
-/// What it learns travels on in the exchange: the key id (for the access log and the rate limit),
-/// the key's tier, the `Content-Digest` the body must match, and the signature's nonce, which the
-/// rate-limit stage records only once the key's own limit has admitted the request.
+/// Which schemes are tried is decided by what the request carries: an API key field, a
+/// `Signature-Input`/`Signature` pair, `Authorization: Bearer`, SigV4 (`Authorization:
+/// AWS4-HMAC-SHA256` or a presigned query). The carried ones are tried in the service's order and
+/// the first that verifies admits; if none does, the first one's problem answers. A request that
+/// carries none gets its one scheme's own problem, or, for a service with several, a 401 naming them
+/// all (``Problem/credentialsRequired(_:apiKeyHeader:)``).
+///
+/// What it learns travels on in the exchange: the scheme, the key id (for the access log and the
+/// key's rate limit) or the token's subject (for the access log: a token has no key, so its
+/// requests draw from the service's `addressRateLimit`), the key's tier, what the body must match (`Content-Digest`,
+/// `x-amz-content-sha256`), the signature's nonce (recorded by the rate-limit stage once the key's
+/// own limit has admitted the request), and the fields forwarded or withheld.
 ///
 /// A client address that keeps failing (`limits.authFailures`: every 400 or 401 this stage gives
 /// counts) is refused with 429 before anything is verified, so a flood of forgeries, each as
@@ -16,31 +25,110 @@ struct AuthenticationStage: RequestStage {
     let scheme: String
     /// Holds the failed-authentication buckets (in this gateway's memory, also in fleet mode).
     let rateLimiter: RateLimiter
+    /// Every issuer's keys, shared by the gateway's listeners and kept across reloads.
+    let keySets: JWTKeySets
+    var metrics: GatewayMetrics? = nil
 
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
-        guard let service = exchange.routed?.service.policy, service.auth != .none else { return .proceed }
+        guard let service = exchange.routed?.service.policy, !service.auth.isEmpty else { return .proceed }
         let failures = exchange.policy.authFailureLimit
-        let address = exchange.client.addressSubject
-        if let refusal = rateLimiter.authFailuresRefusal(address: address, limit: failures, service: service.name) {
+        if let refusal = rateLimiter.authFailuresRefusal(address: exchange.client.addressSubject, limit: failures, service: service.name) {
             return .answer(refusal)
         }
-        let authenticator = RequestAuthenticator(exchange.policy, nonces: nonces, scheme: scheme)
-        switch authenticator.authenticate(
-            exchange.head, service: service, hasBody: exchange.framing.expectsBody, now: RequestAuthenticator.now())
-        {
-        case .failure(let problem):
-            // A genuine key refused (403: revoked, not allowed) is not a failed authentication.
-            if problem.status == .unauthorized || problem.status == .badRequest {
-                rateLimiter.recordAuthFailure(address: address, limit: failures)
-            }
-            return .answer(problem)
-        case .success(let authentication):
-            exchange.keyID = authentication.keyID
-            exchange.contentDigest = authentication.contentDigest
-            exchange.tier = authentication.tier
-            exchange.pendingNonce = authentication.nonce
-            if service.auth == .apiKey { exchange.credentialHeader = exchange.policy.apiKeyHeader }
-            return .proceed
+        return attempt(exchange, service: service, mayWait: true, on: eventLoop)
+    }
+
+    private func attempt(_ exchange: Exchange, service: ServicePolicy, mayWait: Bool, on eventLoop: any EventLoop) -> StageOutcome {
+        let head = exchange.head
+        let apiKeyHeader = exchange.policy.apiKeyHeader
+        let carried = service.auth.filter { Self.carries(head, scheme: $0, apiKeyHeader: apiKeyHeader) }
+        let tried = carried.isEmpty && service.auth.count == 1 ? service.auth : carried
+        guard !tried.isEmpty else {
+            let header = exchange.snapshot.policy.apiKeys.header
+            return refuse(exchange, service: service, scheme: nil, .credentialsRequired(service.auth, apiKeyHeader: header))
         }
+        var firstFailure: (AuthScheme, Problem)?
+        let now = RequestAuthenticator.now()
+        for scheme in tried {
+            switch verify(exchange, scheme: scheme, service: service, now: now, mayWait: mayWait, on: eventLoop) {
+            case .success(let authentication):
+                admit(exchange, authentication, service: service)
+                return .proceed
+            case .failure(let problem):
+                if firstFailure == nil { firstFailure = (scheme, problem) }
+            case .wait(let loaded):
+                return .suspend(
+                    loaded.hop(to: eventLoop).map { _ in attempt(exchange, service: service, mayWait: false, on: eventLoop) })
+            case .needsBody:
+                return .awaitBody
+            }
+        }
+        let (scheme, problem) = firstFailure!
+        return refuse(exchange, service: service, scheme: scheme, problem)
+    }
+
+    private func verify(
+        _ exchange: Exchange, scheme: AuthScheme, service: ServicePolicy, now: Int64, mayWait: Bool, on eventLoop: any EventLoop
+    ) -> SchemeOutcome {
+        switch scheme {
+        case .apiKey, .signature:
+            let authenticator = RequestAuthenticator(exchange.policy, nonces: nonces, scheme: self.scheme)
+            switch authenticator.authenticate(
+                exchange.head, scheme: scheme, service: service, hasBody: exchange.framing.expectsBody, now: now)
+            {
+            case .success(let authentication): return .success(authentication)
+            case .failure(let problem): return .failure(problem)
+            }
+        case .jwt:
+            return BearerAuthenticator(keySets: keySets, issuers: exchange.snapshot.policy.jwt.issuers)
+                .authenticate(exchange.head, service: service, now: now, mayWait: mayWait, on: eventLoop)
+        case .sigv4:
+            return SigV4Authenticator(credentials: exchange.policy.credentials).authenticate(
+                exchange.head, body: exchange.body, bodyArrived: exchange.framing.requestEnded, hasBody: exchange.framing.expectsBody,
+                service: service, now: now)
+        }
+    }
+
+    /// Whether `head` carries the credentials `scheme` reads.
+    static func carries(_ head: HTTPRequestHead, scheme: AuthScheme, apiKeyHeader: String) -> Bool {
+        switch scheme {
+        case .apiKey: head.headers.contains(name: apiKeyHeader)
+        case .signature: head.headers.contains(name: "signature-input") || head.headers.contains(name: "signature")
+        case .jwt: BearerAuthenticator.token(in: head.headers) != nil
+        case .sigv4: SigV4Credentials.isPresent(head)
+        }
+    }
+
+    private func admit(_ exchange: Exchange, _ authentication: Authentication, service: ServicePolicy) {
+        exchange.authScheme = authentication.scheme
+        exchange.keyID = authentication.keyID
+        exchange.subject = authentication.subject
+        exchange.contentDigest = authentication.contentDigest
+        exchange.payloadSHA256 = authentication.payloadSHA256
+        exchange.tier = authentication.tier
+        exchange.pendingNonce = authentication.nonce
+        exchange.credentialFields = Self.credentialFields(service: service, apiKeyHeader: exchange.policy.apiKeyHeader)
+        exchange.credentialFields.added = authentication.forwardedFields
+    }
+
+    /// The fields never passed on for `service`, whichever scheme admitted the request: an API
+    /// key's (it holds the secret), a bearer token (a credential the backend has no use for), and
+    /// the fields `forwardClaims` sets (a caller must not set them itself).
+    static func credentialFields(service: ServicePolicy, apiKeyHeader: String) -> CredentialFields {
+        var fields = CredentialFields()
+        if service.auth.contains(.apiKey) { fields.dropped.append(apiKeyHeader.lowercased()) }
+        if service.auth.contains(.jwt) { fields.dropped.append("authorization") }
+        for (_, field) in service.jwt?.forwardClaims ?? [] { fields.dropped.append(field.lowercased()) }
+        return fields
+    }
+
+    private func refuse(_ exchange: Exchange, service: ServicePolicy, scheme: AuthScheme?, _ problem: Problem) -> StageOutcome {
+        // A genuine key refused (403: revoked, not allowed, a scope missing) is not a failed authentication.
+        if problem.status == .unauthorized || problem.status == .badRequest {
+            rateLimiter.recordAuthFailure(address: exchange.client.addressSubject, limit: exchange.policy.authFailureLimit)
+        }
+        exchange.authScheme = scheme
+        metrics?.authenticationFailed(service: service.name, scheme: scheme, problem: problem)
+        return .answer(problem)
     }
 }

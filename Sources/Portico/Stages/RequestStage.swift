@@ -20,6 +20,10 @@ enum StageOutcome {
     case answer(Problem)
     /// Waiting on something; the outcome arrives on the connection's event loop.
     case suspend(EventLoopFuture<StageOutcome>)
+    /// The stage needs the whole body (a SigV4 signature over the body's hash): it runs again
+    /// once the request has ended. The body keeps arriving meanwhile, within `maxBodyBytes`, and a
+    /// client waiting on `100 Continue` is told to send it.
+    case awaitBody
 }
 
 /// The stages every request passes through, in order. Adding a stage is a file and a line here.
@@ -35,7 +39,9 @@ struct RequestStages: Sendable {
             RouteStage(listener: services.listener),
             AddressListStage(scope: .service),
             CORSStage(),
-            AuthenticationStage(nonces: services.nonces, scheme: services.scheme, rateLimiter: services.rateLimiter),
+            AuthenticationStage(
+                nonces: services.nonces, scheme: services.scheme, rateLimiter: services.rateLimiter, keySets: services.jwtKeys,
+                metrics: services.metrics),
             AddressListStage(scope: .key),
             VersionStage(),
             RateLimitStage(limits: services.limits),

@@ -7,6 +7,9 @@ protocol StageRunDelegate: AnyObject {
     func isAdmitting(_ exchange: Exchange) -> Bool
     /// The stages of `exchange` have run: `problem` is the answer one of them gave, or nil if all passed.
     func stagesFinished(_ exchange: Exchange, answer problem: Problem?)
+    /// Calls `resume` on the event loop once `exchange`'s request has ended (at once if it has),
+    /// unless the exchange stops admitting first; a client waiting on `100 Continue` is told to go on.
+    func whenRequestEnds(_ exchange: Exchange, resume: @escaping () -> Void)
 }
 
 extension RequestStages {
@@ -26,9 +29,20 @@ extension RequestStages {
                 return delegate.stagesFinished(exchange, answer: problem)
             case .suspend(let future):
                 return resume(exchange, after: future, at: index, on: eventLoop, reportingTo: delegate)
+            case .awaitBody:
+                return awaitBody(exchange, rerunning: index - 1, on: eventLoop, reportingTo: delegate)
             }
         }
         delegate.stagesFinished(exchange, answer: nil)
+    }
+
+    private func awaitBody(
+        _ exchange: Exchange, rerunning index: Int, on eventLoop: any EventLoop, reportingTo delegate: some StageRunDelegate
+    ) {
+        delegate.whenRequestEnds(exchange) { [delegate] in
+            guard delegate.isAdmitting(exchange) else { return }
+            run(exchange, from: index, on: eventLoop, reportingTo: delegate)
+        }
     }
 
     private func resume(
@@ -45,6 +59,8 @@ extension RequestStages {
                 delegate.stagesFinished(exchange, answer: problem)
             case .success(.suspend(let next)):
                 resume(exchange, after: next, at: index, on: eventLoop, reportingTo: delegate)
+            case .success(.awaitBody):
+                awaitBody(exchange, rerunning: index - 1, on: eventLoop, reportingTo: delegate)
             case .failure:
                 delegate.stagesFinished(exchange, answer: .stageFailed())
             }

@@ -1,0 +1,119 @@
+import Foundation
+import JWTKit
+import NIOConcurrencyHelpers
+import NIOCore
+import PorticoPolicy
+
+/// One issuer's public keys, as verifiers by `kid` and algorithm, fetched and refreshed as
+/// ``IssuerKeyState`` decides. Shared by every event loop and kept across policy reloads while the
+/// issuer's key source stays the same (``JWTKeySets``).
+final class IssuerKeys: Sendable {
+    /// One key of the set: a verifier for each algorithm the issuer allows that the key can do.
+    struct Key: Sendable {
+        let keyType: String
+        let verifiers: [JWTAlgorithmName: any JWTAlgorithm]
+    }
+
+    enum Lookup {
+        case key(Key)
+        case unknownKey
+        case unavailable(retryAfter: Int64)
+        /// Look again once this completes (on any thread).
+        case wait(EventLoopFuture<Void>)
+    }
+
+    private struct Shared: Sendable {
+        var state: IssuerKeyState<Key>
+        /// The load under way, which waiting tokens are told to wait for.
+        var load: EventLoopFuture<Void>?
+    }
+
+    private let shared: NIOLockedValueBox<Shared>
+    private let policy: JWTIssuerPolicy
+    private let loader: JWKSLoader
+
+    init(policy: JWTIssuerPolicy, loader: JWKSLoader) {
+        self.policy = policy
+        self.loader = loader
+        let cooldown = max(0, policy.refetchCooldown.components.seconds)
+        shared = NIOLockedValueBox(Shared(state: IssuerKeyState(cooldown: cooldown)))
+    }
+
+    /// The key a token naming `kid` is checked with, or what to do instead.
+    func lookup(kid: String?, now: Int64, mayWait: Bool, on eventLoop: any EventLoop) -> Lookup {
+        var start: EventLoopPromise<Void>?
+        let lookup: Lookup = shared.withLockedValue { shared in
+            switch shared.state.lookup(kid: kid, now: now, mayWait: mayWait) {
+            case .use(let key, let refresh):
+                if refresh {
+                    // A token with an unknown kid that arrives meanwhile waits for this load.
+                    let promise = eventLoop.makePromise(of: Void.self)
+                    shared.load = promise.futureResult
+                    start = promise
+                }
+                return .key(key)
+            case .unknownKey:
+                return .unknownKey
+            case .unavailable(let retryAfter):
+                return .unavailable(retryAfter: retryAfter)
+            case .wait(let startLoad):
+                if startLoad {
+                    let promise = eventLoop.makePromise(of: Void.self)
+                    shared.load = promise.futureResult
+                    start = promise
+                }
+                return .wait(shared.load ?? eventLoop.makeSucceededVoidFuture())
+            }
+        }
+        if let start { load(completing: start, on: eventLoop) }
+        return lookup
+    }
+
+    /// Loads the set off the event loop; `promise` completes (always succeeding) once the state
+    /// has taken the outcome, so that whoever waits looks again at a decided state.
+    private func load(completing promise: EventLoopPromise<Void>, on eventLoop: any EventLoop) {
+        let policy = policy
+        let loader = loader
+        let shared = shared
+        Task(executorPreference: KeyImportExecutor.shared) {
+            let outcome = await loader.load(policy, on: eventLoop)
+            let now = RequestAuthenticator.now()
+            shared.withLockedValue { shared in
+                switch outcome {
+                case .success(let loaded):
+                    let lifetime = JWKSLoader.lifetime(loaded.maxAge, policy: policy)
+                    shared.state.loaded(loaded.keys, lifetime: lifetime, now: now)
+                case .failure:
+                    shared.state.loadFailed(now: now)
+                }
+                shared.load = nil
+            }
+            if case .failure(let failure) = outcome { loader.report(failure, issuer: policy.name) }
+            promise.succeed(())
+        }
+    }
+}
+
+/// The key sets of every issuer the gateway has met, by the issuer's whole policy, so that a reload
+/// that leaves an issuer alone keeps its fetched keys and refresh schedule, and one that changes
+/// any of its settings starts it afresh. Sets of issuers a reload removed stay until the process
+/// ends (a few kilobytes each).
+final class JWTKeySets: Sendable {
+    private typealias Source = JWTIssuerPolicy
+
+    private let sets = NIOLockedValueBox<[Source: IssuerKeys]>([:])
+    let loader: JWKSLoader
+
+    init(loader: JWKSLoader) {
+        self.loader = loader
+    }
+
+    func keys(for issuer: JWTIssuerPolicy) -> IssuerKeys {
+        sets.withLockedValue { sets in
+            if let known = sets[issuer] { return known }
+            let keys = IssuerKeys(policy: issuer, loader: loader)
+            sets[issuer] = keys
+            return keys
+        }
+    }
+}
