@@ -241,7 +241,8 @@ PY
 if [ "${PERF:-0}" = 1 ]; then
   PERF_ROUTE=${PERF_ROUTE:-signed}
   echo "== perf record -g on the $PERF_ROUTE route, ${DURATION}s" >&2
-  wrk -t1 -c"$CONNECTIONS" -d"$((DURATION + 2))s" "${ALL[@]}" "$BASE/$PERF_ROUTE/1$TARGET" >/dev/null &
+  case $PERF_ROUTE in jwtes | jwtrs | sigv4) declare -n PERF_FIELDS=${PERF_ROUTE^^} ;; *) declare -n PERF_FIELDS=ALL ;; esac
+  wrk -t1 -c"$CONNECTIONS" -d"$((DURATION + 2))s" "${PERF_FIELDS[@]}" "$BASE/$PERF_ROUTE/1$TARGET" >/dev/null &
   WRK=$!
   sleep 1
   perf record -g -o "$WORK/perf.data" -p "$PORTICO_PID" -- sleep "$DURATION" 2>/dev/null >/dev/null

@@ -19,7 +19,7 @@ struct IssuerKeyStateTests {
         }
         #expect(after == 3)
         guard case .wait(startLoad: true) = state.lookup(kid: "a", now: 106, mayWait: true) else { Issue.record("no retry"); return }
-        state.loaded(["a": "key-a"], lifetime: 300, now: 106)
+        state.loaded(["a": "key-a"], fingerprint: "a", lifetime: 300, now: 106)
         guard case .use("key-a", refresh: false) = state.lookup(kid: "a", now: 107, mayWait: true) else { Issue.record("no key"); return }
     }
 
@@ -27,9 +27,9 @@ struct IssuerKeyStateTests {
     func unknownKids() {
         var state = State(cooldown: 60)
         _ = state.lookup(kid: "a", now: 0, mayWait: true)
-        state.loaded(["a": "key-a"], lifetime: 300, now: 0)
+        state.loaded(["a": "key-a"], fingerprint: "a", lifetime: 300, now: 0)
         guard case .wait(startLoad: true) = state.lookup(kid: "new", now: 1, mayWait: true) else { Issue.record("no refetch"); return }
-        state.loaded(["a": "key-a", "new": "key-new"], lifetime: 300, now: 2)
+        state.loaded(["a": "key-a", "new": "key-new"], fingerprint: "a new", lifetime: 300, now: 2)
         guard case .use("key-new", _) = state.lookup(kid: "new", now: 2, mayWait: false) else { Issue.record("rotated key unused"); return }
         for now in Int64(3)..<61 {
             guard case .unknownKey = state.lookup(kid: "forged-\(now)", now: now, mayWait: true) else {
@@ -44,11 +44,25 @@ struct IssuerKeyStateTests {
         guard case .unknownKey = state.lookup(kid: "forged", now: 200, mayWait: false) else { Issue.record("waited twice"); return }
     }
 
+    @Test("the generation moves when a load brings another set, not when it brings the same one again")
+    func generations() {
+        var state = State(cooldown: 60)
+        _ = state.lookup(kid: "a", now: 0, mayWait: true)
+        state.loaded(["a": "key-a"], fingerprint: "a", lifetime: 10, now: 0)
+        let first = state.generation
+        state.loaded(["a": "key-a"], fingerprint: "a", lifetime: 10, now: 10)
+        #expect(state.generation == first)
+        state.loaded(["b": "key-b"], fingerprint: "b", lifetime: 10, now: 20)
+        #expect(state.generation == first + 1)
+        state.loadFailed(now: 30)
+        #expect(state.generation == first + 1)
+    }
+
     @Test("an expired set is refreshed in the background while its keys serve, and kept when the refresh fails")
     func refresh() {
         var state = State(cooldown: 60, retryInterval: 5)
         _ = state.lookup(kid: "a", now: 0, mayWait: true)
-        state.loaded(["a": "key-a"], lifetime: 100, now: 0)
+        state.loaded(["a": "key-a"], fingerprint: "a", lifetime: 100, now: 0)
         guard case .use(_, refresh: false) = state.lookup(kid: "a", now: 99, mayWait: true) else { Issue.record("early refresh"); return }
         guard case .use(_, refresh: true) = state.lookup(kid: "a", now: 100, mayWait: true) else { Issue.record("no refresh"); return }
         // One refresh at a time.

@@ -35,6 +35,12 @@ struct BearerAuthenticator {
         if head.headers["authorization"].count > 1 {
             return .failure(.malformedToken("The request carries more than one Authorization field."))
         }
+        // A token seen before, verified with the set in hand: its claims alone are checked again.
+        for issuer in accepted where token.utf8.count <= issuer.maxTokenBytes {
+            if let known = keySets.keys(for: issuer).verified(token, now: now, on: eventLoop) {
+                return admit(known.claims, issuer: issuer, settings: settings, now: now)
+            }
+        }
         let jws: CompactJWS
         do {
             jws = try CompactJWS.read(token, maxBytes: accepted.map(\.maxTokenBytes).max() ?? 8192)
@@ -50,14 +56,16 @@ struct BearerAuthenticator {
         guard let algorithm = JWTAlgorithmName(rawValue: jws.algorithm), issuer.algorithms.contains(algorithm) else {
             return .failure(.tokenAlgorithmRefused(jws.algorithm, accepted: issuer.algorithms))
         }
+        let keys = keySets.keys(for: issuer)
         let key: IssuerKeys.Key
-        switch keySets.keys(for: issuer).lookup(kid: jws.keyID, now: now, mayWait: mayWait, on: eventLoop) {
+        let generation: Int
+        switch keys.lookup(kid: jws.keyID, now: now, mayWait: mayWait, on: eventLoop) {
         case .wait(let loaded): return .wait(loaded)
         case .unavailable(let retryAfter): return .failure(.issuerKeysUnavailable(issuer: issuer.name, retryAfter: retryAfter))
         case .unknownKey:
             return .failure(
                 .tokenInvalid(jws.keyID.map { _ in "No key of the token's issuer has its kid." } ?? "The token names no key (kid)."))
-        case .key(let found): key = found
+        case .key(let found, let current): (key, generation) = (found, current)
         }
         guard let verifier = key.verifiers[algorithm] else {
             return .failure(
@@ -66,7 +74,13 @@ struct BearerAuthenticator {
         guard (try? verifier.verify(jws.signature, signs: jws.signingInput)) == true else {
             return .failure(.tokenInvalid("The token's signature does not verify."))
         }
-        switch JWTClaimsCheck(issuer: issuer, service: settings, now: now).check(jws.claims) {
+        keys.remember(token, IssuerKeys.VerifiedToken(generation: generation, keyID: jws.keyID, claims: jws.claims))
+        return admit(jws.claims, issuer: issuer, settings: settings, now: now)
+    }
+
+    /// The claims of a token whose signature holds, checked for this service at `now`.
+    private func admit(_ claims: [String: Any], issuer: JWTIssuerPolicy, settings: ServiceJWTPolicy, now: Int64) -> SchemeOutcome {
+        switch JWTClaimsCheck(issuer: issuer, service: settings, now: now).check(claims) {
         case .failure(let problem): return .failure(problem)
         case .success(let admitted):
             var authentication = Authentication(scheme: .jwt)

@@ -15,6 +15,10 @@ struct IssuerKeyState<Key: Sendable>: Sendable {
     private(set) var loading = false
     /// When the loaded set should be fetched again.
     private(set) var refreshAt: Int64 = 0
+    /// Counts the changes of the set: a load that brings other keys (or other key material) than
+    /// the set in hand moves it on, and with it every verification made with the old set lapses.
+    private(set) var generation = 0
+    private var fingerprint: String?
     private var lastFailure: Int64?
     private var lastUnknownKeyFetch: Int64?
 
@@ -63,8 +67,11 @@ struct IssuerKeyState<Key: Sendable>: Sendable {
         return .wait(startLoad: true)
     }
 
-    /// A load succeeded at `now`, its set to be used for `lifetime` seconds.
-    mutating func loaded(_ keys: [String: Key], lifetime: Int64, now: Int64) {
+    /// A load succeeded at `now`, its set to be used for `lifetime` seconds; `fingerprint` tells
+    /// whether it is the set already in hand.
+    mutating func loaded(_ keys: [String: Key], fingerprint: String, lifetime: Int64, now: Int64) {
+        if fingerprint != self.fingerprint { generation += 1 }
+        self.fingerprint = fingerprint
         self.keys = keys
         refreshAt = now + lifetime
         loading = false

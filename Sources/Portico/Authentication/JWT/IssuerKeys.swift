@@ -15,17 +15,39 @@ final class IssuerKeys: Sendable {
     }
 
     enum Lookup {
-        case key(Key)
+        /// The key, and the generation of the set it is from (``IssuerKeyState/generation``).
+        case key(Key, generation: Int)
         case unknownKey
         case unavailable(retryAfter: Int64)
         /// Look again once this completes (on any thread).
         case wait(EventLoopFuture<Void>)
     }
 
+    /// A token whose signature verified with a key of this set, and what it says: a client sends
+    /// the same token for as long as it lives, and each request after the first costs a lookup
+    /// instead of reading JSON and a public-key operation. Its claims are checked at every request.
+    final class VerifiedToken: @unchecked Sendable {
+        // @unchecked: immutable once made, and `claims` holds only what JSONSerialization returns.
+        let generation: Int
+        let keyID: String?
+        let claims: [String: Any]
+
+        init(generation: Int, keyID: String?, claims: [String: Any]) {
+            self.generation = generation
+            self.keyID = keyID
+            self.claims = claims
+        }
+    }
+
+    /// The most verified tokens kept per issuer; past it, one (any) is let go for each new one.
+    static let maxVerifiedTokens = 4096
+
     private struct Shared: Sendable {
         var state: IssuerKeyState<Key>
         /// The load under way, which waiting tokens are told to wait for.
         var load: EventLoopFuture<Void>?
+        /// By the token's exact text: only a byte-identical token matches.
+        var verified: [String: VerifiedToken] = [:]
     }
 
     private let shared: NIOLockedValueBox<Shared>
@@ -51,7 +73,7 @@ final class IssuerKeys: Sendable {
                     shared.load = promise.futureResult
                     start = promise
                 }
-                return .key(key)
+                return .key(key, generation: shared.state.generation)
             case .unknownKey:
                 return .unknownKey
             case .unavailable(let retryAfter):
@@ -69,6 +91,35 @@ final class IssuerKeys: Sendable {
         return lookup
     }
 
+    /// The verification `token` had with the set in hand, if any: one made with an earlier set
+    /// (a key added, removed or replaced since) does not count. The set's schedule runs as for a
+    /// lookup, so that tokens served from here still start its refresh when it is due.
+    func verified(_ token: Substring, now: Int64, on eventLoop: any EventLoop) -> VerifiedToken? {
+        var start: EventLoopPromise<Void>?
+        let found: VerifiedToken? = shared.withLockedValue { shared in
+            guard let entry = shared.verified[String(token)], entry.generation == shared.state.generation else { return nil }
+            guard case .use(_, let refresh) = shared.state.lookup(kid: entry.keyID, now: now, mayWait: false) else { return nil }
+            if refresh {
+                let promise = eventLoop.makePromise(of: Void.self)
+                shared.load = promise.futureResult
+                start = promise
+            }
+            return entry
+        }
+        if let start { load(completing: start, on: eventLoop) }
+        return found
+    }
+
+    /// Keeps `token`, whose signature has just verified with a key of generation `generation`.
+    func remember(_ token: Substring, _ entry: VerifiedToken) {
+        shared.withLockedValue { shared in
+            if shared.verified.count >= Self.maxVerifiedTokens, let any = shared.verified.keys.first {
+                shared.verified[any] = nil
+            }
+            shared.verified[String(token)] = entry
+        }
+    }
+
     /// Loads the set off the event loop; `promise` completes (always succeeding) once the state
     /// has taken the outcome, so that whoever waits looks again at a decided state.
     private func load(completing promise: EventLoopPromise<Void>, on eventLoop: any EventLoop) {
@@ -82,7 +133,8 @@ final class IssuerKeys: Sendable {
                 switch outcome {
                 case .success(let loaded):
                     let lifetime = JWKSLoader.lifetime(loaded.maxAge, policy: policy)
-                    shared.state.loaded(loaded.keys, lifetime: lifetime, now: now)
+                    shared.state.loaded(loaded.keys, fingerprint: loaded.fingerprint, lifetime: lifetime, now: now)
+                    shared.verified = shared.verified.filter { $0.value.generation == shared.state.generation }
                 case .failure:
                     shared.state.loadFailed(now: now)
                 }

@@ -23,6 +23,8 @@ struct JWKSLoader: Sendable {
 
     struct Loaded {
         let keys: [String: IssuerKeys.Key]
+        /// The usable keys' JWKs, in a canonical form: equal for equal sets.
+        let fingerprint: String
         /// The response's `max-age` (`s-maxage` first), if it gave one.
         let maxAge: Int64?
     }
@@ -46,7 +48,9 @@ struct JWKSLoader: Sendable {
     func load(_ issuer: JWTIssuerPolicy, on eventLoop: any EventLoop) async -> Result<Loaded, Failure> {
         switch issuer.keys {
         case .file(_, let contents):
-            return await Self.importSet(Data(contents.utf8), algorithms: issuer.algorithms).map { Loaded(keys: $0, maxAge: nil) }
+            return await Self.importSet(Data(contents.utf8), algorithms: issuer.algorithms).map {
+                Loaded(keys: $0.keys, fingerprint: $0.fingerprint, maxAge: nil)
+            }
         case .url(let url):
             let response: FetchedResponse
             do {
@@ -57,7 +61,9 @@ struct JWKSLoader: Sendable {
             guard response.status == 200 else { return .failure(.status(response.status)) }
             let control = CacheControl(lines: response.headers[canonicalForm: "cache-control"])
             let maxAge = (control.noStore || control.noCache) ? 0 : (control.sMaxAge ?? control.maxAge).map(Int64.init)
-            return await Self.importSet(response.body, algorithms: issuer.algorithms).map { Loaded(keys: $0, maxAge: maxAge) }
+            return await Self.importSet(response.body, algorithms: issuer.algorithms).map {
+                Loaded(keys: $0.keys, fingerprint: $0.fingerprint, maxAge: maxAge)
+            }
         }
     }
 
@@ -86,10 +92,13 @@ struct JWKSLoader: Sendable {
     }
 
     /// The usable keys of a JWK Set, by `kid`.
-    static func importSet(_ data: Data, algorithms: [JWTAlgorithmName]) async -> Result<[String: IssuerKeys.Key], Failure> {
+    static func importSet(
+        _ data: Data, algorithms: [JWTAlgorithmName]
+    ) async -> Result<(keys: [String: IssuerKeys.Key], fingerprint: String), Failure> {
         guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any], let entries = object["keys"] as? [Any]
         else { return .failure(.notASet) }
         var keys: [String: IssuerKeys.Key] = [:]
+        var canonical: [String: String] = [:]
         for case let entry as [String: Any] in entries {
             guard let kid = entry["kid"] as? String, let keyType = entry["kty"] as? String, keys[kid] == nil else { continue }
             if let use = entry["use"] as? String, use != "sig" { continue }
@@ -108,9 +117,15 @@ struct JWKSLoader: Sendable {
                 else { continue }
                 verifiers[algorithm] = verifier
             }
-            if !verifiers.isEmpty { keys[kid] = IssuerKeys.Key(keyType: keyType, verifiers: verifiers) }
+            if !verifiers.isEmpty {
+                keys[kid] = IssuerKeys.Key(keyType: keyType, verifiers: verifiers)
+                canonical[kid] = (try? JSONSerialization.data(withJSONObject: entry, options: .sortedKeys)).map {
+                    String(decoding: $0, as: UTF8.self)
+                }
+            }
         }
-        return keys.isEmpty ? .failure(.noUsableKey) : .success(keys)
+        let fingerprint = canonical.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\n")
+        return keys.isEmpty ? .failure(.noUsableKey) : .success((keys, fingerprint))
     }
 
     func report(_ failure: Failure, issuer: String) {

@@ -164,15 +164,27 @@ struct SigV4Authenticator {
     /// Every field the signature must cover is among SignedHeaders: `host`, the field that gave
     /// the signing time, and each `x-amz-*` field sent.
     static func coverageProblem(_ head: HTTPRequestHead, _ presented: SigV4Credentials) -> Problem? {
-        var required: Set<String> = ["host"]
+        let signed = presented.signedHeaders
+        var missing: [String] = []
+        if !signed.contains("host") { missing.append("host") }
         if case .header = presented.form {
-            required.insert(head.headers.contains(name: "x-amz-date") ? "x-amz-date" : "date")
+            let time = head.headers.contains(name: "x-amz-date") ? "x-amz-date" : "date"
+            if !signed.contains(time) { missing.append(time) }
         }
-        for (name, _) in head.headers where name.lowercased().hasPrefix("x-amz-") { required.insert(name.lowercased()) }
-        let missing = required.subtracting(presented.signedHeaders).sorted()
+        for (name, _) in head.headers where Self.isAmzField(name) && !signed.contains(where: { HeaderName.matches(name, $0) }) {
+            let lowercased = name.lowercased()
+            if !missing.contains(lowercased) { missing.append(lowercased) }
+        }
         guard !missing.isEmpty else { return nil }
         return .malformedSigV4(
-            "The signature must cover \(missing.joined(separator: ", ")); SignedHeaders leaves out what the request sends.")
+            "The signature must cover \(missing.sorted().joined(separator: ", ")); SignedHeaders leaves out what the request sends.")
+    }
+
+    /// `x-amz-…`, in any case, without making a string of it.
+    private static func isAmzField(_ name: String) -> Bool {
+        let prefix = "x-amz-".utf8
+        guard name.utf8.count > prefix.count else { return false }
+        return zip(name.utf8, prefix).allSatisfy { $0 | 0x20 == $1 }
     }
 
     /// `yyyymmddThhmmssZ` in seconds since 1970.

@@ -23,7 +23,9 @@ enum SigV4Canonical {
     static func removingDotSegments(_ path: Substring) -> String {
         guard !path.isEmpty else { return "/" }
         var output: [Substring] = []
-        for segment in path.split(separator: "/", omittingEmptySubsequences: true) where segment != "." {
+        for bytes in path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
+            let segment = Substring(bytes)
+            if segment == "." { continue }
             if segment == ".." {
                 if !output.isEmpty { output.removeLast() }
             } else {

@@ -34,13 +34,27 @@ struct SigV4Credentials: Equatable {
     /// Whether the request carries SigV4 credentials at all (in either form).
     static func isPresent(_ head: HTTPRequestHead) -> Bool {
         if let authorization = head.headers.first(name: "authorization"), authorization.hasPrefix(algorithm) { return true }
-        return queryValue(of: "X-Amz-Algorithm", in: head.uri) != nil || queryValue(of: "X-Amz-Signature", in: head.uri) != nil
+        return isPresigned(head.uri)
+    }
+
+    /// Whether the query names a presigned URL's algorithm or signature. The bytes are looked at
+    /// first, so that a header-signed request's query is not decoded for nothing.
+    private static func isPresigned(_ uri: String) -> Bool {
+        guard uri.utf8.contains(UInt8(ascii: "?")), uri.utf8.contains(UInt8(ascii: "%")) || mentions("Amz", in: uri) else { return false }
+        return queryValue(of: "X-Amz-Algorithm", in: uri) != nil || queryValue(of: "X-Amz-Signature", in: uri) != nil
+    }
+
+    private static func mentions(_ needle: String, in text: String) -> Bool {
+        let needle = Array(needle.utf8)
+        let bytes = Array(text.utf8)
+        guard bytes.count >= needle.count else { return false }
+        return (0...(bytes.count - needle.count)).contains { start in bytes[start..<(start + needle.count)].elementsEqual(needle) }
     }
 
     /// The credentials of `head`; nil when it carries none.
     static func read(_ head: HTTPRequestHead) throws(Malformed) -> SigV4Credentials? {
         let authorizations = head.headers["authorization"].filter { $0.hasPrefix(algorithm) }
-        let inQuery = queryValue(of: "X-Amz-Algorithm", in: head.uri) != nil || queryValue(of: "X-Amz-Signature", in: head.uri) != nil
+        let inQuery = isPresigned(head.uri)
         if authorizations.isEmpty && !inQuery { return nil }
         if !authorizations.isEmpty && inQuery {
             throw Malformed(detail: "The request is signed both in Authorization and in its query; use one.")
@@ -55,24 +69,43 @@ struct SigV4Credentials: Equatable {
         return try readQuery(head.uri)
     }
 
+    /// The three components, found by walking the field's bytes once (splitting a `Substring` by
+    /// characters walks grapheme clusters, several times slower for ASCII that has none; the
+    /// indices found are the field's own, so the parts are slices of it, not copies).
     private static func readHeader(_ value: Substring) throws(Malformed) -> SigV4Credentials {
-        let rest = value.dropFirst(algorithm.utf8.count)
-        guard rest.first == " " else { throw Malformed(detail: "Expected a space after \(algorithm).") }
-        var parts: [String: Substring] = [:]
-        for part in rest.split(separator: ",", omittingEmptySubsequences: false) {
-            let trimmed = part.trimmingOptionalWhitespace()
-            guard let equals = trimmed.firstIndex(of: "=") else {
-                throw Malformed(detail: "Expected Credential=…, SignedHeaders=… and Signature=…, found \"\(trimmed.prefix(64))\".")
+        let utf8 = value.utf8
+        var index = utf8.index(utf8.startIndex, offsetBy: algorithm.utf8.count)
+        guard index < utf8.endIndex, utf8[index] == UInt8(ascii: " ") else { throw Malformed(detail: "Expected a space after \(algorithm).") }
+        var credential: Substring?
+        var signedHeaders: Substring?
+        var signature: Substring?
+        while index <= utf8.endIndex {
+            let end = utf8[index...].firstIndex(of: UInt8(ascii: ",")) ?? utf8.endIndex
+            let part = value[index..<end].trimmingOptionalWhitespace()
+            guard let equals = part.utf8.firstIndex(of: UInt8(ascii: "=")) else {
+                throw Malformed(detail: "Expected Credential=…, SignedHeaders=… and Signature=…, found \"\(part.prefix(64))\".")
             }
-            let name = String(trimmed[..<equals])
-            guard ["Credential", "SignedHeaders", "Signature"].contains(name) else {
+            let name = part[..<equals]
+            let content = part[part.utf8.index(after: equals)...]
+            switch name {
+            case "Credential":
+                guard credential == nil else { throw Malformed(detail: "Credential is given twice.") }
+                credential = content
+            case "SignedHeaders":
+                guard signedHeaders == nil else { throw Malformed(detail: "SignedHeaders is given twice.") }
+                signedHeaders = content
+            case "Signature":
+                guard signature == nil else { throw Malformed(detail: "Signature is given twice.") }
+                signature = content
+            default:
                 throw Malformed(detail: "Unknown Authorization component \(name.prefix(64)).")
             }
-            guard parts[name] == nil else { throw Malformed(detail: "\(name) is given twice.") }
-            parts[name] = trimmed[trimmed.index(after: equals)...]
+            guard end < utf8.endIndex else { break }
+            index = utf8.index(after: end)
         }
-        guard let credential = parts["Credential"], let signedHeaders = parts["SignedHeaders"], let signature = parts["Signature"] else {
-            let missing = ["Credential", "SignedHeaders", "Signature"].filter { parts[$0] == nil }.joined(separator: ", ")
+        guard let credential, let signedHeaders, let signature else {
+            let missing = [("Credential", credential), ("SignedHeaders", signedHeaders), ("Signature", signature)]
+                .filter { $0.1 == nil }.map(\.0).joined(separator: ", ")
             throw Malformed(detail: "The Authorization field lacks \(missing).")
         }
         return try make(form: .header, credential: credential, signedHeaders: signedHeaders, signature: signature, date: nil)
@@ -107,19 +140,21 @@ struct SigV4Credentials: Equatable {
     private static func make(
         form: Form, credential: Substring, signedHeaders: Substring, signature: Substring, date: String?
     ) throws(Malformed) -> SigV4Credentials {
-        let scope = credential.split(separator: "/", omittingEmptySubsequences: false)
+        let scope = credential.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map { Substring($0) }
         guard scope.count == 5, !scope[0].isEmpty, scope[4] == "aws4_request", scope[2].utf8.count > 0, scope[3].utf8.count > 0 else {
             throw Malformed(detail: "Credential must be <access key id>/<yyyymmdd>/<region>/<service>/aws4_request.")
         }
         guard scope[1].utf8.count == 8, scope[1].utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
             throw Malformed(detail: "The credential scope's date must be yyyymmdd.")
         }
-        let names = signedHeaders.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
-        guard !names.isEmpty, names.allSatisfy({ !$0.isEmpty && HeaderName.isToken($0) && $0 == $0.lowercased() }) else {
+        let names = signedHeaders.utf8.split(separator: UInt8(ascii: ";"), omittingEmptySubsequences: false).map { String(Substring($0)) }
+        guard !names.isEmpty, names.allSatisfy({ !$0.isEmpty && HeaderName.isToken($0) && !$0.utf8.contains(where: Self.isUppercase) }) else {
             throw Malformed(detail: "SignedHeaders must be lowercase field names separated by ';'.")
         }
-        guard Set(names).count == names.count else { throw Malformed(detail: "SignedHeaders lists a field more than once.") }
-        guard names == names.sorted() else { throw Malformed(detail: "SignedHeaders must be in alphabetical order.") }
+        // Strictly increasing: sorted, and no name twice.
+        for (earlier, later) in zip(names, names.dropFirst()) where !Array(earlier.utf8).lexicographicallyPrecedes(later.utf8) {
+            throw Malformed(detail: earlier == later ? "SignedHeaders lists a field more than once." : "SignedHeaders must be in alphabetical order.")
+        }
         guard let bytes = hexBytes(signature), bytes.count == 32 else {
             throw Malformed(detail: "Signature must be 64 lowercase hexadecimal digits.")
         }
@@ -127,6 +162,8 @@ struct SigV4Credentials: Equatable {
             form: form, accessKeyID: String(scope[0]), scopeDate: String(scope[1]), region: String(scope[2]), service: String(scope[3]),
             signedHeaders: names, signature: bytes, queryDate: date)
     }
+
+    private static func isUppercase(_ byte: UInt8) -> Bool { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) }
 
     /// Lowercase hex digits (what SigV4 writes) as bytes; nil for anything else.
     static func hexBytes(_ text: Substring) -> [UInt8]? {
