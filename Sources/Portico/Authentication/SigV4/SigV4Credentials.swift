@@ -75,7 +75,9 @@ struct SigV4Credentials: Equatable {
     private static func readHeader(_ value: Substring) throws(Malformed) -> SigV4Credentials {
         let utf8 = value.utf8
         var index = utf8.index(utf8.startIndex, offsetBy: algorithm.utf8.count)
-        guard index < utf8.endIndex, utf8[index] == UInt8(ascii: " ") else { throw Malformed(detail: "Expected a space after \(algorithm).") }
+        guard index < utf8.endIndex, utf8[index] == UInt8(ascii: " ") else {
+            throw Malformed(detail: "Expected a space after \(algorithm).")
+        }
         var credential: Substring?
         var signedHeaders: Substring?
         var signature: Substring?
@@ -148,12 +150,14 @@ struct SigV4Credentials: Equatable {
             throw Malformed(detail: "The credential scope's date must be yyyymmdd.")
         }
         let names = signedHeaders.utf8.split(separator: UInt8(ascii: ";"), omittingEmptySubsequences: false).map { String(Substring($0)) }
-        guard !names.isEmpty, names.allSatisfy({ !$0.isEmpty && HeaderName.isToken($0) && !$0.utf8.contains(where: Self.isUppercase) }) else {
+        guard !names.isEmpty, names.allSatisfy({ !$0.isEmpty && HeaderName.isToken($0) && !$0.utf8.contains(where: Self.isUppercase) })
+        else {
             throw Malformed(detail: "SignedHeaders must be lowercase field names separated by ';'.")
         }
         // Strictly increasing: sorted, and no name twice.
         for (earlier, later) in zip(names, names.dropFirst()) where !Array(earlier.utf8).lexicographicallyPrecedes(later.utf8) {
-            throw Malformed(detail: earlier == later ? "SignedHeaders lists a field more than once." : "SignedHeaders must be in alphabetical order.")
+            throw Malformed(
+                detail: earlier == later ? "SignedHeaders lists a field more than once." : "SignedHeaders must be in alphabetical order.")
         }
         guard let bytes = hexBytes(signature), bytes.count == 32 else {
             throw Malformed(detail: "Signature must be 64 lowercase hexadecimal digits.")
