@@ -27,12 +27,20 @@ public struct PinnedLocatorKey: Sendable {
     public init(base64URL: String, keyID: String? = nil) throws {
         var text = base64URL.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while text.count % 4 != 0 { text += "=" }
-        guard let data = Data(base64Encoded: text) else { throw ServiceLocatorError.invalidSignature("the pinned key is not base64url") }
+        guard let data = Data(base64Encoded: text) else {
+            throw ServiceLocatorError.invalidKey("not base64url (portico locator-key prints the key to pin)")
+        }
         try self.init(rawRepresentation: data, keyID: keyID)
     }
 
+    /// Throws ``ServiceLocatorError/invalidKey`` unless the bytes are a 32-byte Ed25519 public key.
     public init(rawRepresentation: some ContiguousBytes, keyID: String? = nil) throws {
-        key = try Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation)
+        let count = rawRepresentation.withUnsafeBytes(\.count)
+        do {
+            key = try Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation)
+        } catch {
+            throw ServiceLocatorError.invalidKey("\(count) bytes, not a 32-byte Ed25519 public key")
+        }
         self.keyID = keyID
     }
 }

@@ -19,7 +19,7 @@
 /// No description or detail holds the app's secret or a credentials value.
 public struct PorticoAPIError: Error, CustomStringConvertible, Equatable {
     private enum Reason: Sendable, Hashable {
-        case upgradeRequired, rateLimited, unavailable, problem, httpStatus
+        case upgradeRequired, rateLimited, unavailable, unauthorized, forbidden, problem, httpStatus
         case transport, locator, signing, credentials, encoding, decoding, invalidRequest, cancelled
     }
 
@@ -55,6 +55,13 @@ public struct PorticoAPIError: Error, CustomStringConvertible, Equatable {
     public static let rateLimited = PorticoAPIError(.rateLimited)
     /// 503: the gateway or a backend is saturated or going down; ``retryAfter`` when it said.
     public static let unavailable = PorticoAPIError(.unavailable)
+    /// 401: the request did not authenticate (a wrong secret, a clock too far off, a replayed or
+    /// expired signature, an invalid token…). ``APIProblem/kind`` says which, as one of
+    /// ``APIProblem/Kind``'s constants.
+    public static let unauthorized = PorticoAPIError(.unauthorized)
+    /// 403: the credentials are genuine but may not do this (a revoked key, a service the key may
+    /// not call, an address not allowed, a token without the scope). ``APIProblem/kind`` says which.
+    public static let forbidden = PorticoAPIError(.forbidden)
     /// Any other refusal with a problem+json body: branch on `problem.type`.
     public static let problem = PorticoAPIError(.problem)
     /// A non-2xx answer without a problem body (a backend's own error page, say).
@@ -82,6 +89,8 @@ public struct PorticoAPIError: Error, CustomStringConvertible, Equatable {
         let problem = response.problem
         let reason: Reason =
             switch response.status {
+            case 401: .unauthorized
+            case 403: .forbidden
             case 426: .upgradeRequired
             case 429: .rateLimited
             case 503: .unavailable

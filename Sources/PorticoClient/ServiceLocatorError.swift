@@ -3,7 +3,7 @@ import Foundation
 /// Why the service locator could not answer.
 public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConvertible {
     private enum Reason: Sendable, Hashable {
-        case unreachable, httpStatus, invalidDocument, unknownEndpoint, invalidSignature
+        case unreachable, httpStatus, invalidDocument, unknownEndpoint, invalidSignature, invalidKey
     }
 
     private let reason: Reason
@@ -29,6 +29,14 @@ public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConver
     public static let unknownEndpoint = ServiceLocatorError(.unknownEndpoint, "")
     /// A key is pinned and the document is unsigned, altered, expired or signed by another key.
     public static let invalidSignature = ServiceLocatorError(.invalidSignature, "")
+
+    /// The key given to pin (``PinnedLocatorKey``) is malformed: not base64url, or not a 32-byte
+    /// Ed25519 public key. A mistake in the app, not a document refused.
+    public static let invalidKey = ServiceLocatorError(.invalidKey, "")
+
+    static func invalidKey(_ reason: String) -> ServiceLocatorError {
+        ServiceLocatorError(.invalidKey, "the pinned locator key is malformed: \(reason)")
+    }
 
     static func unreachable(_ error: any Error) -> ServiceLocatorError {
         ServiceLocatorError(.unreachable, "the service locator could not be fetched: \(error)")

@@ -71,16 +71,46 @@ struct PorticoAPITests {
         }
     }
 
+    @Test("a revoked key's call is .forbidden with kind .keyRevoked, not .unauthorized or .problem")
+    func forbiddenIsTyped() async throws {
+        try await FacadeFixture.run { gateway, locator, backends in
+            let api = FacadeFixture.api(locator)
+            #expect(try await api.get("stockQuote", path: "/AAPL", as: Quote.self).symbol == "AAPL")
+            let policy = FacadeFixture.policy(quotesPort: backends[0].port, echoPort: backends[1].port, gatewayPort: gateway.port)
+            let revoked = policy.replacingOccurrences(of: "status: active", with: "status: revoked")
+            #expect(revoked != policy)
+            try gateway.reload(policy: revoked)
+            let error = await #expect(throws: PorticoAPIError.forbidden) {
+                try await api.get("stockQuote", path: "/MSFT", as: Quote.self)
+            }
+            #expect(error?.status == 403)
+            #expect(error?.problem?.kind == .keyRevoked)
+            #expect(error != .unauthorized && error != .problem)
+        }
+    }
+
+    @Test("a pinned key that is not base64url, or not 32 bytes, is refused as malformed, not as a bad signature")
+    func malformedPinnedKey() throws {
+        for text in ["not a key!", "AAAA", LocatorSigning.base64URL(Array(repeating: 7, count: 31))] {
+            let error = #expect(throws: ServiceLocatorError.invalidKey) { try PinnedLocatorKey(base64URL: text) }
+            #expect(error != .invalidSignature)
+            #expect(error?.description.contains("malformed") == true, "\(String(describing: error))")
+        }
+        _ = try PinnedLocatorKey(base64URL: LocatorSigning.base64URL(LocatorKeys.other.key.publicKey))
+    }
+
     @Test("a problem+json refusal is decoded with its type, status, title and detail; a backend's own error is kept apart")
     func problemDecoded() async throws {
         try await FacadeFixture.run { _, locator, _ in
             let wrongSecret = FacadeFixture.api(locator, secret: String(FacadeFixture.demoSecret.reversed()))
-            let error = await #expect(throws: PorticoAPIError.problem) {
+            let error = await #expect(throws: PorticoAPIError.unauthorized) {
                 try await wrongSecret.get("stockQuote", path: "/AAPL", as: Quote.self)
             }
             #expect(error?.status == 401)
             #expect(error?.problem?.type == "urn:portico:problem:signature-invalid")
             #expect(error?.problem?.porticoType == "signature-invalid")
+            #expect(error?.problem?.kind == .signatureInvalid)
+            #expect(error != .problem && error != .forbidden)
             #expect(error?.problem?.status == 401)
             #expect(error?.problem?.title == "Invalid signature")
             #expect(error?.problem?.detail?.isEmpty == false)
@@ -125,10 +155,10 @@ struct PorticoAPITests {
 
             // A POST with a wrong clock: refused, not sent again, and the offset is learnt for next time.
             let post = FacadeFixture.api(locator, clock: { Date().addingTimeInterval(600) })
-            let refused = await #expect(throws: PorticoAPIError.problem) {
+            let refused = await #expect(throws: PorticoAPIError.unauthorized) {
                 try await post.post("echo", path: "/once", body: ["a": 1], as: Echoed.self)
             }
-            #expect(refused?.problem?.porticoType == "clock-skew")
+            #expect(refused?.problem?.kind == .clockSkew)
             #expect(await eventually { Self.statuses(recorder, path: "/echo/once") == ["401"] })
             #expect(backends[1].requestsReceived == 0)
             _ = try await post.post("echo", path: "/twice", body: ["a": 2], as: Echoed.self)
