@@ -68,6 +68,10 @@ extension PorticoAPI {
                 resynced = true
                 let signed = error.signedTime!
                 clockOffset.withLock { $0 = signed.timeIntervalSince(clock()) }
+            } catch let error as ServiceLocatorError where error == .unreachable {
+                // Nothing answered (no network, say, before a document was ever cached): the same
+                // `.transport` as when the gateway itself cannot be reached, with the same error.
+                throw .transport(error.underlying ?? error)
             } catch {
                 throw .locator(error)
             }

@@ -66,9 +66,10 @@ public final class PorticoAPI: Sendable {
     ///   - keyID, secret: the app's signing key; the secret is read once, when first needed.
     ///   - identity: the app's version and platform.
     ///   - credentials: per-request credentials of the app's account system, if any.
-    ///   - session: the `URLSession` to send with; by default an ephemeral one whose own cache is
-    ///     off (the façade caches, and must see the gateway's 304s).
-    ///   - locatorTransport: how the locator document is fetched; `URLSession` by default.
+    ///   - session: the `URLSession` to send with, the locator's fetches included (unless
+    ///     `locatorTransport` says otherwise); by default an ephemeral one whose own cache is off
+    ///     (the façade caches, and must see the gateway's 304s).
+    ///   - locatorTransport: how the locator document is fetched; by default through `session`.
     ///   - clock: the device clock; tests move it.
     ///   - sleep: how a retry waits; tests pass their own.
     public init(
@@ -78,9 +79,12 @@ public final class PorticoAPI: Sendable {
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) {
         let offset = clockOffset
+        // One session for both: an app that configures its session (a proxy, a protocol class, a
+        // timeout) configures the locator's fetches with it.
+        let transport = locatorTransport ?? URLSessionLocatorTransport(session: session)
         // The locator judges its signature's times by the corrected clock too.
         self.locator = ServiceLocatorClient(
-            url: locator, transport: locatorTransport ?? URLSessionLocatorTransport(), configuration: configuration.locator,
+            url: locator, transport: transport, configuration: configuration.locator,
             pinnedKey: pinnedKey, clock: { clock().addingTimeInterval(offset.withLock { $0 }) })
         self.keyID = keyID
         self.secret = secret

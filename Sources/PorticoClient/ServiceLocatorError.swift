@@ -12,11 +12,14 @@ public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConver
     /// For a document whose valid signature was created ahead of the device clock: that moment,
     /// the gateway's own time, which a client whose clock is behind can correct it by.
     public let signedTime: Date?
+    /// For ``unreachable``: what the transport threw (a `URLError` with the default transport).
+    public let underlying: (any Error)?
 
-    private init(_ reason: Reason, _ detail: String, signedTime: Date? = nil) {
+    private init(_ reason: Reason, _ detail: String, signedTime: Date? = nil, underlying: (any Error)? = nil) {
         self.reason = reason
         self.detail = detail
         self.signedTime = signedTime
+        self.underlying = underlying
     }
 
     /// The document could not be fetched (no connection, a timeout, TLS failure).
@@ -39,7 +42,7 @@ public struct ServiceLocatorError: Error, Sendable, Hashable, CustomStringConver
     }
 
     static func unreachable(_ error: any Error) -> ServiceLocatorError {
-        ServiceLocatorError(.unreachable, "the service locator could not be fetched: \(error)")
+        ServiceLocatorError(.unreachable, "the service locator could not be fetched: \(error)", underlying: error)
     }
 
     static func httpStatus(_ status: Int) -> ServiceLocatorError {

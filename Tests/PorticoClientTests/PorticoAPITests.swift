@@ -10,6 +10,10 @@ import Testing
 
 @testable import PorticoClient
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// `PorticoAPI`, the one-call façade, against the real gateway running the demo policy: the
 /// locator resolves, the gateway verifies the signature and picks the version, the demo backends
 /// answer. Requests are counted where they arrive (the backend, the gateway's access log).
@@ -69,6 +73,53 @@ struct PorticoAPITests {
             #expect(error?.problem?.extensions["minimumClientVersion"] == "1.0.0")
             #expect(backends[0].requestsReceived == 0)
         }
+    }
+
+    @Test(
+        "offline before any locator document was cached is .transport, with the URLError underneath, as when the gateway cannot be reached")
+    func offlineFirstLaunch() async throws {
+        let port = try RefusingPort.make()
+        let api = FacadeFixture.api(URL(string: "http://127.0.0.1:\(port)/serviceLocator.json")!)
+        let error = await #expect(throws: PorticoAPIError.transport) {
+            try await api.get("stockQuote", path: "/AAPL", as: Quote.self)
+        }
+        #expect(error?.underlying is URLError, "\(String(describing: error?.underlying))")
+        #expect(error != .locator)
+        let locator = ServiceLocatorClient(url: URL(string: "http://127.0.0.1:\(port)/serviceLocator.json")!)
+        let unreachable = await #expect(throws: ServiceLocatorError.unreachable) { try await locator.refresh() }
+        #expect(unreachable?.underlying is URLError)
+    }
+
+    /// Answers every request with 418 and counts them: proof that a session's configuration was used.
+    final class TeapotProtocol: URLProtocol, @unchecked Sendable {
+        nonisolated(unsafe) static var seen: [String] = []
+        static let lock = NSLock()
+
+        override class func canInit(with request: URLRequest) -> Bool { true }
+        override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
+        override func startLoading() {
+            Self.lock.withLock { Self.seen.append(request.url?.path ?? "") }
+            let response = HTTPURLResponse(url: request.url!, statusCode: 418, httpVersion: "HTTP/1.1", headerFields: [:])!
+            client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+            client?.urlProtocol(self, didLoad: Data())
+            client?.urlProtocolDidFinishLoading(self)
+        }
+        override func stopLoading() {}
+    }
+
+    @Test("the session an app gives also fetches the locator: one configuration for both")
+    func sessionReachesLocator() async throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.protocolClasses = [TeapotProtocol.self]
+        let session = URLSession(configuration: configuration)
+        let api = PorticoAPI(
+            locator: URL(string: "http://locator.test/serviceLocator.json")!, pinnedKey: FacadeFixture.pinned, keyID: "demo-app",
+            secret: .value(FacadeFixture.demoSecret), identity: ClientIdentity(appVersion: "2.4.1", platform: "iphone"), session: session)
+        let error = await #expect(throws: PorticoAPIError.locator) {
+            try await api.get("stockQuote", path: "/AAPL", as: Quote.self)
+        }
+        #expect((error?.underlying as? ServiceLocatorError) == .httpStatus, "\(String(describing: error))")
+        #expect(TeapotProtocol.lock.withLock { TeapotProtocol.seen }.contains("/serviceLocator.json"))
     }
 
     @Test("a revoked key's call is .forbidden with kind .keyRevoked, not .unauthorized or .problem")
