@@ -149,16 +149,32 @@ public final class PorticoAPI: Sendable {
     ) async throws(PorticoAPIError)
         -> Response
     {
+        try await response(for: request, as: type).value
+    }
+
+    /// Sends any request and decodes its 2xx answer, with the API version that served it, the
+    /// request id and the rate limit's state (``APIResponse``).
+    public func response<Response: Decodable>(
+        for request: APIRequest, as type: Response.Type = Response.self
+    ) async throws(PorticoAPIError) -> APIResponse<Response> {
         let answer = try await response(to: request)
         guard (200..<300).contains(answer.status) else {
             throw .answer(answer, retryAfter: answer.retryAfter(now: clock()))
         }
-        if type == NoContent.self, let none = NoContent() as? Response { return none }
-        do {
-            return try JSONDecoder().decode(type, from: answer.body)
-        } catch {
-            throw .decoding(error, status: answer.status)
+        let value: Response
+        if type == NoContent.self, let none = NoContent() as? Response {
+            value = none
+        } else {
+            do {
+                value = try JSONDecoder().decode(type, from: answer.body)
+            } catch {
+                throw .decoding(error, status: answer.status)
+            }
         }
+        return APIResponse(
+            value: value, status: answer.status, apiVersion: answer.header("x-api-version"), requestID: answer.header("x-request-id"),
+            rateLimit: RateLimitState(rateLimit: answer.header("ratelimit"), policy: answer.header("ratelimit-policy")),
+            headers: answer.headers)
     }
 
     /// Seconds added to the device clock when signing, learnt from the gateway's `Date` when it

@@ -122,6 +122,30 @@ struct PorticoAPITests {
         #expect(TeapotProtocol.lock.withLock { TeapotProtocol.seen }.contains("/serviceLocator.json"))
     }
 
+    @Test("response(for:) carries the API version that served, the request id and the rate limit's state beside the value")
+    func responseMetadata() async throws {
+        try await FacadeFixture.run { _, locator, _ in
+            let newApp = FacadeFixture.api(locator, appVersion: "2.4.1")
+            let first = try await newApp.response(for: APIRequest(method: "GET", service: "stockQuote", path: "/AAPL"), as: Quote.self)
+            #expect(first.value.symbol == "AAPL")
+            #expect(first.status == 200)
+            #expect(first.apiVersion == "2")
+            #expect(first.requestID?.isEmpty == false)
+            let limit = try #require(first.rateLimit, "\(first.headers)")
+            // The demo tier (rate 50/s, burst 20) as the gateway states it: the burst within a second.
+            #expect(limit.policy == "tier.standard")
+            #expect(limit.quota == 20 && limit.window == .seconds(1), "\(first.headers)")
+            let second = try await newApp.response(for: APIRequest(method: "GET", service: "stockQuote", path: "/MSFT"), as: Quote.self)
+            #expect(second.rateLimit?.policy == limit.policy)
+            // How many remain depends on how much time passed (the bucket refills): within the quota.
+            #expect(second.rateLimit.map { (0...20).contains($0.remaining) } == true)
+            #expect(second.requestID != first.requestID)
+            let oldApp = FacadeFixture.api(locator, appVersion: "1.5.0")
+            let old = try await oldApp.response(for: APIRequest(method: "GET", service: "stockQuote", path: "/GOOG"), as: Quote.self)
+            #expect(old.apiVersion == "1")
+        }
+    }
+
     @Test("a revoked key's call is .forbidden with kind .keyRevoked, not .unauthorized or .problem")
     func forbiddenIsTyped() async throws {
         try await FacadeFixture.run { gateway, locator, backends in
