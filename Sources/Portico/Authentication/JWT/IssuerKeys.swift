@@ -67,23 +67,14 @@ final class IssuerKeys: Sendable {
         let lookup: Lookup = shared.withLockedValue { shared in
             switch shared.state.lookup(kid: kid, now: now, mayWait: mayWait) {
             case .use(let key, let refresh):
-                if refresh {
-                    // A token with an unknown kid that arrives meanwhile waits for this load.
-                    let promise = eventLoop.makePromise(of: Void.self)
-                    shared.load = promise.futureResult
-                    start = promise
-                }
+                if refresh { start = Self.loadStarted(&shared, on: eventLoop) }
                 return .key(key, generation: shared.state.generation)
             case .unknownKey:
                 return .unknownKey
             case .unavailable(let retryAfter):
                 return .unavailable(retryAfter: retryAfter)
             case .wait(let startLoad):
-                if startLoad {
-                    let promise = eventLoop.makePromise(of: Void.self)
-                    shared.load = promise.futureResult
-                    start = promise
-                }
+                if startLoad { start = Self.loadStarted(&shared, on: eventLoop) }
                 return .wait(shared.load ?? eventLoop.makeSucceededVoidFuture())
             }
         }
@@ -99,15 +90,20 @@ final class IssuerKeys: Sendable {
         let found: VerifiedToken? = shared.withLockedValue { shared in
             guard let entry = shared.verified[String(token)], entry.generation == shared.state.generation else { return nil }
             guard case .use(_, let refresh) = shared.state.lookup(kid: entry.keyID, now: now, mayWait: false) else { return nil }
-            if refresh {
-                let promise = eventLoop.makePromise(of: Void.self)
-                shared.load = promise.futureResult
-                start = promise
-            }
+            if refresh { start = Self.loadStarted(&shared, on: eventLoop) }
             return entry
         }
         if let start { load(completing: start, on: eventLoop) }
         return found
+    }
+
+    /// The promise of a load the state has just decided on, which later lookups wait for until it
+    /// completes (a token with an unknown kid that arrives during a refresh waits for that too);
+    /// the caller starts the load once the lock is released.
+    private static func loadStarted(_ shared: inout Shared, on eventLoop: any EventLoop) -> EventLoopPromise<Void> {
+        let promise = eventLoop.makePromise(of: Void.self)
+        shared.load = promise.futureResult
+        return promise
     }
 
     /// Keeps `token`, whose signature has just verified with a key of generation `generation`.

@@ -116,20 +116,14 @@ struct SigV4Authenticator {
         // Two MACs whatever the id: the key's current and previous secrets, or stand-ins.
         let credential = credentials.byAccessKeyID[presented.accessKeyID]
         let keys = credential?.sigv4
-        let first = (keys?.current ?? credentials.sigv4Decoy)
-        let second = (keys?.previous ?? credentials.sigv4SecondDecoy)
-        let signature = presented.signature
-        let matchesFirst = stringToSign.withUnsafeBytes { message in
-            ConstantTime.equal(
-                first.key(date: presented.scopeDate, region: presented.region, service: presented.service).authenticationCode(for: message),
-                signature)
+        let matches = { (keys: SigV4SigningKeys) in
+            stringToSign.withUnsafeBytes { message in
+                let key = keys.key(date: presented.scopeDate, region: presented.region, service: presented.service)
+                return ConstantTime.equal(key.authenticationCode(for: message), presented.signature)
+            }
         }
-        let matchesSecond = stringToSign.withUnsafeBytes { message in
-            ConstantTime.equal(
-                second.key(date: presented.scopeDate, region: presented.region, service: presented.service).authenticationCode(
-                    for: message),
-                signature)
-        }
+        let matchesFirst = matches(keys?.current ?? credentials.sigv4Decoy)
+        let matchesSecond = matches(keys?.previous ?? credentials.sigv4SecondDecoy)
         let previousCounts = credential?.previous.map { now < $0.expires } ?? false
         guard let credential, matchesFirst || (matchesSecond && previousCounts) else { return .failure(.sigv4Invalid()) }
         if let refusal = RequestAuthenticator.authorize(credential, service: service) { return .failure(refusal) }

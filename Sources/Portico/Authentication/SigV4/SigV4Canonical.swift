@@ -90,13 +90,9 @@ enum SigV4Canonical {
         output.reserveCapacity(text.utf8.count)
         let hex = Array("0123456789ABCDEF".utf8)
         for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            if PathNormalizer.isUnreserved(byte) || (keepingSlashes && byte == UInt8(ascii: "/")) {
                 output.append(byte)
-            case UInt8(ascii: "/") where keepingSlashes:
-                output.append(byte)
-            default:
+            } else {
                 output.append(UInt8(ascii: "%"))
                 output.append(hex[Int(byte >> 4)])
                 output.append(hex[Int(byte & 0x0F)])

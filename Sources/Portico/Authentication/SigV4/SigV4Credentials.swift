@@ -177,7 +177,9 @@ struct SigV4Credentials: Equatable {
         bytes.reserveCapacity(digits.count / 2)
         var index = 0
         while index < digits.count {
-            guard let high = hexNibble(digits[index]), let low = hexNibble(digits[index + 1]) else { return nil }
+            guard let high = PathNormalizer.hexValue(digits[index]), let low = PathNormalizer.hexValue(digits[index + 1]) else {
+                return nil
+            }
             bytes.append(high << 4 | low)
             index += 2
         }
@@ -224,18 +226,10 @@ struct SigV4Credentials: Equatable {
                 output.append(byte)
                 continue
             }
-            guard let high = iterator.next().flatMap(hexNibble), let low = iterator.next().flatMap(hexNibble) else { return nil }
+            guard let high = iterator.next().flatMap(PathNormalizer.hexValue), let low = iterator.next().flatMap(PathNormalizer.hexValue)
+            else { return nil }
             output.append(high << 4 | low)
         }
         return String(validating: output, as: UTF8.self)
-    }
-
-    private static func hexNibble(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
