@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // Versions are named once, here, and match the packages this project's machines carry.
@@ -36,6 +36,14 @@ let compress: Package.Dependency = .package(url: "https://github.com/adam-fowler
 let jwt: Package.Dependency = .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0")
 let csv: Package.Dependency = .package(url: "https://github.com/swiftcsv/SwiftCSV.git", exact: "0.10.0")
 
+// The gateway's packages are behind the `Gateway` trait, on by default. An app that wants only
+// PorticoClient turns the default traits off (`traits: []` on its `.package` line) and SwiftPM then
+// resolves and builds only the client's graph: swift-crypto (with swift-asn1) and
+// swift-http-structured-headers. Every product of any other package is named through `gateway`.
+func gateway(_ product: String, _ package: String) -> Target.Dependency {
+    .product(name: product, package: package, condition: .when(traits: ["Gateway"]))
+}
+
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
@@ -56,7 +64,12 @@ let package = Package(
         .library(name: "PorticoTLS", targets: ["PorticoTLS"]),
         .library(name: "PorticoRedis", targets: ["PorticoRedis"]),
         // What client apps add: signing and the service-locator client, with no NIO, OpenSSL or libcurl.
+        // An app that adds only this turns the default traits off (`traits: []`): see `gateway` above.
         .library(name: "PorticoClient", targets: ["PorticoClient"]),
+    ],
+    traits: [
+        .trait(name: "Gateway", description: "The gateway, its tools and tests; off for apps that add only PorticoClient."),
+        .default(enabledTraits: ["Gateway"]),
     ],
     dependencies: [
         nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle, csv, http2, compress,
@@ -97,20 +110,27 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // The client-side signer and service-locator client for apps (iOS, macOS, Linux). Its
-        // dependency graph must stay free of NIO, OpenSSL and libcurl (PorticoClientTests'
-        // DependencyGraphTests checks what its compile actually read).
+        // dependency graph must stay free of NIO, OpenSSL and libcurl's headers (PorticoClientTests'
+        // DependencyGraphTests checks what its compile actually read); on Linux a ServerTrust
+        // reaches, at run time, the libcurl FoundationNetworking has loaded.
         .target(
             name: "PorticoClient",
-            dependencies: ["PorticoSigning", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "PorticoSigning", .product(name: "Crypto", package: "swift-crypto"),
+                .target(name: "CPorticoClientCurl", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: swiftSettings
         ),
+        // On Linux only: the libcurl FoundationNetworking already loaded, reached with dlopen and no
+        // curl header, for a server trust URLSession cannot honour there (ServerTrust).
+        .target(name: "CPorticoClientCurl"),
         // The NIO channel handler that terminates TLS with the system OpenSSL, and its contexts.
         .target(
             name: "PorticoTLS",
             dependencies: [
                 "CPorticoOpenSSL",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOConcurrencyHelpers", "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -120,11 +140,11 @@ let package = Package(
                 "CPorticoCurl",
                 "PorticoHTTP",
                 "PorticoTLS",
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                gateway("NIOHTTP2", "swift-nio-http2"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOPosix", "swift-nio"),
+                gateway("NIOHTTP1", "swift-nio"),
+                gateway("NIOConcurrencyHelpers", "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -132,7 +152,7 @@ let package = Package(
         // Pure data, no NIO, so it is tested without a socket. XML through FoundationXML's parser.
         .target(
             name: "PorticoReform",
-            dependencies: [.product(name: "SwiftCSV", package: "SwiftCSV")],
+            dependencies: [gateway("SwiftCSV", "SwiftCSV")],
             swiftSettings: swiftSettings
         ),
         // A RESP2 codec and a pipelined Redis client on NIO, one connection per event loop, for fleet
@@ -141,15 +161,15 @@ let package = Package(
             name: "PorticoRedis",
             dependencies: [
                 "PorticoTLS",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOPosix", "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "PorticoPolicy",
             dependencies: [
-                "PorticoReform", "PorticoHTTP", .product(name: "Yams", package: "Yams"), .product(name: "Version", package: "Version"),
+                "PorticoReform", "PorticoHTTP", gateway("Yams", "Yams"), gateway("Version", "Version"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -165,22 +185,22 @@ let package = Package(
                 "PorticoTLS",
                 "PorticoRedis",
                 "CPorticoCodecs",
-                .product(name: "CompressNIO", package: "compress-nio"),
-                .product(name: "JWTKit", package: "jwt-kit"),
+                gateway("CompressNIO", "compress-nio"),
+                gateway("JWTKit", "jwt-kit"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Atomics", package: "swift-atomics"),
-                .product(name: "Version", package: "Version"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOPosix", "swift-nio"),
+                gateway("NIOHTTP1", "swift-nio"),
+                gateway("NIOHTTP2", "swift-nio-http2"),
+                gateway("NIOHPACK", "swift-nio-http2"),
+                gateway("NIOConcurrencyHelpers", "swift-nio"),
+                gateway("Logging", "swift-log"),
+                gateway("Atomics", "swift-atomics"),
+                gateway("Version", "Version"),
+                gateway("CoreMetrics", "swift-metrics"),
+                gateway("Prometheus", "swift-prometheus"),
+                gateway("ServiceLifecycle", "swift-service-lifecycle"),
+                gateway("UnixSignals", "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -188,10 +208,10 @@ let package = Package(
         .target(
             name: "PorticoDemoBackends",
             dependencies: [
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOPosix", "swift-nio"),
+                gateway("NIOHTTP1", "swift-nio"),
+                gateway("NIOConcurrencyHelpers", "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -205,12 +225,12 @@ let package = Package(
                 "PorticoClient",
                 "PorticoUpstream",
                 "PorticoDemoBackends",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                gateway("ArgumentParser", "swift-argument-parser"),
+                gateway("Logging", "swift-log"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOPosix", "swift-nio"),
+                gateway("ServiceLifecycle", "swift-service-lifecycle"),
+                gateway("UnixSignals", "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -221,8 +241,8 @@ let package = Package(
                 "PorticoRedis",
                 "PorticoTLS",
                 "PorticoTestSupport",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOPosix", "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -233,8 +253,8 @@ let package = Package(
         .target(
             name: "PorticoTestSupport",
             dependencies: [
-                "CPorticoSpawn", "CPorticoOpenSSL", "PorticoTLS", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                "CPorticoSpawn", "CPorticoOpenSSL", "PorticoTLS", gateway("NIOConcurrencyHelpers", "swift-nio"),
+                gateway("NIOCore", "swift-nio"), gateway("NIOEmbedded", "swift-nio"),
             ],
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings
@@ -246,16 +266,16 @@ let package = Package(
             dependencies: [
                 "Portico",
                 "PorticoTLS",
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                gateway("NIOHTTP2", "swift-nio-http2"),
                 "PorticoPolicy",
                 "PorticoClient",
                 "PorticoCrypto",
                 "PorticoDemoBackends",
                 "PorticoTestSupport",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                gateway("Logging", "swift-log"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOPosix", "swift-nio"),
+                gateway("NIOHTTP1", "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -266,16 +286,16 @@ let package = Package(
                 "PorticoRedisTesting",
                 "PorticoTestSupport",
                 "PorticoTLS",
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
+                gateway("NIOConcurrencyHelpers", "swift-nio"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOPosix", "swift-nio"),
+                gateway("NIOEmbedded", "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "PorticoPolicyTests",
-            dependencies: ["PorticoPolicy", "PorticoReform", .product(name: "Version", package: "Version")],
+            dependencies: ["PorticoPolicy", "PorticoReform", gateway("Version", "Version")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -303,9 +323,9 @@ let package = Package(
                 "PorticoTLS",
                 "CPorticoOpenSSL",
                 "PorticoTestSupport",
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
+                gateway("NIOConcurrencyHelpers", "swift-nio"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOEmbedded", "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -319,9 +339,13 @@ let package = Package(
                 "Portico",
                 "PorticoCrypto",
                 "PorticoTesting",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                "PorticoTestSupport",
+                // The client's own libcurl numbers, checked against the header's.
+                "CPorticoClientCurl",
+                "CPorticoCurl",
+                gateway("Logging", "swift-log"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOHTTP1", "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -331,10 +355,10 @@ let package = Package(
                 "PorticoUpstream",
                 "PorticoDemoBackends",
                 "PorticoTestSupport",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOPosix", "swift-nio"),
+                gateway("NIOHTTP1", "swift-nio"),
+                gateway("NIOEmbedded", "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -358,13 +382,13 @@ let package = Package(
                 "CPorticoOpenSSL",
                 "CPorticoCurl",
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Version", package: "Version"),
-                .product(name: "Yams", package: "Yams"),
+                gateway("NIOCore", "swift-nio"),
+                gateway("NIOPosix", "swift-nio"),
+                gateway("NIOEmbedded", "swift-nio"),
+                gateway("NIOHTTP1", "swift-nio"),
+                gateway("Logging", "swift-log"),
+                gateway("Version", "Version"),
+                gateway("Yams", "Yams"),
             ],
             swiftSettings: swiftSettings
         ),

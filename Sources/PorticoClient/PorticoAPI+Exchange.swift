@@ -148,20 +148,14 @@ extension PorticoAPI {
             throw .signing(error)
         }
 
-        let data: Data
-        let response: URLResponse
+        let answer: HTTPAnswer
         do {
-            (data, response) = try await session.data(for: urlRequest)
+            answer = try await sender.send(urlRequest)
         } catch {
             if Task.isCancelled || (error as? URLError)?.code == .cancelled { throw .cancelled }
             throw .transport(error)
         }
-        guard let http = response as? HTTPURLResponse else { throw .transport(URLError(.badServerResponse)) }
-        var headers: [String: String] = [:]
-        for (name, value) in http.allHeaderFields {
-            if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
-        }
-        return APIResponseData(status: http.statusCode, headers: headers, body: data)
+        return APIResponseData(status: answer.status, headers: answer.headers, body: answer.body)
     }
 
     /// The signer, made once from the secret; its clock is the device's plus the learnt offset.

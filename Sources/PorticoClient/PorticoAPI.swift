@@ -46,7 +46,8 @@ public final class PorticoAPI: Sendable {
     let secret: SecretSource
     let credentials: (any RequestCredentials)?
     let configuration: Configuration
-    let session: URLSession
+    /// Sends the calls (and, unless a transport was given, the locator's fetches).
+    let sender: any HTTPSender
     let clock: @Sendable () -> Date
     let sleep: @Sendable (Duration) async throws -> Void
 
@@ -70,18 +71,23 @@ public final class PorticoAPI: Sendable {
     ///     `locatorTransport` says otherwise); by default an ephemeral one whose own cache is off
     ///     (the façade caches, and must see the gateway's 304s).
     ///   - locatorTransport: how the locator document is fetched; by default through `session`.
+    ///   - trust: which server certificates to accept, for the calls and the locator alike
+    ///     (``ServerTrust``): the system's roots by default; a private CA, or pinned keys. On Linux a
+    ///     trust other than ``ServerTrust/system`` sends through libcurl, and `session` is not used.
     ///   - clock: the device clock; tests move it.
     ///   - sleep: how a retry waits; tests pass their own.
     public init(
         locator: URL, pinnedKey: PinnedLocatorKey, keyID: String, secret: SecretSource, identity: ClientIdentity,
         credentials: (any RequestCredentials)? = nil, configuration: Configuration = Configuration(), session: URLSession? = nil,
-        locatorTransport: (any ServiceLocatorTransport)? = nil, clock: @escaping @Sendable () -> Date = { Date() },
+        locatorTransport: (any ServiceLocatorTransport)? = nil, trust: ServerTrust = .system,
+        clock: @escaping @Sendable () -> Date = { Date() },
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) {
         let offset = clockOffset
-        // One session for both: an app that configures its session (a proxy, a protocol class, a
-        // timeout) configures the locator's fetches with it.
-        let transport = locatorTransport ?? URLSessionLocatorTransport(session: session)
+        // One sender for both: an app that configures its session (a proxy, a protocol class, a
+        // timeout) or a trust configures the locator's fetches with it.
+        let sender = Self.sender(session: session, trust: trust)
+        let transport = locatorTransport ?? SenderLocatorTransport(sender: sender)
         // The locator judges its signature's times by the corrected clock too.
         self.locator = ServiceLocatorClient(
             url: locator, transport: transport, configuration: configuration.locator,
@@ -91,14 +97,7 @@ public final class PorticoAPI: Sendable {
         self.identity = identity
         self.credentials = credentials
         self.configuration = configuration
-        if let session {
-            self.session = session
-        } else {
-            let sessionConfiguration = URLSessionConfiguration.ephemeral
-            sessionConfiguration.urlCache = nil
-            sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
-            self.session = URLSession(configuration: sessionConfiguration)
-        }
+        self.sender = sender
         self.clock = clock
         self.sleep = sleep
         self.cache = Locked(ResponseCache(entryLimit: configuration.cacheEntryLimit, byteLimit: configuration.cacheByteLimit))
@@ -187,6 +186,15 @@ public final class PorticoAPI: Sendable {
     /// Forgets every cached answer (at logout, say). The locator document stays.
     public func clearCache() {
         cache.withLock { $0.clear() }
+    }
+
+    /// The app's session, or one made for `trust`; on Linux, libcurl for a trust URLSession cannot
+    /// honour there.
+    static func sender(session: URLSession?, trust: ServerTrust) -> any HTTPSender {
+        #if os(Linux)
+        if !trust.isSystem { return CurlSender(trust: trust) }
+        #endif
+        return URLSessionSender(session: session ?? .porticoSession(trust: trust))
     }
 
     static func encode(_ body: some Encodable) throws(PorticoAPIError) -> Data {

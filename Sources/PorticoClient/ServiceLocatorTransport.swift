@@ -57,3 +57,18 @@ public struct URLSessionLocatorTransport: ServiceLocatorTransport {
         return ServiceLocatorResponse(status: http.statusCode, headers: fields, body: data)
     }
 }
+
+/// Fetches the locator with a ``ServerTrust``, for an app that uses ``ServiceLocatorClient`` on its
+/// own (a ``PorticoAPI`` given a trust already fetches its locator with it): on Apple platforms a
+/// session whose delegate honours the trust, on Linux libcurl (see ``ServerTrust``).
+public struct TrustingLocatorTransport: ServiceLocatorTransport {
+    private let transport: SenderLocatorTransport
+
+    public init(trust: ServerTrust, timeout: TimeInterval = 10) {
+        transport = SenderLocatorTransport(sender: PorticoAPI.sender(session: nil, trust: trust), timeout: timeout)
+    }
+
+    public func get(_ url: URL, headers: [String: String]) async throws -> ServiceLocatorResponse {
+        try await transport.get(url, headers: headers)
+    }
+}

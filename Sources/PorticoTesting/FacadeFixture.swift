@@ -22,10 +22,13 @@ public enum FacadeFixture {
         .trimmingCharacters(in: .whitespacesAndNewlines)
     public static let pinned = LocatorKeys.pinned
 
-    public static func policy(quotesPort: Int, echoPort: Int, gatewayPort: Int?, quotesMaxConcurrent: Int = 64) -> String {
+    /// - Parameter secure: the locator's base URL is `https://localhost:PORT` (the listener serves TLS).
+    public static func policy(
+        quotesPort: Int, echoPort: Int, gatewayPort: Int?, quotesMaxConcurrent: Int = 64, secure: Bool = false
+    ) -> String {
         let keys = try! String(contentsOf: root.appendingPathComponent("keys.yaml"), encoding: .utf8)
             .replacingOccurrences(of: "secretFile: secrets/demo-app.secret", with: "secret: \"\(demoSecret)\"")
-        let base = gatewayPort.map { "http://127.0.0.1:\($0)" } ?? "http://127.0.0.1:1"
+        let base = gatewayPort.map { secure ? "https://localhost:\($0)" : "http://127.0.0.1:\($0)" } ?? "http://127.0.0.1:1"
         return """
             backends:
               quotes: { url: "http://127.0.0.1:\(quotesPort)", maxConcurrent: \(quotesMaxConcurrent) }
@@ -72,10 +75,11 @@ public enum FacadeFixture {
     }
 
     /// Runs `body` with the demo policy's gateway, a quotes backend (`quotes`, defaults to the demo
-    /// one) and the demo echo backend.
+    /// one) and the demo echo backend. With `tls` (a listener `tls` mapping) the gateway serves
+    /// HTTPS and the locator URL given to `body` is `https://localhost:PORT/…`.
     public static func run(
         quotes: @escaping BackendServer.Handler = DemoBackends.quotes, quotesPort: Int? = nil, quotesMaxConcurrent: Int = 64,
-        rateLimiter: RateLimiter = RateLimiter(),
+        rateLimiter: RateLimiter = RateLimiter(), tls: String? = nil,
         logger: Logger? = nil, _ body: (TestGateway, URL, [BackendServer]) async throws -> Void
     ) async throws {
         let backends = [try await BackendServer.start(handler: quotes), try await BackendServer.start(handler: DemoBackends.echo)]
@@ -84,7 +88,7 @@ public enum FacadeFixture {
         do {
             gateway = try await TestGateway.start(
                 policy: policy(quotesPort: ports.quotes, echoPort: ports.echo, gatewayPort: nil, quotesMaxConcurrent: quotesMaxConcurrent),
-                logger: logger, rateLimiter: rateLimiter)
+                logger: logger, tls: tls, rateLimiter: rateLimiter)
         } catch {
             for backend in backends { try? await backend.shutdown() }
             throw error
@@ -92,9 +96,11 @@ public enum FacadeFixture {
         do {
             // The locator must name the port the gateway got: a reload, as an operator's would.
             let located = policy(
-                quotesPort: ports.quotes, echoPort: ports.echo, gatewayPort: gateway.port, quotesMaxConcurrent: quotesMaxConcurrent)
-            gateway.gateway.store.replace(with: try TestGateway.snapshot(policy: located, accessLog: logger != nil))
-            try await body(gateway, URL(string: "http://127.0.0.1:\(gateway.port)/serviceLocator.json")!, backends)
+                quotesPort: ports.quotes, echoPort: ports.echo, gatewayPort: gateway.port, quotesMaxConcurrent: quotesMaxConcurrent,
+                secure: tls != nil)
+            gateway.gateway.store.replace(with: try TestGateway.snapshot(policy: located, accessLog: logger != nil, tls: tls))
+            let base = tls == nil ? "http://127.0.0.1:\(gateway.port)" : "https://localhost:\(gateway.port)"
+            try await body(gateway, URL(string: base + "/serviceLocator.json")!, backends)
         } catch {
             await gateway.shutdown()
             for backend in backends { try? await backend.shutdown() }
@@ -106,13 +112,13 @@ public enum FacadeFixture {
 
     public static func api(
         _ locator: URL, appVersion: String = "2.4.1", secret: String = demoSecret, pinnedKey: PinnedLocatorKey = pinned,
-        credentials: (any RequestCredentials)? = nil, configuration: PorticoAPI.Configuration = .init(),
+        credentials: (any RequestCredentials)? = nil, configuration: PorticoAPI.Configuration = .init(), trust: ServerTrust = .system,
         clock: @escaping @Sendable () -> Date = { Date() }, sleep: @escaping @Sendable (Duration) async throws -> Void = { _ in }
     ) -> PorticoAPI {
         PorticoAPI(
             locator: locator, pinnedKey: pinnedKey, keyID: "demo-app", secret: .value(secret),
             identity: ClientIdentity(appVersion: appVersion, platform: "iphone"), credentials: credentials, configuration: configuration,
-            clock: clock, sleep: sleep)
+            trust: trust, clock: clock, sleep: sleep)
     }
 
     /// The demo quotes backend, with validators: a strong `ETag` per body, `Cache-Control:

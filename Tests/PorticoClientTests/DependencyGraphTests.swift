@@ -1,4 +1,6 @@
 import Foundation
+import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// What the compiler actually read to build a module: the make-style `.d` files SwiftPM's build
@@ -96,5 +98,66 @@ struct DependencyGraphTests {
         #expect(found.contains("NIOCore"))
         #expect(found.contains { $0.hasSuffix("/include/openssl/ssl.h") })
         #expect(found.contains { $0.hasSuffix("/curl/curl.h") })
+    }
+}
+
+/// What SwiftPM resolves for an app that adds this checkout by path. The gateway's packages sit
+/// behind the `Gateway` trait; an app that turns the default traits off must get the client's
+/// graph only, which is what saves it fetching sixteen packages and building their plugins.
+@Suite("An app's package graph")
+struct AppPackageGraphTests {
+    /// The checkout's root: three levels above this file.
+    static let checkout = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// Writes an app whose `.package` line is `packageLine`, resolves it, and returns the identity of
+    /// every package in its graph (the app's own excluded).
+    static func resolvedPackages(packageLine: String) async throws -> Set<String> {
+        let app = FileManager.default.temporaryDirectory.appendingPathComponent("portico-app-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: app) }
+        try FileManager.default.createDirectory(at: app.appendingPathComponent("Sources/App"), withIntermediateDirectories: true)
+        let manifest = """
+            // swift-tools-version:6.1
+            import PackageDescription
+            let package = Package(
+                name: "App",
+                dependencies: [\(packageLine)],
+                targets: [.executableTarget(name: "App", dependencies: [.product(name: "PorticoClient", package: "\(checkout.lastPathComponent)")])]
+            )
+            """
+        try manifest.write(to: app.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
+        try "import PorticoClient\n".write(to: app.appendingPathComponent("Sources/App/main.swift"), atomically: true, encoding: .utf8)
+        let result = try await offThePool {
+            try ChildProcess.run(
+                "/usr/bin/env", ["swift", "package", "--package-path", app.path, "show-dependencies", "--format", "json"])
+        }
+        guard result.termination == .exited(0) else {
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: String(decoding: result.errors, as: UTF8.self)])
+        }
+        // The JSON tree starts after any progress lines SwiftPM printed while resolving.
+        let text = String(decoding: result.output, as: UTF8.self)
+        let start = try #require(text.firstIndex(of: "{"))
+        let tree = try #require(try JSONSerialization.jsonObject(with: Data(text[start...].utf8)) as? [String: Any])
+        var identities: Set<String> = []
+        func walk(_ node: [String: Any]) {
+            for child in node["dependencies"] as? [[String: Any]] ?? [] {
+                if let identity = child["identity"] as? String { identities.insert(identity) }
+                walk(child)
+            }
+        }
+        walk(tree)
+        return identities
+    }
+
+    @Test("with the default traits off, an app resolves only the client's graph")
+    func clientOnly() async throws {
+        let packages = try await Self.resolvedPackages(packageLine: #".package(path: "\#(Self.checkout.path)", traits: [])"#)
+        #expect(packages == [Self.checkout.lastPathComponent.lowercased(), "swift-crypto", "swift-asn1", "swift-http-structured-headers"])
+    }
+
+    @Test("with the default traits, the same line brings the gateway's packages, so the check can fail")
+    func gatewayByDefault() async throws {
+        let packages = try await Self.resolvedPackages(packageLine: #".package(path: "\#(Self.checkout.path)")"#)
+        #expect(packages.isSuperset(of: ["swift-nio", "yams", "swift-argument-parser", "jwt-kit", "swift-crypto"]))
     }
 }

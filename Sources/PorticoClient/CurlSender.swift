@@ -1,0 +1,217 @@
+#if os(Linux)
+import CPorticoClientCurl
+import Foundation
+import FoundationNetworking
+
+/// Sends through libcurl, on Linux, when a ``ServerTrust`` other than ``ServerTrust/system`` is set:
+/// FoundationNetworking's `URLSession` (itself on libcurl) offers its delegate no server-trust
+/// challenge and has no CA setting, so a private CA or a pin can only be honoured one level down.
+///
+/// One easy handle per request, performed on a Dispatch worker thread (a blocking
+/// `curl_easy_perform`), never on the caller's; cancelling the task aborts the transfer from
+/// libcurl's progress callback. Failures are `URLError`s with the codes URLSession would use, so
+/// ``PorticoAPIError`` classifies them the same way (`.transport`).
+struct CurlSender: HTTPSender {
+    /// PEM roots for `CURLOPT_CAINFO_BLOB`: the trust's CAs, after the system bundle when it trusts
+    /// the system's roots too; `nil` leaves libcurl's own roots.
+    private let caBundle: Data?
+    /// Whether libcurl's built-in CA directory must be switched off (only the trust's CAs count).
+    private let onlyTrustedAuthorities: Bool
+    /// `sha256//A;sha256//B` for `CURLOPT_PINNEDPUBLICKEY`, or `nil`.
+    private let pins: String?
+
+    init(trust: ServerTrust) {
+        if trust.certificateAuthorities.isEmpty {
+            caBundle = nil
+        } else {
+            var bundle = trust.trustsSystemRoots ? (Self.systemBundle() ?? Data()) : Data()
+            for certificate in trust.certificateAuthorities {
+                let lines = certificate.base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
+                bundle.append(Data("\n-----BEGIN CERTIFICATE-----\n\(lines)\n-----END CERTIFICATE-----\n".utf8))
+            }
+            caBundle = bundle
+        }
+        onlyTrustedAuthorities = !trust.trustsSystemRoots
+        pins =
+            trust.pinnedPublicKeys.isEmpty
+            ? nil : trust.pinnedPublicKeys.map { "sha256//" + $0.base64EncodedString() }.joined(separator: ";")
+    }
+
+    func send(_ request: URLRequest) async throws -> HTTPAnswer {
+        let transfer = CurlTransfer()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global(qos: .userInitiated).async {
+                    continuation.resume(with: Result { try perform(request, transfer: transfer) })
+                }
+            }
+        } onCancel: {
+            transfer.cancelled.withLock { $0 = true }
+        }
+    }
+
+    private func perform(_ request: URLRequest, transfer: CurlTransfer) throws -> HTTPAnswer {
+        guard let url = request.url, let handle = portico_client_curl_easy_init() else {
+            throw URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: "libcurl could not be loaded"])
+        }
+        defer { portico_client_curl_easy_cleanup(handle) }
+        var fields: UnsafeMutableRawPointer?
+        defer { if let fields { portico_client_curl_slist_free_all(fields) } }
+        var errorText = [CChar](repeating: 0, count: 256)  // CURL_ERROR_SIZE
+
+        let method = request.httpMethod ?? "GET"
+        var code = url.absoluteString.withCString { portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_URL, $0) }
+        func set(_ option: Int32, _ value: Int) {
+            if code == PORTICO_CURLE_OK { code = portico_client_curl_setopt_long(handle, option, value) }
+        }
+        set(PORTICO_CURLOPT_NOSIGNAL, 1)
+        set(PORTICO_CURLOPT_SSLVERSION, Int(PORTICO_CURL_SSLVERSION_TLSv1_2))
+        set(PORTICO_CURLOPT_TIMEOUT_MS, Int(max(request.timeoutInterval, 0.001) * 1000))
+        if code == PORTICO_CURLE_OK {
+            code = "http,https".withCString { portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_PROTOCOLS_STR, $0) }
+        }
+        // Any encoding libcurl can decode, decoded, as URLSession does.
+        if code == PORTICO_CURLE_OK {
+            code = "".withCString { portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_ACCEPT_ENCODING, $0) }
+        }
+        if let caBundle, code == PORTICO_CURLE_OK {
+            code = caBundle.withUnsafeBytes {
+                portico_client_curl_setopt_blob(handle, PORTICO_CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count)
+            }
+            if onlyTrustedAuthorities, code == PORTICO_CURLE_OK {
+                code = portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_CAPATH, nil)
+            }
+        }
+        if let pins, code == PORTICO_CURLE_OK {
+            code = pins.withCString { portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_PINNEDPUBLICKEY, $0) }
+        }
+
+        if method == "HEAD" {
+            set(PORTICO_CURLOPT_NOBODY, 1)
+        } else if method != "GET" || request.httpBody != nil {
+            if code == PORTICO_CURLE_OK {
+                code = method.withCString { portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_CUSTOMREQUEST, $0) }
+            }
+        }
+        if let body = request.httpBody, code == PORTICO_CURLE_OK {
+            code = portico_client_curl_setopt_off_t(handle, PORTICO_CURLOPT_POSTFIELDSIZE_LARGE, Int64(body.count))
+            if code == PORTICO_CURLE_OK {
+                code = body.withUnsafeBytes { bytes in
+                    // COPYPOSTFIELDS copies, so the body need not outlive this call; an empty body
+                    // still needs a valid pointer.
+                    bytes.baseAddress.map { portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_COPYPOSTFIELDS, $0) }
+                        ?? "".withCString { portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_COPYPOSTFIELDS, $0) }
+                }
+            }
+        }
+        // The request's own fields; an empty `Expect:` stops libcurl waiting for 100 Continue.
+        var lines = (request.allHTTPHeaderFields ?? [:]).map { "\($0.key): \($0.value)" }
+        if request.httpBody != nil { lines.append("Expect:") }
+        for line in lines { fields = line.withCString { portico_client_curl_slist_append(fields, $0) } }
+        if let fields, code == PORTICO_CURLE_OK { code = portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_HTTPHEADER, fields) }
+
+        let context = Unmanaged.passUnretained(transfer).toOpaque()
+        if code == PORTICO_CURLE_OK {
+            code = portico_client_curl_setopt_data_callback(handle, PORTICO_CURLOPT_WRITEFUNCTION, curlWriteBody)
+        }
+        if code == PORTICO_CURLE_OK { code = portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_WRITEDATA, context) }
+        if code == PORTICO_CURLE_OK {
+            code = portico_client_curl_setopt_data_callback(handle, PORTICO_CURLOPT_HEADERFUNCTION, curlWriteHeader)
+        }
+        if code == PORTICO_CURLE_OK { code = portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_HEADERDATA, context) }
+        if code == PORTICO_CURLE_OK {
+            code = portico_client_curl_setopt_progress_callback(handle, PORTICO_CURLOPT_XFERINFOFUNCTION, curlProgress)
+        }
+        if code == PORTICO_CURLE_OK { code = portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_XFERINFODATA, context) }
+        set(PORTICO_CURLOPT_NOPROGRESS, 0)
+        guard code == PORTICO_CURLE_OK else { throw Self.error(code, detail: "") }
+
+        code = errorText.withUnsafeMutableBufferPointer { buffer in
+            var result = portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_ERRORBUFFER, buffer.baseAddress)
+            if result == PORTICO_CURLE_OK { result = withExtendedLifetime(transfer) { portico_client_curl_easy_perform(handle) } }
+            // libcurl must not keep the buffer's address past this closure.
+            _ = portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_ERRORBUFFER, nil)
+            return result
+        }
+        guard code == PORTICO_CURLE_OK else {
+            throw Self.error(code, detail: String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        var status = 0
+        _ = portico_client_curl_getinfo_long(handle, PORTICO_CURLINFO_RESPONSE_CODE, &status)
+        return HTTPAnswer(status: status, headers: transfer.headers, body: transfer.body)
+    }
+
+    /// libcurl's failure as the `URLError` URLSession gives for the same cause.
+    static func error(_ code: Int32, detail: String) -> URLError {
+        let urlCode: URLError.Code =
+            switch code {
+            case PORTICO_CURLE_COULDNT_RESOLVE_HOST: .cannotFindHost
+            case PORTICO_CURLE_COULDNT_CONNECT: .cannotConnectToHost
+            case PORTICO_CURLE_OPERATION_TIMEDOUT: .timedOut
+            case PORTICO_CURLE_PEER_FAILED_VERIFICATION, PORTICO_CURLE_SSL_PINNEDPUBKEYNOTMATCH: .serverCertificateUntrusted
+            case PORTICO_CURLE_SSL_CONNECT_ERROR, PORTICO_CURLE_SSL_CACERT_BADFILE: .secureConnectionFailed
+            case PORTICO_CURLE_ABORTED_BY_CALLBACK: .cancelled
+            case PORTICO_CURLE_GOT_NOTHING, PORTICO_CURLE_SEND_ERROR, PORTICO_CURLE_RECV_ERROR: .networkConnectionLost
+            default: .unknown
+            }
+        let reason = String(validatingCString: portico_client_curl_easy_strerror(code)) ?? "libcurl error \(code)"
+        return URLError(urlCode, userInfo: [NSLocalizedDescriptionKey: detail.isEmpty ? reason : "\(reason): \(detail)"])
+    }
+
+    /// The system's CA bundle: the one this libcurl was built to read, else the usual places.
+    static func systemBundle() -> Data? {
+        var paths = [
+            "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem",
+        ]
+        if let handle = portico_client_curl_easy_init() {
+            var path: UnsafePointer<CChar>?
+            if portico_client_curl_getinfo_string(handle, PORTICO_CURLINFO_CAINFO, &path) == PORTICO_CURLE_OK, let path {
+                if let text = String(validatingCString: path) { paths.insert(text, at: 0) }
+            }
+            portico_client_curl_easy_cleanup(handle)
+        }
+        return paths.lazy.compactMap { FileManager.default.contents(atPath: $0) }.first
+    }
+}
+
+/// What one transfer has received; written only by the thread performing it, read after
+/// `curl_easy_perform` returned, except ``cancelled``.
+final class CurlTransfer: @unchecked Sendable {
+    var body = Data()
+    var headers: [String: String] = [:]
+    let cancelled = Locked(false)
+
+    /// One header line; a status line starts a new answer (after a 100 Continue, say).
+    func received(headerLine: String) {
+        let line = headerLine.trimmingCharacters(in: .whitespacesAndNewlines)
+        if line.hasPrefix("HTTP/") {
+            headers = [:]
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[name] = headers[name].map { "\($0), \(value)" } ?? value
+        }
+    }
+}
+
+private func curlWriteBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+    guard let data, let context else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+    transfer.body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: size * count)
+    return size * count
+}
+
+private func curlWriteHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+    guard let data, let context else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+    let bytes = UnsafeRawBufferPointer(start: data, count: size * count)
+    transfer.received(headerLine: String(decoding: bytes, as: UTF8.self))
+    return size * count
+}
+
+/// Non-zero aborts the transfer (`CURLE_ABORTED_BY_CALLBACK`): how a cancelled task stops it.
+private func curlProgress(_ context: UnsafeMutableRawPointer?, _: Int64, _: Int64, _: Int64, _: Int64) -> Int32 {
+    guard let context else { return 0 }
+    return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().cancelled.withLock { $0 } ? 1 : 0
+}
+#endif
