@@ -19,9 +19,12 @@ run: build
 	./certs/make-dev-certs.sh
 	.build/release/portico serve --policies $(POLICIES) --demo-backends
 
-## Check formatting, then run every test (unit and end-to-end, on loopback).
+## Check formatting, then run every test (unit and end-to-end, on loopback): the JVM and JavaScript
+## signers' own tests first, then Swift's (whose live checks run those signers against the gateway).
 test: deps lint
 	@./scripts/interop/setup.sh
+	./clients/jvm/test.sh
+	./clients/js/test.sh
 	$(SWIFT) test
 
 ## Formatting is swift-format's job (configuration in .swift-format).

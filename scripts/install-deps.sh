@@ -7,8 +7,11 @@ set -euo pipefail
 # redis-server is started by the fleet-mode tests (a real Redis on an ephemeral port); nghttp2-client
 # brings h2load and nghttp for the HTTP/2 benchmarks and checks; zlib, brotli and zstd compress
 # responses (zlib through compress-nio, the other two through their C libraries); chromium runs the
-# CORS test in a real browser (headless).
-packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl redis-server nghttp2-client zlib1g-dev libbrotli-dev libzstd-dev chromium)
+# CORS test and the JavaScript signer's browser check in a real browser (headless); a JDK, OkHttp
+# and JUnit 5 build and test the JVM signer (clients/jvm); Node runs the JavaScript signer's tests
+# (clients/js; they need Node 20, which Debian 12's own nodejs package is not: see clients/js/README.md).
+packages=(libcurl4-openssl-dev libssl-dev pkg-config openssl curl redis-server nghttp2-client zlib1g-dev libbrotli-dev libzstd-dev chromium
+  openjdk-17-jdk-headless libokhttp-java junit5 nodejs)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
   for package in "${packages[@]}"; do

@@ -22,7 +22,11 @@ enum DevelopmentCertificates {
     }()
 
     static func text(_ name: String) throws -> String { try String(contentsOfFile: directory + "/" + name, encoding: .utf8) }
-    static var listenerTLS: String { "{ certificate: \"\(directory)/server.pem\", privateKey: \"\(directory)/server-key.pem\" }" }
+    /// The listener's `tls` mapping; the first call makes the certificates, off the cooperative pool.
+    static func listenerTLS() async throws -> String {
+        let directory = try await offThePool { Self.directory }
+        return "{ certificate: \"\(directory)/server.pem\", privateKey: \"\(directory)/server-key.pem\" }"
+    }
 
     /// `openssl`'s own pin of a certificate's key: the SPKI's DER, hashed, base64.
     static func opensslPin(ofCertificateAt path: String) throws -> String {
@@ -37,30 +41,35 @@ enum DevelopmentCertificates {
 @Suite("ServerTrust: certificates, pins and their errors")
 struct ServerTrustValueTests {
     @Test("a certificate's pin is the SHA-256 of its SubjectPublicKeyInfo, as openssl computes it")
-    func pinMatchesOpenSSL() throws {
-        for path in [
-            "\(DevelopmentCertificates.directory)/server.pem", TestCertificates.path("ca.pem"), TestCertificates.path("other.pem"),
-        ] {
+    func pinMatchesOpenSSL() async throws {
+        let directories = try await offThePool { (DevelopmentCertificates.directory, TestCertificates.directory) }
+        for path in ["\(directories.0)/server.pem", "\(directories.1)/ca.pem", "\(directories.1)/other.pem"] {
             let pin = try ServerTrust.publicKeyPin(ofCertificatePEM: String(contentsOfFile: path, encoding: .utf8))
-            #expect(pin == "sha256/" + (try DevelopmentCertificates.opensslPin(ofCertificateAt: path)), "\(path)")
+            #expect(pin == "sha256/" + (try await DevelopmentCertificates.opensslPin(ofCertificateAt: path)), "\(path)")
         }
     }
 
     @Test("an RSA certificate's key is found as well as an EC one's")
-    func rsaCertificate() throws {
+    func rsaCertificate() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portico-rsa-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let made = try ChildProcess.run(
-            "/bin/sh",
-            ["-c", "cd '\(directory)' && openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=rsa.test -days 1 -keyout k.pem -out c.pem"])
+        let made = try await offThePool {
+            try ChildProcess.run(
+                "/bin/sh",
+                [
+                    "-c",
+                    "cd '\(directory)' && openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=rsa.test -days 1 -keyout k.pem -out c.pem",
+                ])
+        }
         #expect(made.termination == .exited(0))
         let pin = try ServerTrust.publicKeyPin(ofCertificatePEM: String(contentsOfFile: directory + "/c.pem", encoding: .utf8))
-        #expect(pin == "sha256/" + (try DevelopmentCertificates.opensslPin(ofCertificateAt: directory + "/c.pem")))
+        #expect(pin == "sha256/" + (try await DevelopmentCertificates.opensslPin(ofCertificateAt: directory + "/c.pem")))
     }
 
     @Test("a bundle of several PEM certificates gives each, in order")
-    func bundle() throws {
+    func bundle() async throws {
+        _ = try await offThePool { (DevelopmentCertificates.directory, TestCertificates.directory) }
         let pem =
             try DevelopmentCertificates.text("ca.pem") + "\n" + String(contentsOfFile: TestCertificates.path("ca.pem"), encoding: .utf8)
         let trust = try ServerTrust(certificateAuthoritiesPEM: pem)
@@ -70,7 +79,8 @@ struct ServerTrustValueTests {
     }
 
     @Test("text that is not PEM, a block that is not a certificate, a bad pin and a trust of nothing are refused, each by name")
-    func refusals() throws {
+    func refusals() async throws {
+        _ = try await offThePool { DevelopmentCertificates.directory }
         #expect(throws: ServerTrustError.notPEM) { try ServerTrust(certificateAuthoritiesPEM: "hello") }
         let unterminated = try DevelopmentCertificates.text("ca.pem").replacingOccurrences(of: "-----END CERTIFICATE-----", with: "")
         #expect(throws: ServerTrustError.notPEM) { try ServerTrust(certificateAuthoritiesPEM: unterminated) }
@@ -86,7 +96,8 @@ struct ServerTrustValueTests {
     }
 
     @Test("every truncation of a certificate is refused without reading past its bytes")
-    func truncations() throws {
+    func truncations() async throws {
+        _ = try await offThePool { DevelopmentCertificates.directory }
         let der = try ServerTrust.certificates(fromPEM: DevelopmentCertificates.text("server.pem"))[0]
         #expect(CertificateDER.subjectPublicKeyInfo(ofCertificate: der) != nil)
         for length in 0..<der.count {
@@ -100,11 +111,10 @@ struct ServerTrustValueTests {
 /// trusts: the locator and the calls both go through the trust.
 @Suite("ServerTrust against the gateway over TLS")
 struct ServerTrustGatewayTests {
-    static let tls = DevelopmentCertificates.listenerTLS
 
     @Test("with the system's roots only, the development CA is not trusted: .transport, nothing served")
     func systemRefuses() async throws {
-        try await FacadeFixture.run(tls: Self.tls) { _, locator, backends in
+        try await FacadeFixture.run(tls: try await DevelopmentCertificates.listenerTLS()) { _, locator, backends in
             #expect(locator.scheme == "https")
             let api = FacadeFixture.api(locator)
             let error = await #expect(throws: PorticoAPIError.transport) { try await api.get("stockQuote", path: "/AAPL", as: Quote.self) }
@@ -116,7 +126,7 @@ struct ServerTrustGatewayTests {
     @Test("the development CA as a trust: the locator and a GET and a signed POST over TLS")
     func privateAuthority() async throws {
         struct Order: Encodable { var symbol: String }
-        try await FacadeFixture.run(tls: Self.tls) { _, locator, backends in
+        try await FacadeFixture.run(tls: try await DevelopmentCertificates.listenerTLS()) { _, locator, backends in
             let trust = try ServerTrust(certificateAuthoritiesPEM: try DevelopmentCertificates.text("ca.pem"))
             let api = FacadeFixture.api(locator, trust: trust)
             let quote = try await api.response(for: APIRequest(method: "GET", service: "stockQuote", path: "/AAPL"), as: Quote.self)
@@ -134,7 +144,7 @@ struct ServerTrustGatewayTests {
 
     @Test("only the development CA, without the system's roots, still reaches the gateway; another CA alone does not")
     func authoritiesOnly() async throws {
-        try await FacadeFixture.run(tls: Self.tls) { _, locator, backends in
+        try await FacadeFixture.run(tls: try await DevelopmentCertificates.listenerTLS()) { _, locator, backends in
             let own = try ServerTrust(certificateAuthoritiesPEM: try DevelopmentCertificates.text("ca.pem"), trustsSystemRoots: false)
             let quote = try await FacadeFixture.api(locator, trust: own).get("stockQuote", path: "/AAPL", as: Quote.self)
             #expect(quote.symbol == "AAPL")
@@ -151,7 +161,7 @@ struct ServerTrustGatewayTests {
 
     @Test("a pin of the server's key admits it; a pin of another key refuses it, the CA notwithstanding")
     func pinning() async throws {
-        try await FacadeFixture.run(tls: Self.tls) { _, locator, backends in
+        try await FacadeFixture.run(tls: try await DevelopmentCertificates.listenerTLS()) { _, locator, backends in
             let ca = try DevelopmentCertificates.text("ca.pem")
             let serverPin = try ServerTrust.publicKeyPin(ofCertificatePEM: try DevelopmentCertificates.text("server.pem"))
             let pinned = try ServerTrust(certificateAuthoritiesPEM: ca, pinnedPublicKeys: [serverPin])
@@ -172,7 +182,7 @@ struct ServerTrustGatewayTests {
     func cancellation() async throws {
         let held = try await HeldBackend.start(body: #"{"symbol":"AAPL","name":"Apple Inc.","currentPrice":189.84}"#)
         defer { Task { try? await held.shutdown() } }
-        try await FacadeFixture.run(quotesPort: held.port, tls: Self.tls) { _, locator, _ in
+        try await FacadeFixture.run(quotesPort: held.port, tls: try await DevelopmentCertificates.listenerTLS()) { _, locator, _ in
             let trust = try ServerTrust(certificateAuthoritiesPEM: try DevelopmentCertificates.text("ca.pem"))
             let api = FacadeFixture.api(locator, trust: trust)
             // A POST is never shared with another caller: cancelling it cancels the transfer itself.

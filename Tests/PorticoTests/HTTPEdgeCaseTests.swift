@@ -88,6 +88,27 @@ struct HTTPEdgeCaseTests {
         }
     }
 
+    @Test("an h2c Upgrade offer (java.net.http's default) is answered in HTTP/1.1 and the connection closes; the next connection is served")
+    func upgradeOfferIgnoredAndClosed() async throws {
+        try await withGateway(policy: Self.policy) { gateway, servers in
+            let client = try gateway.connect()
+            try client.send(
+                "GET /echo HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
+            )
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.header("upgrade") == nil)
+            #expect(response.header("connection")?.lowercased() == "close")
+            #expect(client.waitForClose())
+            // An Upgrade field without the connection option is no offer: the connection stays.
+            let kept = try gateway.connect()
+            try kept.send("GET /echo HTTP/1.1\r\nHost: t\r\nUpgrade: h2c\r\n\r\n")
+            #expect(try kept.readResponse().status == 200)
+            #expect(try kept.request("GET", "/echo").status == 200)
+            #expect(servers[0].requestsReceived == 3)
+        }
+    }
+
     // MARK: 100 Continue
 
     @Test("an HTTP/1.0 client that sends Expect: 100-continue never gets an interim 100")

@@ -40,10 +40,24 @@ struct RequestFraming {
         self.isHTTP10 = head.version == .http1_0
         // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding is treated as faultily framed,
         // and the connection closes after the response (a 1.0 peer may frame what follows otherwise).
-        self.keepAlive = head.isKeepAlive && !(transferCoded && isHTTP10)
+        self.keepAlive = head.isKeepAlive && !(transferCoded && isHTTP10) && !Self.asksForUpgrade(head)
         self.maxBodyBytes = maxBodyBytes
         self.expectation = head.version == .http1_1 ? head.headers.first(name: "expect") : nil
         self.awaitingContinue = expectation.map { HeaderName.matches($0, "100-continue") } ?? false
+    }
+
+    /// A request that asks to switch protocols (`Connection: upgrade` with `Upgrade`, such as the
+    /// `h2c` offer `java.net.http` adds to its first plain-HTTP request by default) or a `CONNECT`.
+    /// The gateway answers it in HTTP/1.1, ignoring the offer (RFC 9110 §7.8), but NIO's decoder
+    /// (llhttp) stops parsing after such a message, expecting the pipeline to change hands; the next
+    /// request on the connection would never be read and the client would wait for ever. So the
+    /// answer says `Connection: close`, and the client's next request opens a new connection.
+    static func asksForUpgrade(_ head: HTTPRequestHead) -> Bool {
+        if head.method == .CONNECT { return true }
+        guard head.headers.contains(name: "upgrade") else { return false }
+        return head.headers["connection"].contains { value in
+            value.split(separator: ",").contains { HeaderName.matches(String($0.trimmingOptionalWhitespace()), "upgrade") }
+        }
     }
 
     /// Whether what is left of the body can be read and dropped after an early answer, so that the
