@@ -13,6 +13,8 @@
 ///     showUpdatePrompt(title: error.problem?.title, message: error.problem?.detail)
 /// } catch let error where error == .rateLimited {
 ///     retryLater(after: error.retryAfter)
+/// } catch {
+///     showFailure(error)  // end with a plain catch: Swift 6.3.1 crashes compiling a chain that rethrows
 /// }
 /// ```
 ///
