@@ -1,3 +1,5 @@
+import Foundation
+
 /// Per-request credentials from the app's account system, sent beside the app's own signature.
 ///
 /// The façade holds no account logic: it asks this for header fields before every call (a user's
@@ -35,4 +37,15 @@ public struct SecretSource: Sendable {
 
     /// A secret already in memory (tests, command-line tools).
     public static func value(_ secret: String) -> SecretSource { SecretSource { secret } }
+
+    /// A secret file as `portico keygen` writes it, read as the gateway reads its key files: UTF-8,
+    /// with trailing line breaks dropped (a file's final newline is not part of the secret; kept, it
+    /// would make every signature invalid).
+    public static func file(_ path: String) -> SecretSource {
+        SecretSource {
+            var text = try String(contentsOfFile: path, encoding: .utf8)
+            while let last = text.last, last == "\n" || last == "\r" || last == "\r\n" { text.removeLast() }
+            return text
+        }
+    }
 }

@@ -122,7 +122,8 @@ public struct RequestSigner: Sendable {
             added.append(("Content-Digest", digest))
         }
         // The request as it will be sent: its own fields, with the ones this signer sets replaced.
-        let replaced = Set(added.map { $0.name.lowercased() } + ["signature-input", "signature"])
+        // `Host` is the authority signed (one line on the wire), whatever the caller passed.
+        let replaced = Set(added.map { $0.name.lowercased() } + ["signature-input", "signature", "host"])
         let fields = [("host", authority)] + headers.filter { !replaced.contains($0.name.lowercased()) } + added
         let request = HTTPRequestParts(method: method, scheme: scheme, authority: authority, requestTarget: requestTarget, fields: fields)
 

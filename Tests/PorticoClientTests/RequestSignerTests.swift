@@ -1,7 +1,8 @@
 import Foundation
-import PorticoClient
 import PorticoSigning
 import Testing
+
+@testable import PorticoClient
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -18,6 +19,27 @@ struct RequestSignerTests {
 
     static func value(_ name: String, in fields: [(name: String, value: String)]) -> String? {
         fields.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+
+    @Test("a caller's own Host field is the authority, signed once: the signature equals the one made without it")
+    func callerHost() throws {
+        var signer = Self.signer()
+        signer.coveredFields = ["host"]
+        let url = URL(string: "https://api.example.com/api/1/notes")!
+        let withHost = try signer.sign(method: "GET", url: url, headers: [("Host", "api.example.com")])
+        let without = try signer.sign(method: "GET", url: url)
+        #expect(Self.value("signature-input", in: withHost)?.contains(#""host""#) == true)
+        #expect(Self.value("signature", in: withHost) == Self.value("signature", in: without))
+    }
+
+    @Test("a secret file is read as the gateway reads it: its trailing line break is not part of the secret")
+    func secretFile() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("portico-secret-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        for (written, read) in [("s3cret\n", "s3cret"), ("s3cret\r\n", "s3cret"), ("s3cret", "s3cret"), (" s3cret \n\n", " s3cret ")] {
+            try written.write(toFile: path, atomically: true, encoding: .utf8)
+            #expect(try await SecretSource.file(path).load() == read, "\(written.debugDescription)")
+        }
     }
 
     @Test("a covered header whose value is not ASCII is refused with a clear error, not signed")

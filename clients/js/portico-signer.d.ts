@@ -157,6 +157,9 @@ export declare function randomNonce(): string;
 /** `sha-256=:<base64 SHA-256 of body>:` (RFC 9530). */
 export declare function contentDigest(body: Uint8Array): Promise<string>;
 
+/** Whether a browser's fetch silently drops a request field of this name (the Fetch standard's forbidden request headers). */
+export declare function isForbiddenRequestField(name: string): boolean;
+
 /**
  * `fetch(input, init)`, signed: the method, URL, headers and body are signed and the signed fields
  * set before it is sent. Rejects with a `SigningError` (before sending) for a body that cannot be

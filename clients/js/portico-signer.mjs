@@ -254,6 +254,19 @@ function requestParts(request) {
 
 // MARK: The signature base (RFC 9421 §2.5)
 
+/** The Fetch standard's forbidden request-header names (and prefixes), lowercased. */
+const FORBIDDEN_REQUEST_FIELDS = new Set([
+  'accept-charset', 'accept-encoding', 'access-control-request-headers', 'access-control-request-method',
+  'connection', 'content-length', 'cookie', 'cookie2', 'date', 'dnt', 'expect', 'host', 'keep-alive', 'origin',
+  'referer', 'set-cookie', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'via',
+]);
+
+/** Whether a browser's fetch silently drops a field of this name. */
+export function isForbiddenRequestField(name) {
+  const lower = lowerASCII(name);
+  return FORBIDDEN_REQUEST_FIELDS.has(lower) || lower.startsWith('proxy-') || lower.startsWith('sec-');
+}
+
 function lowerASCII(text) {
   return text.replace(/[A-Z]+/g, (letters) => letters.toLowerCase());
 }
@@ -498,7 +511,8 @@ export class RequestSigner {
     if (hasBody) added.push(['Content-Digest', await contentDigest(body)]);
 
     // The request as it will be sent: its own fields, with the ones this signer sets replaced.
-    const replaced = new Set([...added.map(([name]) => lowerASCII(name)), 'signature-input', 'signature']);
+    // `host` is the authority signed (one line on the wire), whatever the caller passed.
+    const replaced = new Set([...added.map(([name]) => lowerASCII(name)), 'signature-input', 'signature', 'host']);
     const fields = [
       ['host', parts.authority],
       ...parts.fields.filter(([name]) => !replaced.has(lowerASCII(name))),
@@ -590,6 +604,15 @@ export class RequestSigner {
     }
     if (!Array.isArray(this.coveredFields) || this.coveredFields.some((name) => typeof name !== 'string')) {
       throw new SigningError('invalid-option', 'coveredFields must be an array of field names');
+    }
+    // A browser drops these from a fetch without a word (the Fetch standard's forbidden request
+    // headers), so a signature covering one would name a field the gateway never receives. `Host`
+    // is the exception that matters: the browser sends it itself, as the URL's authority.
+    if (typeof globalThis.document !== 'undefined') {
+      const forbidden = this.coveredFields.find((name) => lowerASCII(name) !== 'host' && isForbiddenRequestField(name));
+      if (forbidden !== undefined) {
+        throw new SigningError('invalid-option', `a browser never sends ${forbidden}, so it cannot be covered`);
+      }
     }
     if (!Array.isArray(this.components)) throw new SigningError('invalid-option', 'components must be an array of component names');
   }

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import {
   RequestSigner, SigningError, signedFetch, randomNonce, contentDigest, VERSION_FIELD, PLATFORM_FIELD, DEFAULT_COMPONENTS,
+  isForbiddenRequestField,
 } from '../portico-signer.mjs';
 
 const SECRET = 'unit-test-secret-0123456789abcdefghijklmnopqrstuv';
@@ -361,4 +362,30 @@ test('signRequest returns a copy carrying the signed fields and the same body', 
   assert.equal(get.body, null);
   assert.match(get.headers.get('signature-input'), /"@query"\)/);
   await rejectsWith(signer().signRequest('https://gateway.test/a'), 'invalid-option');
+});
+
+// MARK: fields the caller passes
+
+test("a caller's own Host field is the authority, signed once: the same signature as without it", async () => {
+  const covering = signer({ coveredFields: ['host'] });
+  const url = 'https://api.example.com/api/1/notes';
+  const withHost = await covering.signatureBase({ method: 'GET', url, headers: [['Host', 'api.example.com']] });
+  const without = await covering.signatureBase({ method: 'GET', url });
+  assert.equal(line(withHost, 'host'), 'api.example.com');
+  assert.equal(withHost, without);
+});
+
+test('in a browser, covering a field fetch never sends is refused; Host, which the browser sends itself, is not', async () => {
+  const url = 'https://api.example.com/api/1/notes';
+  assert.ok(isForbiddenRequestField('Date') && isForbiddenRequestField('Sec-Fetch-Mode') && isForbiddenRequestField('proxy-authorization'));
+  assert.ok(!isForbiddenRequestField('content-type') && !isForbiddenRequestField('x-client-version'));
+  globalThis.document = {};
+  try {
+    assert.throws(() => signer({ coveredFields: ['Date'] }), (error) => error instanceof SigningError && error.code === 'invalid-option');
+    await signer({ coveredFields: ['host', 'content-type'] }).sign({ method: 'GET', url });
+  } finally {
+    delete globalThis.document;
+  }
+  // Node sends what it is given: no refusal there.
+  await signer({ coveredFields: ['Date'] }).sign({ method: 'GET', url, headers: [['Date', 'x']] });
 });
