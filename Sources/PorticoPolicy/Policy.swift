@@ -34,6 +34,8 @@ public struct Policy: Sendable {
     public var trustedProxies: [AddressRange] = []
     /// The token issuers services with `auth: jwt` may trust.
     public var jwt = JWTPolicy()
+    /// OpenTelemetry traces (`tracing:`); `nil`: off.
+    public var tracing: TracingPolicy?
 }
 
 /// A socket the gateway accepts connections on.

@@ -152,6 +152,7 @@ public struct PolicyDiff: Sendable, Hashable {
         if let compression = policy.compression { entries["compression"] = AnyHashable(compression) }
         if !policy.trustedProxies.isEmpty { entries["trustedProxies"] = AnyHashable(policy.trustedProxies) }
         if !policy.jwt.issuers.isEmpty { entries["jwt"] = AnyHashable(policy.jwt) }
+        if let tracing = policy.tracing { entries["tracing"] = AnyHashable(tracing) }
         return entries
     }
 }

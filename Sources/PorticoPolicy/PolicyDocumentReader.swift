@@ -46,6 +46,7 @@ struct PolicyDocumentReader {
         let compression = single("compression", in: sections).flatMap(readCompression)
         let trustedProxies = single("trustedProxies", in: sections).flatMap { $0.addressRanges() } ?? []
         let jwt = single("jwt", in: sections).flatMap(readJWT) ?? JWTPolicy()
+        let tracing = single("tracing", in: sections).flatMap { readTracing($0, listeners: listeners.map(\.name)) }
         checkIssuers(of: services, in: jwt)
         checkAccessKeys(keys)
         guard sink.diagnostics.isEmpty else { return nil }
@@ -61,6 +62,7 @@ struct PolicyDocumentReader {
         policy.compression = compression
         policy.trustedProxies = trustedProxies
         policy.jwt = jwt
+        policy.tracing = tracing
         if let clusterValue, cluster != nil {
             checkSharedLimits(policy, at: clusterValue)
             guard sink.diagnostics.isEmpty else { return nil }

@@ -6,12 +6,12 @@ import Yams
 /// Every `*.yaml`/`*.yml` file in the directory is read (in name order) and their top-level keys are
 /// merged: `backends`, `services`, `keys` and `tiers` may be spread over several files, the singular sections
 /// (`listeners`, `limits`, `upstream`, `accessLog`, `signatures`, `apiKeys`, `clients`, `locator`, `admin`,
-/// `cluster`, `cache`, `compression`, `trustedProxies`, `jwt`) may each appear in one file only. A key's `secretFile` is read relative to the file that names it. The loader never
+/// `cluster`, `cache`, `compression`, `trustedProxies`, `jwt`, `tracing`) may each appear in one file only. A key's `secretFile` is read relative to the file that names it. The loader never
 /// stops at the first mistake; it throws one ``PolicyError`` holding all of them.
 public struct PolicyLoader: Sendable {
     static let topLevelKeys = [
         "listeners", "limits", "upstream", "accessLog", "backends", "services", "signatures", "apiKeys", "keys", "tiers", "clients",
-        "locator", "admin", "cluster", "cache", "compression", "trustedProxies", "jwt",
+        "locator", "admin", "cluster", "cache", "compression", "trustedProxies", "jwt", "tracing",
     ]
 
     /// Where `secretEnv` names are looked up; `nil`: the process's environment, read at each load.

@@ -93,6 +93,12 @@ struct PolicyValue {
         return nil
     }
 
+    /// Whether the value is a mapping, without reporting anything when not.
+    var isMapping: Bool {
+        if case .mapping = node { return true }
+        return false
+    }
+
     /// Whether the value is a list, without reporting anything when not.
     var isSequence: Bool {
         if case .sequence = node { return true }

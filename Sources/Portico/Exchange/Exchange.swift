@@ -14,6 +14,8 @@ struct ClientConnection {
     var addressBytes: [UInt8]?
     /// The TCP peer's bytes, kept when `trustedProxies` may replace the address (``ClientAddressRule``).
     var peerBytes: [UInt8]?
+    /// The listener the connection came in on (nil for connections made without one: harnesses).
+    var listener: String?
     /// What the TLS handshake established; nil on a plain-HTTP listener.
     var tls: TLSConnectionInfo?
     /// The certificate SNI chose for the connection; a request's `Host` must choose the same.
@@ -96,6 +98,8 @@ final class Exchange: FramedExchange {
     /// The backend's trailer fields, passed on at the response's end to an HTTP/2 client (gRPC's
     /// status); an HTTP/1.1 client gets none.
     var responseTrailers: HTTPHeaders?
+    /// The request's trace, when the policy traces (`tracing:`).
+    var trace: ExchangeTrace?
 
     init(head: HTTPRequestHead, requestID: String, policy: CompiledPolicy, client: ClientConnection) {
         self.head = head
@@ -215,4 +219,6 @@ struct ExchangeOutcome {
     var target: String?
     /// Why the exchange ended abnormally (for logs only; may name internal addresses).
     var failure: String?
+    /// The type of the problem the gateway answered with, if it did.
+    var problemType: String?
 }

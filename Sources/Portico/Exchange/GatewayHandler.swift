@@ -93,6 +93,7 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
             let trusted = compiled.snapshot.policy.trustedProxies
             let client = trusted.isEmpty ? client : ClientAddressRule.resolve(client, headers: head.headers, trusted: trusted)
             let exchange = Exchange(head: head, requestID: RequestID.of(head), policy: compiled, client: client)
+            if let tracer = compiled.tracer { exchange.trace = ExchangeTrace(tracer, head: head, client: client) }
             perform(machine.headReceived(exchange), context: context)
         case .body(let part):
             perform(machine.bodyReceived(part), context: context)

@@ -21,6 +21,13 @@ enum ResponseDecoration {
             head.headers.add(name: "RateLimit-Policy", value: limit.policyField)
             head.headers.add(name: "RateLimit", value: limit.statusField)
         }
+        if let trace = exchange.trace {
+            // The client learns its trace only if the policy says so; a backend's own trace
+            // fields, which name spans the client has no business with, never reach it.
+            head.headers.remove(name: "traceparent")
+            head.headers.remove(name: "tracestate")
+            if trace.answersTraceparent { head.headers.add(name: "traceparent", value: trace.fields.traceparent) }
+        }
         if closing && !head.headers.contains(name: "connection") { head.headers.add(name: "Connection", value: "close") }
     }
 
@@ -47,6 +54,7 @@ enum ResponseDecoration {
         }
         exchange.outcome.status = problem.status.code
         exchange.outcome.bytesSent = body.readableBytes
+        exchange.outcome.problemType = problem.type
         return (head, body)
     }
 

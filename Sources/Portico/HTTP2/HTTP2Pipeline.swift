@@ -104,6 +104,8 @@ extension ConnectionPipeline {
     /// One HTTP/2 stream: NIO's codec turns its frames into the HTTP/1-shaped parts the exchange
     /// reads (`:authority` becomes `Host`; a body without `content-length` is chunked).
     func configureStream(_ pipeline: ChannelPipeline.SynchronousOperations, client: ClientConnection) throws {
+        var client = client
+        client.listener = listener
         let timeouts = StreamTimeoutHandler(
             headTimeout: TimeAmount(limits.headTimeout), idleTimeout: TimeAmount(limits.idleTimeout),
             sendTimeout: TimeAmount(limits.sendTimeout), minBodyRate: limits.minBodyRate)

@@ -29,7 +29,7 @@ struct CodeHandlerRunner: Sendable {
         let service = exchange.routed?.service.name ?? ""
         let fetcher = SourceFetch(
             upstream: upstream, limits: limits, concurrency: concurrency, service: service, requestID: exchange.requestID, tasks: tasks,
-            hashInputs: HashInputs(exchange))
+            hashInputs: HashInputs(exchange), trace: exchange.trace)
         let context = CodeHandlerContext(
             eventLoop: eventLoop, backends: policy.backends, fetcher: fetcher, compiled: exchange.policy.backends,
             maxBodyBytes: exchange.snapshot.limits.maxBodyBytes)

@@ -39,7 +39,7 @@ struct FacadeHandler: Sendable {
         exchange.task = tasks
         let fetcher = SourceFetch(
             upstream: upstream, limits: limits, concurrency: concurrency, service: facade.service, requestID: exchange.requestID,
-            tasks: tasks, hashInputs: HashInputs(exchange), coalescer: coalescer)
+            tasks: tasks, hashInputs: HashInputs(exchange), coalescer: coalescer, trace: exchange.trace)
         if !facade.aggregate.isEmpty {
             return aggregate(facade, parameters: parameters, fetcher: fetcher, on: eventLoop)
         }

@@ -4,6 +4,7 @@ import NIOHTTP1
 import PorticoPolicy
 import PorticoUpstream
 import Synchronization
+import Tracing
 
 /// One proxied exchange's attempts: the first at the target the balancer chose, then, when the
 /// backend's `retries` allow it, each further one at a target not tried yet, until an answer
@@ -45,6 +46,10 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
     private var current: (any UpstreamTask)?
     /// The exchange has ended (answered, failed or cancelled): counted out of the backend's requests.
     private var finished = false
+    /// The current attempt's client span, for a sampled request.
+    private var span: (any Span)?
+    /// The status the current attempt's backend answered (0 until it has).
+    private var attemptStatus = 0
 
     init(
         exchange: Exchange, responder: any ExchangeResponder, backend: CompiledBackend, target: CompiledTarget, hashKey: Substring,
@@ -75,6 +80,12 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         attemptOpen = true
         exchange.outcome.attempts = attempt
         exchange.outcome.target = backend.targets.count > 1 ? target.origin : nil
+        attemptStatus = 0
+        if let trace = exchange.trace {
+            // Each attempt names its own span as the backend's parent (the server span's, unsampled).
+            span = trace.attemptSpan(method: request.method, url: request.url, backend: backend.name, attempt: attempt)
+            trace.fields(naming: span).write(to: &request.headers)
+        }
         // Without retries there is one attempt, never given up: it delivers here directly.
         let handler: any UpstreamResponseHandler = backend.retries == nil ? self : AttemptDelivery(attempts: self, attempt: attempt)
         current = upstream.execute(request, eventLoop: eventLoop, handler: handler)
@@ -106,6 +117,7 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
 
     fileprivate func received(_ events: UpstreamEvents, attempt number: Int) {
         guard number == attempt, !finished else { return }
+        if let head = events.head { attemptStatus = head.status }
         if !answering {
             if let head = events.head {
                 if let condition = Self.condition(status: head.status), let next = retryTarget(for: condition) {
@@ -122,7 +134,7 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         if let result = events.result {
             switch result {
             case .success: endAttempt(status >= 500 ? .failed : .succeeded)
-            case .failure(let error): endAttempt(Self.condition(error) == nil ? .givenUp : .failed)
+            case .failure(let error): endAttempt(Self.condition(error) == nil ? .givenUp : .failed, failure: error.description)
             }
             current = nil
             finish()
@@ -139,7 +151,7 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
 
     private func retry(at next: CompiledTarget, after failure: String) {
         current?.cancel()
-        endAttempt(.failed)
+        endAttempt(.failed, failure: attemptStatus > 0 ? nil : failure)
         holdsRetry = true
         logger.notice(
             "retrying on another target",
@@ -163,9 +175,13 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         case givenUp
     }
 
-    private func endAttempt(_ end: AttemptEnd) {
+    private func endAttempt(_ end: AttemptEnd, failure: String? = nil) {
         guard attemptOpen else { return }
         attemptOpen = false
+        if let span {
+            span.endAttempt(status: attemptStatus, failure: failure ?? (end == .givenUp && attemptStatus == 0 ? "cancelled" : nil))
+            self.span = nil
+        }
         backend.release(target)
         if end != .givenUp { backend.attemptEnded(at: target, failed: end == .failed) }
         if holdsRetry {

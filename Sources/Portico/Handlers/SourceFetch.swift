@@ -5,6 +5,7 @@ import PorticoPolicy
 import PorticoReform
 import PorticoUpstream
 import Synchronization
+import Tracing
 
 /// Why one facade source failed one request; each kind but ``Kind/cancelled`` makes the facade try
 /// its next source.
@@ -70,6 +71,11 @@ struct SourceFetch: Sendable {
     var hashInputs: HashInputs? = nil
     /// Where identical fetches in flight are merged (facades' fetches; a code handler's are its own).
     var coalescer: FetchCoalescer? = nil
+    /// The request's trace: each fetch carries it to its backend, and a sampled one records a span
+    /// per source and per attempt. (A fetch merged with another request's is that request's.)
+    var trace: ExchangeTrace? = nil
+    /// The span the attempts' spans go under: a facade source's, or else the server span.
+    var parentSpan: (any Span)? = nil
 
     func fetch(
         _ source: CompiledFacade.Source, contract: Contract, parameters: [String: String], partial: Bool = false,
@@ -88,26 +94,45 @@ struct SourceFetch: Sendable {
             return eventLoop.makeFailedFuture(SourceFailure(source: name, kind: kind))
         }
         let limit = source.reformer.maxBodyBytes
-        return get(backend: backend, target: target, accept: Self.accept[source.policy.format] ?? "*/*", limit: limit, on: eventLoop)
-            .flatMapErrorThrowing { error in
-                switch error {
-                case let upstreamError as UpstreamError: throw SourceFailure(source: name, kind: .unreachable(upstreamError))
-                case let problem as Problem: throw SourceFailure(source: name, kind: .refused(problem))
-                case is FetchCancelled: throw SourceFailure(source: name, kind: .cancelled)
-                default: throw SourceFailure(source: name, kind: .reform(ReformError(.tooLarge(limit: limit))))
-                }
-            }.flatMapThrowing { response in
-                switch response.status {
-                case 200..<300: break
-                case 404: throw SourceFailure(source: name, kind: .notFound)
-                default: throw SourceFailure(source: name, kind: .status(response.status))
-                }
-                do throws(ReformError) {
-                    return try source.reformer.reform(response.body, contract: contract, parameters: parameters, partial: partial)
-                } catch {
-                    throw SourceFailure(source: name, kind: .reform(error))
-                }
+        var fetcher = self
+        let span = trace?.child("facade source \(name)", kind: .internal)
+        if let span {
+            span.attributes["portico.facade.source"] = name
+            span.attributes["portico.backend"] = backend.name
+            fetcher.parentSpan = span
+        }
+        let fetched = fetcher.get(
+            backend: backend, target: target, accept: Self.accept[source.policy.format] ?? "*/*", limit: limit, on: eventLoop
+        )
+        .flatMapErrorThrowing { error in
+            switch error {
+            case let upstreamError as UpstreamError: throw SourceFailure(source: name, kind: .unreachable(upstreamError))
+            case let problem as Problem: throw SourceFailure(source: name, kind: .refused(problem))
+            case is FetchCancelled: throw SourceFailure(source: name, kind: .cancelled)
+            default: throw SourceFailure(source: name, kind: .reform(ReformError(.tooLarge(limit: limit))))
             }
+        }.flatMapThrowing { response in
+            switch response.status {
+            case 200..<300: break
+            case 404: throw SourceFailure(source: name, kind: .notFound)
+            default: throw SourceFailure(source: name, kind: .status(response.status))
+            }
+            do throws(ReformError) {
+                return try source.reformer.reform(response.body, contract: contract, parameters: parameters, partial: partial)
+            } catch {
+                throw SourceFailure(source: name, kind: .reform(error))
+            }
+        }
+        if let span {
+            fetched.whenComplete { result in
+                if case .failure(let failure as SourceFailure) = result {
+                    span.attributes["error.type"] = failure.reason
+                    span.setStatus(SpanStatus(code: .error, message: failure.reason))
+                }
+                span.end()
+            }
+        }
+        return fetched
     }
 
     /// One `GET` of `target` from `backend`, its body collected whole up to `limit`. Fails with
@@ -213,6 +238,8 @@ struct SourceFetch: Sendable {
             timeout: backend.attemptTimeout(until: deadline))
         request.client = backend.client
         request.trustedCAFile = backend.trustedCAFile
+        let span = trace?.attemptSpan(method: "GET", url: request.url, backend: backend.name, attempt: number, under: parentSpan)
+        if let trace { trace.fields(naming: span).write(to: &request.headers) }
         let collector = BodyCollector(limit: limit, promise: eventLoop.makePromise())
         let task = upstream.execute(request, eventLoop: eventLoop, handler: collector)
         collector.task = task
@@ -224,6 +251,10 @@ struct SourceFetch: Sendable {
         let tasks = tasks
         let fetched = collector.promise.futureResult
         fetched.whenComplete { result in
+            switch result {
+            case .success(let response): span?.endAttempt(status: response.status, failure: nil)
+            case .failure(let error): span?.endAttempt(status: 0, failure: "\(error)")
+            }
             backend.release(target)
             if let registered { tasks?.finished(registered) }
             switch result {

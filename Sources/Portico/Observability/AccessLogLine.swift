@@ -37,6 +37,10 @@ struct AccessLogLine {
         if let target = record.target { writer.string("target", target) }
         if let attempts = record.attempts { writer.integer("upstream_attempts", Int64(attempts)) }
         if let failure = record.failure { writer.string("failure", failure) }
+        if let traceID = record.traceID, let spanID = record.spanID {
+            writer.string("trace_id", traceID)
+            writer.string("span_id", spanID)
+        }
         out = writer.finish()
     }
 }

@@ -9,6 +9,7 @@ struct AccessLogObserver: Sendable {
     let writer: AccessLogWriter?
 
     func exchangeEnded(_ exchange: Exchange) {
+        exchange.trace?.end(exchange)
         exchange.policy.requestMetrics?.exchangeEnded(exchange)
         guard exchange.snapshot.policy.accessLog.enabled else { return }
         let record = AccessRecord(exchange)

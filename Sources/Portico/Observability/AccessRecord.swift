@@ -44,6 +44,10 @@ struct AccessRecord {
     var target: String?
     /// Attempts made, when the request was retried on another target.
     var attempts: Int?
+    /// The request's trace and the gateway's server span, when the policy traces (sampled or not:
+    /// the ids are what a backend's own logs and spans carry too).
+    var traceID: Substring?
+    var spanID: Substring?
 
     init(requestID: String, method: String, path: Substring, client: String?, started: NIODeadline) {
         self.requestID = requestID
@@ -80,6 +84,10 @@ struct AccessRecord {
         failure = outcome.failure
         target = outcome.target
         attempts = outcome.attempts > 1 ? outcome.attempts : nil
+        if let trace = exchange.trace {
+            traceID = trace.fields.traceID
+            spanID = trace.fields.spanID
+        }
     }
 
     /// The protocol's name as the logs and metrics give it.
@@ -119,6 +127,10 @@ struct AccessRecord {
         if let target { metadata["target"] = .string(target) }
         if let attempts { metadata["upstream_attempts"] = .stringConvertible(attempts) }
         if let failure { metadata["failure"] = .string(failure) }
+        if let traceID, let spanID {
+            metadata["trace_id"] = .string(String(traceID))
+            metadata["span_id"] = .string(String(spanID))
+        }
         logger.info("access", metadata: metadata)
     }
 

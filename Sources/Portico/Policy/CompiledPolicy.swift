@@ -41,6 +41,10 @@ public final class CompiledPolicy: Sendable {
     /// The address lists of the keys that have one, by key id (empty when none has: then the
     /// key check costs a request nothing).
     let keyAddresses: [String: AddressList]
+    /// The tracer of the policy's `tracing` section (none without one, or without a gateway):
+    /// held weakly, the gateway's ``TracerRegistry`` owns it.
+    private let tracerReference: WeakGatewayTracer
+    var tracer: GatewayTracer? { tracerReference.value }
 
     public convenience init(_ snapshot: PolicySnapshot) {
         self.init(snapshot, metrics: nil)
@@ -57,9 +61,11 @@ public final class CompiledPolicy: Sendable {
     ///   - addresses: what the targets' host names resolved to (``ResolvedAddresses``); a target
     ///     whose name has addresses becomes one target per address.
     ///   - makeKey: the authenticator of each key's secret (tests count MACs through it).
+    ///   - tracers: where the `tracing` section's tracer comes from (the gateway's).
     init(
         _ snapshot: PolicySnapshot, metrics: GatewayMetrics?, targets: TargetRegistry = TargetRegistry(),
-        addresses: [String: [String]] = [:], makeKey: ([UInt8]) -> any MessageAuthenticator = Credentials.openSSLKey
+        addresses: [String: [String]] = [:], makeKey: ([UInt8]) -> any MessageAuthenticator = Credentials.openSSLKey,
+        tracers: TracerRegistry? = nil
     ) {
         let policy = snapshot.policy
         self.snapshot = snapshot
@@ -90,6 +96,7 @@ public final class CompiledPolicy: Sendable {
             self.locator = nil
         }
         requestMetrics = metrics?.requestMetrics(for: snapshot)
+        tracerReference = WeakGatewayTracer(value: policy.tracing.flatMap { tracers?.tracer(for: $0) })
     }
 
     /// The rules of a service the route table returned.

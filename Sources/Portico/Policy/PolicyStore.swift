@@ -35,6 +35,8 @@ public final class PolicyStore: Sendable {
     let targets: TargetRegistry
     /// The addresses the backends' host names resolved to last, which every compile expands them to.
     let addresses: ResolvedAddresses
+    /// The tracers of the policies compiled here; the installed policy's runs.
+    let tracers: TracerRegistry?
 
     public convenience init(_ snapshot: PolicySnapshot, contentHash: String = "") {
         self.init(snapshot, contentHash: contentHash, metrics: nil)
@@ -42,12 +44,15 @@ public final class PolicyStore: Sendable {
 
     init(
         _ snapshot: PolicySnapshot, contentHash: String, metrics: GatewayMetrics?, targets: TargetRegistry = TargetRegistry(),
-        addresses: ResolvedAddresses = ResolvedAddresses()
+        addresses: ResolvedAddresses = ResolvedAddresses(), tracers: TracerRegistry? = nil
     ) {
         self.metrics = metrics
         self.targets = targets
         self.addresses = addresses
-        box = NIOLockedValueBox((CompiledPolicy(snapshot, metrics: metrics, targets: targets, addresses: addresses.current), 0))
+        self.tracers = tracers
+        let compiled = CompiledPolicy(snapshot, metrics: metrics, targets: targets, addresses: addresses.current, tracers: tracers)
+        tracers?.activate(compiled.tracer)
+        box = NIOLockedValueBox((compiled, 0))
         let revision = PolicyRevision(generation: 0, contentHash: contentHash, loadedAt: Date())
         revisionBox = NIOLockedValueBox(revision)
         metrics?.policyInstalled(revision)
@@ -67,14 +72,15 @@ public final class PolicyStore: Sendable {
 
     /// Compiles `snapshot` the way this store's policies are (with its metrics), without installing it.
     func compile(_ snapshot: PolicySnapshot) -> CompiledPolicy {
-        CompiledPolicy(snapshot, metrics: metrics, targets: targets, addresses: addresses.current)
+        CompiledPolicy(snapshot, metrics: metrics, targets: targets, addresses: addresses.current, tracers: tracers)
     }
 
     /// Installs a policy compiled beforehand (a reload compiles off the event loops): new requests
     /// read it from now on; requests in flight finish on the one they started with.
     @discardableResult
     func install(_ next: CompiledPolicy, contentHash: String) -> PolicyRevision {
-        box.withLockedValue { state in
+        tracers?.activate(next.tracer)
+        return box.withLockedValue { state in
             state = (next, state.generation + 1)
             // Inside the lock, so that generations are published in the order policies were.
             generation.store(state.generation, ordering: .releasing)

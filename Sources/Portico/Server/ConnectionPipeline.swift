@@ -19,6 +19,8 @@ struct ConnectionPipeline: Sendable {
     let protocols: [ListenerProtocol]
     /// The request stages; the standard ones unless a test puts its own in.
     let stages: RequestStages
+    /// The listener's name, which each connection's exchanges know it by (`tracing.trustIncoming`).
+    var listener: String?
     private let decoderLimits: NIOHTTPDecoderLimitConfiguration
     private let headTimeout: TimeAmount
     private let idleTimeout: TimeAmount
@@ -64,6 +66,7 @@ struct ConnectionPipeline: Sendable {
         try pipeline.configureHTTPServerPipeline(
             withPipeliningAssistance: false, withErrorHandling: false,
             withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
-        try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts, stages: stages))
+        try pipeline.addHandler(
+            GatewayHandler(services: services, timeouts: timeouts, stages: stages, client: ClientConnection(listener: listener)))
     }
 }

@@ -13,6 +13,8 @@ import PorticoUpstream
 /// ephemeral one, which ``boundPorts`` then reports), and serves until ``shutdown()``.
 public final class Gateway: Sendable {
     public let store: PolicyStore
+    /// The tracers of the policies compiled for this gateway (`tracing:`); the installed one's exports.
+    let tracers: TracerRegistry
     private let group: any EventLoopGroup
     /// The loops connections run on (the admin API sends its fleet commands from one).
     var eventLoopGroup: any EventLoopGroup { group }
@@ -91,7 +93,9 @@ public final class Gateway: Sendable {
         self.rateLimiter = rateLimiter
         self.metrics = metrics
         self.accessLogWriter = accessLogWriter
-        let store = PolicyStore(snapshot, contentHash: contentHash, metrics: metrics, targets: targets)
+        let tracers = TracerRegistry(logger: logger)
+        self.tracers = tracers
+        let store = PolicyStore(snapshot, contentHash: contentHash, metrics: metrics, targets: targets, tracers: tracers)
         self.store = store
         self.group = group
         self.upstream = upstream ?? RoutingUpstreamClient.gatewayDefault(sizedBy: snapshot.policy.upstream, group: group)
@@ -262,7 +266,8 @@ public final class Gateway: Sendable {
         services: GatewayServices, limits: LimitsPolicy, protocols: [ListenerProtocol], tls: TLSContextStore?,
         connections: ListenerConnections
     ) -> ServerBootstrap {
-        let connectionPipeline = ConnectionPipeline(services: services, limits: limits, protocols: protocols)
+        var connectionPipeline = ConnectionPipeline(services: services, limits: limits, protocols: protocols)
+        connectionPipeline.listener = connections.listener
         return ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -339,6 +344,8 @@ public final class Gateway: Sendable {
         upstream.shutdown()
         state.withLockedValue { $0.purgeListener }?.cancel()
         try? await fleet?.close().get()
+        // Last: the spans of the requests that just drained are sent before it stops.
+        await tracers.shutdown()
     }
 }
 

@@ -21,6 +21,10 @@ import PorticoPolicy
 /// counts) is refused with 429 before anything is verified, so a flood of forgeries, each as
 /// costly to check as a genuine request, costs the gateway almost nothing.
 struct AuthenticationStage: RequestStage {
+    func spanName(for exchange: Exchange) -> String? {
+        exchange.routed.map { $0.service.policy.auth.isEmpty ? nil : "authenticate" } ?? nil
+    }
+
     let nonces: any NonceStore
     let scheme: String
     /// Holds the failed-authentication buckets (in this gateway's memory, also in fleet mode).

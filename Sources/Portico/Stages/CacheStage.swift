@@ -12,6 +12,8 @@ import PorticoPolicy
 /// for requests this stage may answer, ``Exchange/cacheMayAnswer``). Unsafe requests are marked
 /// so that their success invalidates the target's entries (RFC 9111 §4.4).
 struct CacheStage: RequestStage {
+    func spanName(for exchange: Exchange) -> String? { exchange.cacheRules == nil ? nil : "cache lookup" }
+
     let cache: ResponseCache
     let limits: any LimitStore
 

@@ -12,6 +12,8 @@ import PorticoPolicy
 /// The ``LimitStore`` decides, in this process or (fleet mode) in Redis; a remote decision
 /// suspends the stage until its reply arrives on the connection's own event loop.
 struct RateLimitStage: RequestStage {
+    func spanName(for exchange: Exchange) -> String? { exchange.routed == nil ? nil : "rate limit" }
+
     let limits: any LimitStore
 
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {

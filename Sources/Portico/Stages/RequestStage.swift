@@ -11,6 +11,13 @@ import PorticoPolicy
 protocol RequestStage: Sendable {
     /// Called on `eventLoop`, the connection's; a suspension's future must complete there too.
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome
+    /// The name of the span a sampled request gets for this stage; nil for a stage with nothing
+    /// to show for it (routing, the head's checks, a cache stage on a service that does not cache).
+    func spanName(for exchange: Exchange) -> String?
+}
+
+extension RequestStage {
+    func spanName(for exchange: Exchange) -> String? { nil }
 }
 
 enum StageOutcome {

@@ -1,4 +1,5 @@
 import NIOCore
+import Tracing
 
 /// Where a run of the stages reports: the connection's handler.
 protocol StageRunDelegate: AnyObject {
@@ -20,16 +21,25 @@ extension RequestStages {
     func run(_ exchange: Exchange, from index: Int = 0, on eventLoop: any EventLoop, reportingTo delegate: some StageRunDelegate) {
         var index = index
         while index < stages.count {
+            let span = exchange.trace.flatMap { trace in stages[index].spanName(for: exchange).flatMap { trace.child($0, kind: .internal) }
+            }
             let outcome = stages[index].process(exchange, on: eventLoop)
             index += 1
             switch outcome {
             case .proceed:
+                span?.end()
                 if case .builtIn = exchange.destination { index = stages.count }
             case .answer(let problem):
+                span?.record(problem)
+                span?.end()
                 return delegate.stagesFinished(exchange, answer: problem)
             case .suspend(let future):
-                return resume(exchange, after: future, at: index, on: eventLoop, reportingTo: delegate)
+                // The span covers the wait too (a Redis round trip, a key set's load).
+                span?.attributes["portico.stage.suspended"] = true
+                return resume(exchange, after: future, at: index, span: span, on: eventLoop, reportingTo: delegate)
             case .awaitBody:
+                // The stage runs again once the body is in: that run gets a span of its own.
+                span?.end()
                 return awaitBody(exchange, rerunning: index - 1, on: eventLoop, reportingTo: delegate)
             }
         }
@@ -46,23 +56,34 @@ extension RequestStages {
     }
 
     private func resume(
-        _ exchange: Exchange, after future: EventLoopFuture<StageOutcome>, at index: Int, on eventLoop: any EventLoop,
-        reportingTo delegate: some StageRunDelegate
+        _ exchange: Exchange, after future: EventLoopFuture<StageOutcome>, at index: Int, span: (any Span)? = nil,
+        on eventLoop: any EventLoop, reportingTo delegate: some StageRunDelegate
     ) {
         future.hop(to: eventLoop).assumeIsolated().whenComplete { result in
             // The client may have left, or the exchange been answered, while the stage waited.
-            guard delegate.isAdmitting(exchange) else { return }
+            guard delegate.isAdmitting(exchange) else {
+                span?.attributes["portico.stage.abandoned"] = true
+                span?.end()
+                return
+            }
             switch result {
             case .success(.proceed):
+                span?.end()
                 run(exchange, from: index, on: eventLoop, reportingTo: delegate)
             case .success(.answer(let problem)):
+                span?.record(problem)
+                span?.end()
                 delegate.stagesFinished(exchange, answer: problem)
             case .success(.suspend(let next)):
-                resume(exchange, after: next, at: index, on: eventLoop, reportingTo: delegate)
+                resume(exchange, after: next, at: index, span: span, on: eventLoop, reportingTo: delegate)
             case .success(.awaitBody):
+                span?.end()
                 awaitBody(exchange, rerunning: index - 1, on: eventLoop, reportingTo: delegate)
             case .failure:
-                delegate.stagesFinished(exchange, answer: .stageFailed())
+                let problem = Problem.stageFailed()
+                span?.record(problem)
+                span?.end()
+                delegate.stagesFinished(exchange, answer: problem)
             }
         }
     }

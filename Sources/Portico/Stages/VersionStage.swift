@@ -19,6 +19,8 @@ import PorticoPolicy
 /// Answers decided by the client's headers carry `Vary` on them (``Exchange/vary``). It runs
 /// after authentication, so a client that is not let in learns nothing about which versions exist.
 struct VersionStage: RequestStage {
+    func spanName(for exchange: Exchange) -> String? { exchange.routed == nil ? nil : "resolve version" }
+
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
         guard let routed = exchange.routed else { return .proceed }
         let rules = routed.rules
