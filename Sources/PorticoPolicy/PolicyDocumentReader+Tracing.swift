@@ -6,7 +6,7 @@ extension PolicyDocumentReader {
     /// trustIncoming: true | false | { listeners, networks }, responseTraceparent }`.
     func readTracing(_ value: PolicyValue, listeners: [String]) -> TracingPolicy? {
         guard
-            let fields = value.fields(known: ["serviceName", "otlp", "sampler", "trustIncoming", "responseTraceparent"])
+            let fields = value.fields(known: ["serviceName", "otlp", "sampler", "trustIncoming", "responseTraceparent", "queueSize"])
         else { return nil }
         let serviceName = fields.optional("serviceName", default: "portico") { $0.nonEmptyString() }
         let otlp = fields.required("otlp", readOTLP)
@@ -27,9 +27,12 @@ extension PolicyDocumentReader {
             readTrustIncoming($0, listeners: listeners)
         }
         let responseTraceparent = fields.optional("responseTraceparent", default: false) { $0.bool() }
+        let queueSize = fields.optional("queueSize", default: 2048) { $0.int(in: 16...1_000_000) }
         guard let otlp else { return nil }
-        return TracingPolicy(
+        var tracing = TracingPolicy(
             serviceName: serviceName, otlp: otlp, sampler: sampler, trustIncoming: trust, responseTraceparent: responseTraceparent)
+        tracing.queueSize = queueSize
+        return tracing
     }
 
     private func readOTLP(_ value: PolicyValue) -> TracingPolicy.OTLP? {

@@ -68,6 +68,9 @@ public struct TracingPolicy: Sendable, Hashable {
     public var trustIncoming: TrustIncoming
     /// Whether the client's answer carries `traceparent` (its request's trace, the gateway's span).
     public var responseTraceparent: Bool
+    /// The most ended spans held for export; beyond it, spans are dropped (and counted) rather
+    /// than held without bound while a collector is slow or away.
+    public var queueSize = 2048
 
     public init(
         serviceName: String = "portico", otlp: OTLP, sampler: Sampler = Sampler(), trustIncoming: TrustIncoming = .nobody,

@@ -15,6 +15,7 @@ struct TracingPolicyTests {
           sampler: { ratio: 0.25, parentBased: false }
           trustIncoming: { listeners: [internal], networks: [10.0.0.0/8] }
           responseTraceparent: true
+          queueSize: 4096
         """
 
     static func load(_ text: String) throws(PolicyError) -> Policy {
@@ -32,7 +33,7 @@ struct TracingPolicyTests {
         #expect(tracing.sampler == TracingPolicy.Sampler(ratio: 0.25, parentBased: false))
         #expect(tracing.trustIncoming.listeners == ["internal"] && tracing.trustIncoming.networks.count == 1)
         #expect(!tracing.trustIncoming.everyone)
-        #expect(tracing.responseTraceparent)
+        #expect(tracing.responseTraceparent && tracing.queueSize == 4096)
         // A header value is a secret: its description never shows it.
         #expect(!String(describing: tracing).contains("t0ken"))
     }
@@ -45,7 +46,7 @@ struct TracingPolicyTests {
         #expect(tracing.serviceName == "portico" && tracing.otlp.endpoint == "https://otel.example.com/custom/path")
         #expect(tracing.otlp.timeout == .seconds(10) && tracing.otlp.headers.isEmpty)
         #expect(tracing.sampler == TracingPolicy.Sampler(ratio: 1, parentBased: true))
-        #expect(tracing.trustIncoming == .nobody && !tracing.responseTraceparent)
+        #expect(tracing.trustIncoming == .nobody && !tracing.responseTraceparent && tracing.queueSize == 2048)
         #expect(try Self.load(Self.base.components(separatedBy: "tracing:")[0]).tracing == nil)
         let everyone = try Self.load(Self.base.replacingOccurrences(of: "{ listeners: [internal], networks: [10.0.0.0/8] }", with: "true"))
         #expect(everyone.tracing?.trustIncoming.everyone == true)
@@ -59,6 +60,7 @@ struct TracingPolicyTests {
         ("otlp: { endpoint: \"http://collector:4318\", ", "otlp: { ", "tracing.otlp: missing"),
         ("ratio: 0.25", "ratio: 1.5", "tracing.sampler.ratio: expected a share of traces between 0 and 1"),
         ("timeout: 2s", "timeout: 5m", "tracing.otlp.timeout: expected at most 60s"),
+        ("queueSize: 4096", "queueSize: 8", "tracing.queueSize"),
         ("listeners: [internal]", "listeners: [backstage]", "tracing.trustIncoming.listeners.0: no listener is named backstage"),
         ("networks: [10.0.0.0/8]", "networks: [10.0.0.0/99]", "tracing.trustIncoming.networks.0"),
         (

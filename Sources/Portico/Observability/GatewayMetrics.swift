@@ -47,6 +47,7 @@ public final class GatewayMetrics: Sendable {
     let openConnections: CoreMetrics.Meter
     let policyGeneration: CoreMetrics.Meter
     let policyLoadedAt: CoreMetrics.Meter
+    private let spansDropped: CoreMetrics.Counter
     private let refusals: [String: CoreMetrics.Counter]
     private let authentication: [String: CoreMetrics.Counter]
     private let otherAuthentication: CoreMetrics.Counter
@@ -102,6 +103,7 @@ public final class GatewayMetrics: Sendable {
         openConnections = CoreMetrics.Meter(label: "portico_open_connections", dimensions: [], factory: factory)
         policyGeneration = CoreMetrics.Meter(label: "portico_policy_generation", dimensions: [], factory: factory)
         policyLoadedAt = CoreMetrics.Meter(label: "portico_policy_loaded_timestamp_seconds", dimensions: [], factory: factory)
+        spansDropped = CoreMetrics.Counter(label: "portico_tracing_spans_dropped_total", dimensions: [], factory: factory)
         refusals = Dictionary(
             uniqueKeysWithValues: RefusalKind.allCases.map {
                 (
@@ -180,6 +182,8 @@ public final class GatewayMetrics: Sendable {
     }
 
     func connectionOpened() { openConnections.increment() }
+    /// Spans the trace exporter's full queue dropped (a collector slow or away).
+    func tracingSpansDropped(_ count: Int) { spansDropped.increment(by: count) }
     func shadowCompared(_ result: ShadowResult) { shadowComparisons[result]?.increment() }
     func connectionClosed() { openConnections.decrement() }
     func tlsHandshakeCompleted() { tlsHandshakes.increment() }

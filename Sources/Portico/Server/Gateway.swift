@@ -93,7 +93,7 @@ public final class Gateway: Sendable {
         self.rateLimiter = rateLimiter
         self.metrics = metrics
         self.accessLogWriter = accessLogWriter
-        let tracers = TracerRegistry(logger: logger)
+        let tracers = TracerRegistry(logger: logger) { [metrics] dropped in metrics.tracingSpansDropped(dropped) }
         self.tracers = tracers
         let store = PolicyStore(snapshot, contentHash: contentHash, metrics: metrics, targets: targets, tracers: tracers)
         self.store = store

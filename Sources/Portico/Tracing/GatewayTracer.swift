@@ -13,8 +13,8 @@ import Tracing
 ///
 /// Export runs in a task of its own (swift-otel's service group), never on an event loop: a span's
 /// end only takes a lock and yields to a stream, so a collector that is down or slow never delays
-/// a request. The batch processor holds at most ``maxQueuedSpans`` spans; beyond that it drops
-/// them, and ``droppedSpans`` counts them (read from the processor's own report, its only one).
+/// a request. The batch processor holds at most the policy's `queueSize` spans; beyond that it
+/// drops them, and ``droppedSpans`` counts them (read from the processor's own report, its only one).
 final class GatewayTracer: Sendable {
     let policy: TracingPolicy
     let tracer: any Tracer
@@ -24,9 +24,7 @@ final class GatewayTracer: Sendable {
     private let running = NIOLockedValueBox<Task<Void, Never>?>(nil)
     private let logger: Logger
 
-    static let maxQueuedSpans = 2048
-
-    init(policy: TracingPolicy, logger: Logger) throws {
+    init(policy: TracingPolicy, logger: Logger, onDropped: @escaping @Sendable (Int) -> Void = { _ in }) throws {
         self.policy = policy
         self.logger = logger
         let dropped = SpanDropCounter()
@@ -39,14 +37,17 @@ final class GatewayTracer: Sendable {
         configuration.traces.sampler =
             (policy.sampler.parentBased
                 ? .parentBasedTraceIDRatio(ratio: policy.sampler.ratio) : .traceIDRatio(ratio: policy.sampler.ratio)) ?? .alwaysOn
-        configuration.traces.batchSpanProcessor.maxQueueSize = Self.maxQueuedSpans
+        configuration.traces.batchSpanProcessor.maxQueueSize = policy.queueSize
+        configuration.traces.batchSpanProcessor.maxExportBatchSize = min(512, policy.queueSize)
         configuration.traces.batchSpanProcessor.scheduleDelay = .seconds(1)
         configuration.traces.batchSpanProcessor.exportTimeout = policy.otlp.timeout
         configuration.traces.otlpExporter.endpoint = policy.otlp.endpoint
         configuration.traces.otlpExporter.protocol = .httpProtobuf
         configuration.traces.otlpExporter.timeout = policy.otlp.timeout
         configuration.traces.otlpExporter.headers = policy.otlp.headers.map { ($0.name, String(decoding: $0.value.bytes, as: UTF8.self)) }
-        let diagnostics = Logger(label: "portico.tracing") { _ in DropCountingLogHandler(forwarding: logger, dropped: dropped) }
+        let diagnostics = Logger(label: "portico.tracing") { _ in
+            DropCountingLogHandler(forwarding: logger, dropped: dropped, onDropped: onDropped)
+        }
         configuration.diagnosticLogger = .custom(diagnostics)
         configuration.diagnosticLogLevel = .warning
         let backend = try OTel.makeTracingBackend(configuration: configuration)
@@ -91,6 +92,7 @@ final class SpanDropCounter: Sendable {
 private struct DropCountingLogHandler: LogHandler {
     let forwarding: Logger
     let dropped: SpanDropCounter
+    let onDropped: @Sendable (Int) -> Void
     var metadata: Logger.Metadata = [:]
     var logLevel: Logger.Level = .warning
 
@@ -103,7 +105,10 @@ private struct DropCountingLogHandler: LogHandler {
         level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String,
         line: UInt
     ) {
-        if case .string(let text)? = metadata?["dropped_count"], let count = Int(text) { dropped.add(count) }
+        if case .string(let text)? = metadata?["dropped_count"], let count = Int(text) {
+            dropped.add(count)
+            onDropped(count)
+        }
         forwarding.log(level: level, message, metadata: metadata, source: source, file: file, function: function, line: line)
     }
 }

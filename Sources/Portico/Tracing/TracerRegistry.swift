@@ -18,6 +18,7 @@ import PorticoPolicy
 final class TracerRegistry: Sendable {
     private let state = NIOLockedValueBox<State>(State())
     private let logger: Logger
+    private let onDropped: @Sendable (Int) -> Void
 
     private struct State {
         /// Every tracer made, until the gateway stops (retired ones too: a few per policy change).
@@ -27,8 +28,10 @@ final class TracerRegistry: Sendable {
         var shutDown = false
     }
 
-    init(logger: Logger = Logger(label: "portico.tracing")) {
+    /// - Parameter onDropped: told how many spans a full queue dropped (the gateway's metrics).
+    init(logger: Logger = Logger(label: "portico.tracing"), onDropped: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.logger = logger
+        self.onDropped = onDropped
     }
 
     deinit {
@@ -45,7 +48,7 @@ final class TracerRegistry: Sendable {
             if let tracer = state.byPolicy[policy] { return tracer }
             guard !state.shutDown else { return nil }
             do {
-                let tracer = try GatewayTracer(policy: policy, logger: logger)
+                let tracer = try GatewayTracer(policy: policy, logger: logger, onDropped: onDropped)
                 state.byPolicy[policy] = tracer
                 state.all.append(tracer)
                 return tracer

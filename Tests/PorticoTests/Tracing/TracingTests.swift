@@ -240,4 +240,22 @@ struct TracingTests {
             }
         }
     }
+
+    @Test("a collector that hangs fills the bounded queue: spans are dropped and counted, and every answer is the same")
+    func boundedQueue() async throws {
+        let collector = try OTLPCollector(["--hold"])
+        defer { collector.stop() }
+        try await withGateway(
+            policy: { Self.policy(backend: Self.url($0[0]), collector: collector.endpoint, tracing: "queueSize: 16", timeout: "3s") }
+        ) { gateway, servers in
+            for index in 0..<40 {
+                #expect(try await Self.get(gateway, "/orders/\(index)").status == 200, "request \(index)")
+            }
+            #expect(servers[0].requestsReceived == 40)
+            let tracer = try #require(gateway.gateway.store.current.tracer)
+            #expect(
+                await eventually { tracer.droppedSpans.value > 0 },
+                "40 requests of 5 spans each, a queue of 16, a collector that never answers")
+        }
+    }
 }
