@@ -36,11 +36,9 @@ let compress: Package.Dependency = .package(url: "https://github.com/adam-fowler
 let jwt: Package.Dependency = .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0")
 let csv: Package.Dependency = .package(url: "https://github.com/swiftcsv/SwiftCSV.git", exact: "0.10.0")
 // OpenTelemetry traces: spans through swift-distributed-tracing's Tracer, made, sampled, batched and
-// exported over OTLP/HTTP with protobuf by swift-otel (its gRPC exporter is left out by trait); W3C
-// trace context parsed and written with swift-w3c-trace-context.
+// exported over OTLP/HTTP with protobuf by swift-otel (its gRPC exporter is left out by trait).
 let otel: Package.Dependency = .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"])
 let tracing: Package.Dependency = .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3")
-let w3c: Package.Dependency = .package(url: "https://github.com/swift-otel/swift-w3c-trace-context.git", from: "1.0.0")
 
 // The gateway's packages are behind the `Gateway` trait, on by default. An app that wants only
 // PorticoClient turns the default traits off (`traits: []` on its `.package` line) and SwiftPM then
@@ -79,7 +77,7 @@ let package = Package(
     ],
     dependencies: [
         nio, yams, log, argumentParser, structuredHeaders, crypto, atomics, semver, metrics, prometheus, lifecycle, csv, http2, compress,
-        jwt, otel, tracing, w3c,
+        jwt, otel, tracing,
     ],
     targets: [
         // System libcurl (Debian: libcurl4-openssl-dev) plus typed wrappers for its variadic calls.
@@ -209,7 +207,6 @@ let package = Package(
                 gateway("UnixSignals", "swift-service-lifecycle"),
                 gateway("OTel", "swift-otel"),
                 gateway("Tracing", "swift-distributed-tracing"),
-                gateway("W3CTraceContext", "swift-w3c-trace-context"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What tracing costs: three Portico processes in front of the same fast backend, the same proxied
 # route, tracing off, sampling 1 trace in 100, and sampling every trace, exported over OTLP/HTTP to a
-# collector that takes everything (a sink on loopback), and the CPU each costs per request.
+# collector that takes everything (a sink on loopback), and the CPU each costs per request. A fourth,
+# ratio 0, traces nothing: what an unsampled request costs (its ids, its traceparent) on its own.
 #
 #   bench/tracing.sh [seconds] [connections] [rounds]    (defaults 5 s, 32, 4)
 #
@@ -19,8 +20,8 @@ CONNECTIONS=${2:-32}
 ROUNDS=${3:-4}
 BACKEND_PORT=18211
 COLLECTOR_PORT=18212
-declare -A PORTS=([off]=18213 [ratio001]=18214 [ratio1]=18215)
-SETTINGS="off ratio001 ratio1"
+declare -A PORTS=([off]=18213 [ratio0]=18216 [ratio001]=18214 [ratio1]=18215)
+SETTINGS="off ratio0 ratio001 ratio1"
 WORK=$(mktemp -d /tmp/portico-tracing.XXXXXX)
 trap bench_kill_pids EXIT
 
@@ -58,6 +59,7 @@ for setting in $SETTINGS; do
   mkdir -p "$WORK/$setting"
   case $setting in
     off) tracing="" ;;
+    ratio0) tracing="tracing: { otlp: { endpoint: \"http://127.0.0.1:$COLLECTOR_PORT\" }, sampler: { ratio: 0 } }" ;;
     ratio001) tracing="tracing: { otlp: { endpoint: \"http://127.0.0.1:$COLLECTOR_PORT\" }, sampler: { ratio: 0.01 } }" ;;
     ratio1) tracing="tracing: { otlp: { endpoint: \"http://127.0.0.1:$COLLECTOR_PORT\" }, sampler: { ratio: 1 } }" ;;
   esac
@@ -113,9 +115,9 @@ for line in open(f"{work}/cpu"):
     requests = int(re.search(r"(\d+) requests in", text).group(1))
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
     cpu[(setting, int(round_))] = (int(ticks) / hz * 1e6 / requests, rate)
-names = {"off": "tracing off", "ratio001": "ratio 0.01", "ratio1": "ratio 1.0"}
+names = {"off": "tracing off", "ratio0": "ratio 0", "ratio001": "ratio 0.01", "ratio1": "ratio 1.0"}
 print(f"{'setting':<12} {'µs CPU/request':>15} {'requests/s':>11} {'Δ vs off (µs, median of rounds)':>34}")
-for setting in ("off", "ratio001", "ratio1"):
+for setting in ("off", "ratio0", "ratio001", "ratio1"):
     per = [cpu[(setting, r)][0] for r in range(1, rounds + 1)]
     rates = [cpu[(setting, r)][1] for r in range(1, rounds + 1)]
     deltas = [cpu[(setting, r)][0] - cpu[("off", r)][0] for r in range(1, rounds + 1)]

@@ -5,7 +5,8 @@
 // - MetricsCost: counting a finished exchange in the metrics (its status-class counter, its two
 //   duration histograms); run `bench/metrics-cost.sh`;
 // - AuthenticationCost: the authenticate stage's check of bench/auth.sh's request, per kind of
-//   route (none, API key, signature); run `bench/auth-cost.sh`.
+//   route (none, API key, signature); run `bench/auth-cost.sh`;
+// - TraceCost: a request's tracing on its event loop, unsampled and sampled; run `bench/trace-cost.sh`.
 // A package of its own, like bench/micro, so that `swift test` never builds it. It reaches types
 // internal to the server through `@testable import`, so it is built with `-enable-testing`.
 import PackageDescription
@@ -47,6 +48,16 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Sources/AuthenticationCost"
+        ),
+        .executableTarget(
+            name: "TraceCost",
+            dependencies: [
+                .product(name: "Portico", package: "Portico"),
+                .product(name: "PorticoPolicy", package: "Portico"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Sources/TraceCost"
         ),
     ]
 )

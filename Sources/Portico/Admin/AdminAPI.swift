@@ -42,6 +42,8 @@ struct AdminAPI: Sendable {
         var origin: String?
         /// The TCP peer's address bytes, for the admin listener's `allowFrom` and `denyFrom`.
         var peer: [UInt8]? = nil
+        /// The request's `Accept`: `/metrics` answers OpenMetrics (with exemplars) to a scraper that asks for it.
+        var accept: String? = nil
 
         static let tool = RequestOrigin(host: "127.0.0.1", origin: nil)
 
@@ -96,8 +98,14 @@ struct AdminAPI: Sendable {
                 ? json(.ok, ["status": "ready", "generation": String(gateway.store.revision.generation)])
                 : json(.serviceUnavailable, ["status": gateway.isDraining ? "draining" : "starting"])
         case ("/metrics", .GET):
-            var text = gateway.metrics.render()
-            BackendsReport(gateway.store.current).render(into: &text)
+            var backends = ""
+            BackendsReport(gateway.store.current).render(into: &backends)
+            if requester.accept?.contains("application/openmetrics-text") == true {
+                let text = gateway.metrics.renderOpenMetrics(adding: backends)
+                return Response(
+                    status: .ok, contentType: "application/openmetrics-text; version=1.0.0; charset=utf-8", body: Array(text.utf8))
+            }
+            let text = gateway.metrics.render() + backends
             return Response(status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(text.utf8))
         case ("/admin/backends", .GET):
             return encoded(.ok, BackendsReport(gateway.store.current))

@@ -147,6 +147,16 @@ public final class GatewayMetrics: Sendable {
         return text
     }
 
+    /// The same metrics as OpenMetrics text (`application/openmetrics-text; version=1.0.0`), with
+    /// `extra` Prometheus text (the backends' targets) before its `# EOF`: what carries exemplars.
+    public func renderOpenMetrics(adding extra: String = "") -> String {
+        var text = OpenMetricsText.converting(registry.emitToString() + extra)
+        factory.histograms.render(into: &text, openMetrics: true)
+        redis.histograms.render(into: &text, openMetrics: true)
+        text += "# EOF\n"
+        return text
+    }
+
     /// Counts what an error answer says about authentication and limits. Only failures come here.
     func problemAnswered(_ problem: Problem) {
         if let counter = authentication[problem.type] {
@@ -227,6 +237,8 @@ struct RequestMetrics: Sendable {
     /// Requests by protocol: HTTP/1.0, HTTP/1.1, HTTP/2.
     private let protocols: [CoreMetrics.Counter]
     let requestDuration: CoreMetrics.Timer
+    /// The same series as ``requestDuration``, reached directly to give sampled requests exemplars.
+    private let requestDurations: AtomicDurationHistogram
 
     init(snapshot: PolicySnapshot, factory: GatewayMetricsFactory) {
         func counters(service: String, version: String) -> [CoreMetrics.Counter] {
@@ -246,6 +258,7 @@ struct RequestMetrics: Sendable {
             CoreMetrics.Timer(label: "portico_upstream_duration_seconds", dimensions: [("backend", $0.name)], factory: factory)
         }
         requestDuration = CoreMetrics.Timer(label: "portico_request_duration_seconds", dimensions: [], factory: factory)
+        requestDurations = factory.histograms.histogram(name: "portico_request_duration_seconds", labels: [])
         protocols = ["HTTP/1.0", "HTTP/1.1", "HTTP/2"].map {
             CoreMetrics.Counter(label: "portico_requests_by_protocol_total", dimensions: [("protocol", $0)], factory: factory)
         }
@@ -266,7 +279,12 @@ struct RequestMetrics: Sendable {
         }
         let version = exchange.head.version
         protocols[version.major == 2 ? 2 : version.minor == 0 ? 0 : 1].increment()
-        requestDuration.recordNanoseconds((NIODeadline.now() - exchange.started).nanoseconds)
+        let duration = (NIODeadline.now() - exchange.started).nanoseconds
+        if let trace = exchange.trace, trace.sampled {
+            requestDurations.record(duration, exemplar: (trace.fields.traceID, trace.fields.spanID))
+        } else {
+            requestDuration.recordNanoseconds(duration)
+        }
         if let duration = exchange.outcome.upstreamDuration,
             let backend = exchange.outcome.backend ?? exchange.destination?.proxyBackend?.name, let timer = upstream[backend]
         {

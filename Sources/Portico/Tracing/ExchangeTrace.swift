@@ -14,35 +14,44 @@ import Tracing
 /// spans are made.
 final class ExchangeTrace: @unchecked Sendable {
     private let owner: WeakGatewayTracer
-    let server: any Span
-    let sampled: Bool
+    /// The server span, for a sampled request; nil for an unsampled one.
+    let server: (any Span)?
+    var sampled: Bool { server != nil }
     /// The fields naming the server span: what a backend request carries when no client span of
     /// its own stands between (an unsampled request's).
     let fields: TraceFields
     /// Whether the client's answer carries `traceparent` (`tracing.responseTraceparent`).
     let answersTraceparent: Bool
 
-    /// Starts `head`'s server span, continuing the client's trace if the policy trusts it
-    /// (`tracing.trustIncoming`) and starting a new one otherwise.
+    /// Starts `head`'s trace, continuing the client's if the policy trusts it (`tracing.trustIncoming`)
+    /// and starting a new one otherwise; a sampled request gets its server span.
     init(_ tracing: GatewayTracer, head: HTTPRequestHead, client: ClientConnection) {
-        let policy = tracing.policy
         owner = WeakGatewayTracer(value: tracing)
-        let tracer = tracing.tracer
-        var parent = ServiceContext.topLevel
-        if Self.trusts(policy.trustIncoming, client), head.headers.contains(name: "traceparent") {
-            tracer.extract(head.headers, into: &parent, using: RequestFieldExtractor())
+        answersTraceparent = tracing.answersTraceparent
+        var parent: TraceParent?
+        if Self.trusts(tracing.trust, client), let text = head.headers.first(name: "traceparent") {
+            parent = TraceParent(text)
         }
-        let span = tracer.startSpan(head.method.rawValue, context: parent, ofKind: .server)
+        let traceID = parent?.traceID ?? (TraceIDs.next(), TraceIDs.next())
+        guard tracing.sampler.samples(traceID: traceID, parent: parent) else {
+            server = nil
+            let tracestate = parent == nil ? nil : head.headers.first(name: "tracestate")
+            fields = TraceFields(
+                traceparent: TraceParent(traceID: traceID, spanID: TraceIDs.next(), sampled: false).header, tracestate: tracestate)
+            return
+        }
+        let tracer = tracing.tracer
+        var context = ServiceContext.topLevel
+        if parent != nil { tracer.extract(head.headers, into: &context, using: RequestFieldExtractor()) }
+        let span = tracer.startSpan(head.method.rawValue, context: context, ofKind: .server)
         server = span
-        sampled = span.context.otelIsSampled
         var fields = TraceFields()
         tracer.inject(span.context, into: &fields, using: TraceFieldsInjector())
         self.fields = fields
-        answersTraceparent = policy.responseTraceparent
-        if sampled { Self.describe(span, head: head, client: client) }
+        Self.describe(span, head: head, client: client)
     }
 
-    static func trusts(_ trust: TracingPolicy.TrustIncoming, _ client: ClientConnection) -> Bool {
+    static func trusts(_ trust: borrowing TracingPolicy.TrustIncoming, _ client: ClientConnection) -> Bool {
         if trust.everyone { return true }
         if let listener = client.listener, trust.listeners.contains(listener) { return true }
         guard !trust.networks.isEmpty, let address = client.addressBytes else { return false }
@@ -79,7 +88,7 @@ final class ExchangeTrace: @unchecked Sendable {
     /// A span under `parent` (the server span by default), for a sampled request; nil for an
     /// unsampled one.
     func child(_ name: String, kind: SpanKind, under parent: (any Span)? = nil) -> (any Span)? {
-        guard sampled, let tracer = owner.value?.tracer else { return nil }
+        guard let server, let tracer = owner.value?.tracer else { return nil }
         return tracer.startSpan(name, context: (parent ?? server).context, ofKind: kind)
     }
 
@@ -112,25 +121,24 @@ final class ExchangeTrace: @unchecked Sendable {
 
     /// Ends the server span with what the exchange came to.
     func end(_ exchange: Exchange) {
-        if sampled {
-            var attributes = server.attributes
-            attributes["http.response.status_code"] = Int(exchange.outcome.status)
-            attributes["portico.request_id"] = exchange.requestID
-            if let routed = exchange.routed {
-                let route = routed.service.policy.path
-                attributes["http.route"] = route
-                attributes["portico.service"] = routed.service.name
-                server.operationName = "\(exchange.head.method.rawValue) \(route)"
-            }
-            if let version = exchange.version { attributes["portico.api_version"] = version }
-            if let keyID = exchange.keyID { attributes["portico.key_id"] = keyID }
-            if let problem = exchange.outcome.problemType { attributes["portico.problem.type"] = problem }
-            if exchange.outcome.status >= 500 || exchange.outcome.status == 499 {
-                attributes["error.type"] = exchange.outcome.status == 499 ? "client_closed" : "\(exchange.outcome.status)"
-                server.setStatus(SpanStatus(code: .error))
-            }
-            server.attributes = attributes
+        guard let server else { return }
+        var attributes = server.attributes
+        attributes["http.response.status_code"] = Int(exchange.outcome.status)
+        attributes["portico.request_id"] = exchange.requestID
+        if let routed = exchange.routed {
+            let route = routed.service.policy.path
+            attributes["http.route"] = route
+            attributes["portico.service"] = routed.service.name
+            server.operationName = "\(exchange.head.method.rawValue) \(route)"
         }
+        if let version = exchange.version { attributes["portico.api_version"] = version }
+        if let keyID = exchange.keyID { attributes["portico.key_id"] = keyID }
+        if let problem = exchange.outcome.problemType { attributes["portico.problem.type"] = problem }
+        if exchange.outcome.status >= 500 || exchange.outcome.status == 499 {
+            attributes["error.type"] = exchange.outcome.status == 499 ? "client_closed" : "\(exchange.outcome.status)"
+            server.setStatus(SpanStatus(code: .error))
+        }
+        server.attributes = attributes
         server.end()
     }
 }

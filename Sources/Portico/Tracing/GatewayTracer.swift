@@ -17,6 +17,10 @@ import Tracing
 /// drops them, and ``droppedSpans`` counts them (read from the processor's own report, its only one).
 final class GatewayTracer: Sendable {
     let policy: TracingPolicy
+    let sampler: TraceSampler
+    /// Read by every request: kept apart so that a request copies none of the policy's strings.
+    let trust: TracingPolicy.TrustIncoming
+    let answersTraceparent: Bool
     let tracer: any Tracer
     /// Spans the batch processor dropped because its queue was full.
     let droppedSpans: SpanDropCounter
@@ -26,6 +30,9 @@ final class GatewayTracer: Sendable {
 
     init(policy: TracingPolicy, logger: Logger, onDropped: @escaping @Sendable (Int) -> Void = { _ in }) throws {
         self.policy = policy
+        self.sampler = TraceSampler(policy.sampler)
+        self.trust = policy.trustIncoming
+        self.answersTraceparent = policy.responseTraceparent
         self.logger = logger
         let dropped = SpanDropCounter()
         self.droppedSpans = dropped
@@ -34,9 +41,8 @@ final class GatewayTracer: Sendable {
         configuration.logs.enabled = false
         configuration.metrics.enabled = false
         configuration.propagators = [.traceContext]
-        configuration.traces.sampler =
-            (policy.sampler.parentBased
-                ? .parentBasedTraceIDRatio(ratio: policy.sampler.ratio) : .traceIDRatio(ratio: policy.sampler.ratio)) ?? .alwaysOn
+        // The gateway decides what to sample before asking swift-otel for a span (``TraceSampler``).
+        configuration.traces.sampler = .alwaysOn
         configuration.traces.batchSpanProcessor.maxQueueSize = policy.queueSize
         configuration.traces.batchSpanProcessor.maxExportBatchSize = min(512, policy.queueSize)
         configuration.traces.batchSpanProcessor.scheduleDelay = .seconds(1)

@@ -5,6 +5,7 @@ import NIOHTTP1
 import PorticoDemoBackends
 import PorticoTestSupport
 import PorticoTesting
+import Synchronization
 import Testing
 
 @testable import Portico
@@ -127,6 +128,13 @@ struct TracingTests {
             #expect(replaced.headers["tracestate"] == nil, "an untrusted caller's tracestate is not passed on")
             #expect(await eventually { collector.spans(ofTrace: fresh.trace).contains { $0.kind == "SPAN_KIND_SERVER" } })
             #expect(collector.spans(ofTrace: fresh.trace).first { $0.kind == "SPAN_KIND_SERVER" }?.parentSpanID == "")
+
+            // Trusted by the listener it came in on.
+            try gateway.reload(
+                policy: Self.policy(
+                    backend: Self.url(servers[0].port), collector: collector.endpoint, tracing: "trustIncoming: { listeners: [test] }"))
+            let byListener = try Self.echoed(try await Self.get(gateway, "/orders/3", headers: incoming))
+            #expect(Self.parts(byListener.headers["traceparent"])?.trace == Self.incomingTrace)
         }
     }
 
@@ -256,6 +264,96 @@ struct TracingTests {
             #expect(
                 await eventually { tracer.droppedSpans.value > 0 },
                 "40 requests of 5 spans each, a queue of 16, a collector that never answers")
+        }
+    }
+
+    struct ParsedExemplar: Decodable {
+        var sample: String
+        var labels: [String: String]
+        var exemplarLabels: [String: String]
+        var value: Double
+
+        enum CodingKeys: String, CodingKey { case sample, labels, exemplarLabels = "exemplar_labels", value }
+    }
+
+    @Test("a sampled request's trace is its duration bucket's exemplar in OpenMetrics, as Prometheus' own parser reads it")
+    func exemplars() async throws {
+        let collector = try OTLPCollector()
+        defer { collector.stop() }
+        try await withGateway(policy: { Self.policy(backend: Self.url($0[0]), collector: collector.endpoint) }) { gateway, _ in
+            let sent = try #require(Self.parts(try Self.echoed(try await Self.get(gateway, "/orders/1")).headers["traceparent"]))
+            let text = gateway.gateway.metrics.renderOpenMetrics()
+            #expect(text.hasSuffix("# EOF\n"))
+            #expect(!gateway.gateway.metrics.render().contains("trace_id"), "the Prometheus text format has no exemplars")
+            let script = InteropTests.repositoryRoot.appendingPathComponent("scripts/interop/openmetrics-exemplars.py").path
+            let parsed = try await offThePool { try ChildProcess.run(InteropTests.python!, [script], input: Data(text.utf8)) }
+            try #require(parsed.termination == .exited(0), "\(String(decoding: parsed.errors, as: UTF8.self))\n\(text)")
+            let exemplars = try JSONDecoder().decode([ParsedExemplar].self, from: parsed.output)
+            let exemplar = try #require(exemplars.first { $0.sample == "portico_request_duration_seconds_bucket" }, "\(exemplars)")
+            #expect(exemplar.exemplarLabels["trace_id"] == sent.trace)
+            #expect(exemplar.exemplarLabels["span_id"]?.count == 16 && exemplar.value > 0)
+            // The admin listener answers OpenMetrics to a scraper that asks for it, plain text otherwise.
+            let api = AdminAPI(gateway: gateway.gateway, reloader: nil, boundAddress: "127.0.0.1")
+            var scraper = AdminAPI.RequestOrigin.tool
+            scraper.accept = "application/openmetrics-text; version=1.0.0,text/plain;version=0.0.4;q=0.5"
+            let open = await api.respond(method: .GET, uri: "/metrics", authorization: nil, from: scraper)
+            #expect(open.contentType.hasPrefix("application/openmetrics-text"))
+            #expect(String(decoding: open.body, as: UTF8.self).contains("trace_id=\"\(sent.trace)\""))
+            // All of it, the backends' targets included, is OpenMetrics the parser takes.
+            let whole = try await offThePool { try ChildProcess.run(InteropTests.python!, [script], input: Data(open.body)) }
+            #expect(whole.termination == .exited(0), "\(String(decoding: whole.errors, as: UTF8.self))")
+            let plain = await api.respond(method: .GET, uri: "/metrics", authorization: nil)
+            #expect(plain.contentType.hasPrefix("text/plain; version=0.0.4"))
+        }
+    }
+
+    @Test("a facade's fetch: a span for its source, a client span under it, and the source's backend gets that attempt as its parent")
+    func facadeSource() async throws {
+        let collector = try OTLPCollector()
+        defer { collector.stop() }
+        let received = Mutex<String?>(nil)
+        let source: BackendServer.Handler = { request in
+            received.withLock { $0 = request.headers.first(name: "traceparent") }
+            var headers = HTTPHeaders()
+            headers.add(name: "content-type", value: "application/json")
+            return .full(status: .ok, headers: headers, body: ByteBuffer(string: #"{"symbol":"AAPL","price":189.84}"#))
+        }
+        try await withGateway(
+            backends: [source],
+            policy: { ports in
+                """
+                backends:
+                  feed: { url: "http://127.0.0.1:\(ports[0])" }
+                services:
+                  quote:
+                    path: /quote
+                    versions:
+                      1:
+                        facade:
+                          parameters: /{symbol}
+                          contract: { symbol: string, price: number }
+                          sources:
+                            first: { backend: feed, request: "/q?s={symbol}", format: json, fields: { symbol: /symbol, price: /price } }
+                          active: first
+                tracing:
+                  otlp: { endpoint: "\(collector.endpoint)" }
+                """
+            }
+        ) { gateway, _ in
+            let response = try await offThePool { try gateway.connect().request("GET", "/quote/AAPL") }
+            #expect(response.status == 200, "\(response.bodyText)")
+            let sent = try #require(Self.parts(received.withLock { $0 }), "the facade's source got no traceparent")
+            #expect(await eventually { collector.spans(ofTrace: sent.trace).count >= 3 })
+            let spans = collector.spans(ofTrace: sent.trace)
+            let server = try #require(spans.first { $0.kind == "SPAN_KIND_SERVER" })
+            #expect(server.name == "GET /quote")
+            let fetch = try #require(spans.first { $0.name == "facade source first" })
+            #expect(fetch.parentSpanID == server.spanID && fetch.string("portico.backend") == "feed")
+            let attempt = try #require(spans.first { $0.kind == "SPAN_KIND_CLIENT" })
+            #expect(attempt.parentSpanID == fetch.spanID && attempt.spanID == sent.span)
+            #expect(
+                attempt.string("url.full")?.hasSuffix("/q") == true,
+                "the query is not recorded: \(String(describing: attempt.string("url.full")))")
         }
     }
 }
