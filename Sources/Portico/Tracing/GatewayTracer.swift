@@ -107,14 +107,13 @@ private struct DropCountingLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String,
-        line: UInt
-    ) {
-        if case .string(let text)? = metadata?["dropped_count"], let count = Int(text) {
+    func log(event: LogEvent) {
+        if case .string(let text)? = event.metadata?["dropped_count"], let count = Int(text) {
             dropped.add(count)
             onDropped(count)
         }
-        forwarding.log(level: level, message, metadata: metadata, source: source, file: file, function: function, line: line)
+        forwarding.log(
+            level: event.level, event.message, metadata: event.metadata, source: event.source, file: event.file,
+            function: event.function, line: event.line)
     }
 }

@@ -37,13 +37,9 @@ struct TraceParent: Equatable {
     private static func hex(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ count: Int) -> UInt64? {
         var value: UInt64 = 0
         for index in start..<start + count {
+            // Lowercase only (W3C Trace Context): an uppercase digit makes the field invalid.
             let byte = bytes[index]
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            default: return nil
-            }
+            guard !(UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte), let digit = PathNormalizer.hexValue(byte) else { return nil }
             value = value << 4 | UInt64(digit)
         }
         return value

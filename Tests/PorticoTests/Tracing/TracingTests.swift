@@ -19,6 +19,9 @@ struct TracingTests {
     static let key = "shop.\(secret)"
     static let incomingTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
     static let incomingSpan = "00f067aa0ba902b7"
+    /// How long a test waits for spans to reach the receiver: a batch leaves every second, but on a
+    /// loaded machine the exporter's tasks may wait long for a thread (no duration is asserted).
+    static let exportWait: Duration = .seconds(90)
 
     static func policy(backend: String, collector: String, tracing extra: String = "", timeout: String = "2s") -> String {
         """
@@ -69,7 +72,7 @@ struct TracingTests {
             let sent = try #require(Self.parts(try Self.echoed(response).headers["traceparent"]), "the backend got no traceparent")
             #expect(sent.flags == "01")
 
-            #expect(await eventually { collector.spans(ofTrace: sent.trace).count >= 5 }, "\(collector.spans)")
+            #expect(await eventually(within: Self.exportWait) { collector.spans(ofTrace: sent.trace).count >= 5 }, "\(collector.spans)")
             let spans = collector.spans(ofTrace: sent.trace)
             let server = try #require(spans.first { $0.kind == "SPAN_KIND_SERVER" })
             #expect(server.name == "GET /orders" && server.string("http.route") == "/orders")
@@ -113,7 +116,10 @@ struct TracingTests {
             let sent = try #require(Self.parts(echoed.headers["traceparent"]))
             #expect(sent.trace == Self.incomingTrace && sent.span != Self.incomingSpan)
             #expect(echoed.headers["tracestate"] == "vendor=abc")
-            #expect(await eventually { collector.spans(ofTrace: Self.incomingTrace).contains { $0.kind == "SPAN_KIND_SERVER" } })
+            #expect(
+                await eventually(within: Self.exportWait) {
+                    collector.spans(ofTrace: Self.incomingTrace).contains { $0.kind == "SPAN_KIND_SERVER" }
+                })
             let server = try #require(collector.spans(ofTrace: Self.incomingTrace).first { $0.kind == "SPAN_KIND_SERVER" })
             #expect(server.parentSpanID == Self.incomingSpan, "the caller's span is the gateway's parent: one trace, not two")
 
@@ -126,7 +132,10 @@ struct TracingTests {
             let fresh = try #require(Self.parts(replaced.headers["traceparent"]))
             #expect(fresh.trace != Self.incomingTrace)
             #expect(replaced.headers["tracestate"] == nil, "an untrusted caller's tracestate is not passed on")
-            #expect(await eventually { collector.spans(ofTrace: fresh.trace).contains { $0.kind == "SPAN_KIND_SERVER" } })
+            #expect(
+                await eventually(within: Self.exportWait) {
+                    collector.spans(ofTrace: fresh.trace).contains { $0.kind == "SPAN_KIND_SERVER" }
+                })
             #expect(collector.spans(ofTrace: fresh.trace).first { $0.kind == "SPAN_KIND_SERVER" }?.parentSpanID == "")
 
             // Trusted by the listener it came in on.
@@ -160,7 +169,10 @@ struct TracingTests {
             #expect(fresh.trace != unsampledTrace && fresh.flags == "00")
             // The caller decided to sample: exported, and only after the unsampled requests ended.
             _ = try await Self.get(gateway, "/orders/3", headers: [("traceparent", "00-\(Self.incomingTrace)-\(Self.incomingSpan)-01")])
-            #expect(await eventually { collector.spans(ofTrace: Self.incomingTrace).contains { $0.kind == "SPAN_KIND_SERVER" } })
+            #expect(
+                await eventually(within: Self.exportWait) {
+                    collector.spans(ofTrace: Self.incomingTrace).contains { $0.kind == "SPAN_KIND_SERVER" }
+                })
             #expect(collector.spans(ofTrace: unsampledTrace).isEmpty && collector.spans(ofTrace: fresh.trace).isEmpty)
         }
     }
@@ -212,7 +224,10 @@ struct TracingTests {
                 traces[sent.trace] = sent.span
             }
             // Round robin sends some first attempts to the dead target: those requests have two attempts.
-            #expect(await eventually { traces.keys.allSatisfy { collector.spans(ofTrace: $0).contains { $0.kind == "SPAN_KIND_SERVER" } } })
+            #expect(
+                await eventually(within: Self.exportWait) {
+                    traces.keys.allSatisfy { collector.spans(ofTrace: $0).contains { $0.kind == "SPAN_KIND_SERVER" } }
+                })
             let retried = traces.keys.filter { trace in collector.spans(ofTrace: trace).filter { $0.kind == "SPAN_KIND_CLIENT" }.count == 2
             }
             #expect(!retried.isEmpty, "\(collector.spans.map(\.name))")
@@ -244,7 +259,7 @@ struct TracingTests {
             #expect(servers[0].requestsReceived == 20)
             if !arguments.isEmpty {
                 // The receiver decoded what was posted before refusing or hanging: export was tried.
-                #expect(await eventually { collector.spans.contains { $0.kind == "SPAN_KIND_SERVER" } })
+                #expect(await eventually(within: Self.exportWait) { collector.spans.contains { $0.kind == "SPAN_KIND_SERVER" } })
             }
         }
     }
@@ -262,7 +277,7 @@ struct TracingTests {
             #expect(servers[0].requestsReceived == 40)
             let tracer = try #require(gateway.gateway.store.current.tracer)
             #expect(
-                await eventually { tracer.droppedSpans.value > 0 },
+                await eventually(within: Self.exportWait) { tracer.droppedSpans.value > 0 },
                 "40 requests of 5 spans each, a queue of 16, a collector that never answers")
         }
     }
@@ -343,7 +358,9 @@ struct TracingTests {
             let response = try await offThePool { try gateway.connect().request("GET", "/quote/AAPL") }
             #expect(response.status == 200, "\(response.bodyText)")
             let sent = try #require(Self.parts(received.withLock { $0 }), "the facade's source got no traceparent")
-            #expect(await eventually { collector.spans(ofTrace: sent.trace).count >= 3 })
+            #expect(
+                await eventually(within: Self.exportWait) { collector.spans(ofTrace: sent.trace).count >= 3 },
+                "\(collector.spans.count) spans received in all: \(collector.spans.map { "\($0.traceID) \($0.name)" })")
             let spans = collector.spans(ofTrace: sent.trace)
             let server = try #require(spans.first { $0.kind == "SPAN_KIND_SERVER" })
             #expect(server.name == "GET /quote")
