@@ -30,31 +30,14 @@ public protocol ServiceLocatorTransport: Sendable {
 /// Fetches with `URLSession`, with its own cache turned off: the locator client keeps the document
 /// and revalidates it with `If-None-Match` itself, so it must see the server's 304s.
 public struct URLSessionLocatorTransport: ServiceLocatorTransport {
-    private let session: URLSession
-    private let timeout: TimeInterval
+    private let transport: SenderLocatorTransport
 
     public init(session: URLSession? = nil, timeout: TimeInterval = 10) {
-        if let session {
-            self.session = session
-        } else {
-            let configuration = URLSessionConfiguration.ephemeral
-            configuration.urlCache = nil
-            configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-            self.session = URLSession(configuration: configuration)
-        }
-        self.timeout = timeout
+        transport = SenderLocatorTransport(sender: URLSessionSender(session: session ?? .porticoSession(trust: .system)), timeout: timeout)
     }
 
     public func get(_ url: URL, headers: [String: String]) async throws -> ServiceLocatorResponse {
-        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        let (data, response) = try await session.data(for: request)
-        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
-        var fields: [String: String] = [:]
-        for (name, value) in http.allHeaderFields {
-            if let name = name as? String, let value = value as? String { fields[name] = value }
-        }
-        return ServiceLocatorResponse(status: http.statusCode, headers: fields, body: data)
+        try await transport.get(url, headers: headers)
     }
 }
 
