@@ -7,8 +7,8 @@ import FoundationNetworking
 /// FoundationNetworking's `URLSession` (itself on libcurl) offers its delegate no server-trust
 /// challenge and has no CA setting, so a private CA or a pin can only be honoured one level down.
 ///
-/// One easy handle per request, performed on a Dispatch worker thread (a blocking
-/// `curl_easy_perform`), never on the caller's; cancelling the task aborts the transfer from
+/// One easy handle per request, performed on a thread of its own (a blocking
+/// `curl_easy_perform`), never on the caller's or the task pool's; cancelling the task aborts the transfer from
 /// libcurl's progress callback. Failures are `URLError`s with the codes URLSession would use, so
 /// ``PorticoAPIError`` classifies them the same way (`.transport`).
 struct CurlSender: HTTPSender {
@@ -41,9 +41,13 @@ struct CurlSender: HTTPSender {
         let transfer = CurlTransfer()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                DispatchQueue.global(qos: .userInitiated).async {
-                    continuation.resume(with: Result { try perform(request, transfer: transfer) })
-                }
+                // A thread of its own, not Dispatch's global queue: on Linux Swift's tasks share
+                // that queue's threads, about one per core, so a transfer blocking one for its
+                // whole length would hold back the app's tasks, and tasks that block would hold
+                // back the transfer (a CI run saw a request not sent within 30 s).
+                let thread = Thread { continuation.resume(with: Result { try perform(request, transfer: transfer) }) }
+                thread.name = "portico-curl"
+                thread.start()
             }
         } onCancel: {
             transfer.cancelled.withLock { $0 = true }
