@@ -455,7 +455,9 @@ struct BackendPoolTests {
         let server = try await BackendServer.start(handler: good.handler)
         let policy = Self.policy(
             [String(silent.port), String(server.port)],
-            backend: "timeout: 10s\nretries: { attempts: 2, on: [timeout], perTryTimeout: 1s }\noutlierDetection: off")
+            // The per-try timeout bounds the good target's attempt too: 3 s, for a loaded machine's
+            // (a CI run's good attempt once took more than 1 s, and its GET got the pool's 504).
+            backend: "timeout: 20s\nretries: { attempts: 2, on: [timeout], perTryTimeout: 3s }\noutlierDetection: off")
         try await Self.withPool(policy) { gateway in
             for _ in 0..<2 {
                 let answer = try gateway.connect().request("GET", "/api/x")
