@@ -23,9 +23,8 @@ enum ResponseDecoration {
         }
         if let trace = exchange.trace {
             // The client learns its trace only if the policy says so; a backend's own trace
-            // fields, which name spans the client has no business with, never reach it.
-            head.headers.remove(name: "traceparent")
-            head.headers.remove(name: "tracestate")
+            // fields, which name spans the client has no business with, never reach it (``head(_:for:closing:)``
+            // left them out).
             if trace.answersTraceparent { head.headers.add(name: "traceparent", value: trace.fields.traceparent) }
         }
         if closing && !head.headers.contains(name: "connection") { head.headers.add(name: "Connection", value: "close") }
@@ -34,7 +33,7 @@ enum ResponseDecoration {
     /// A handler's response head (a backend's, or the gateway's own answer) as the client gets it:
     /// the backend's fields the gateway passes on, then the decoration. Recorded as the response's start.
     static func head(_ upstream: UpstreamResponseHead, for exchange: Exchange, closing: Bool) -> HTTPResponseHead {
-        var head = ProxyForwarding.responseHead(upstream, version: exchange.head.version)
+        var head = ProxyForwarding.responseHead(upstream, version: exchange.head.version, traced: exchange.trace != nil)
         decorate(&head, for: exchange, closing: closing)
         exchange.outcome.status = head.status.code
         exchange.outcome.responseStarted = true

@@ -1,5 +1,6 @@
 import NIOCore
 import PorticoPolicy
+import Tracing
 
 /// Fleet mode's ``LimitStore``: every decision is Redis's (``FleetStore``, one script run per
 /// request), and when Redis cannot answer (down, slow, its breaker open) the policy's
@@ -11,10 +12,10 @@ struct FleetLimitStore: LimitStore {
     let fleet: FleetStore
     let local: LocalLimitStore
 
-    func admit(_ request: LimitRequest, on eventLoop: any EventLoop) -> LimitAnswer {
+    func admit(_ request: LimitRequest, on eventLoop: any EventLoop, span: @autoclosure () -> (any Span)?) -> LimitAnswer {
         guard !request.isEmpty else { return .decided(.admitted(nil)) }
         let draws = [request.client, request.backend].compactMap { $0 }
-        let future = fleet.decide(draws, nonce: request.nonce, on: eventLoop).map { verdict in
+        let future = fleet.decide(draws, nonce: request.nonce, on: eventLoop, span: span()).map { verdict in
             Self.outcome(of: verdict, draws: draws, service: request.service)
         }.recover { _ in
             fallback(request)

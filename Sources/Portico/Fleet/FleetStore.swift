@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import PorticoPolicy
 import PorticoRedis
+import Tracing
 
 /// Fleet mode's shared state: rate-limit buckets and nonces in one Redis, decided by
 /// ``FleetScript`` in one round trip per request. A decision Redis cannot make (it is down, slow,
@@ -12,6 +13,9 @@ import PorticoRedis
 public final class FleetStore: Sendable {
     let client: RedisClient
     let onFailure: ClusterFailurePolicy
+    /// Where Redis is, and which database: for a round trip's span.
+    private let address: RedisAddress
+    private let database: Int
     /// Told of replies of a shape the script does not give, which the client itself counts as
     /// answers (error replies, such as `-READONLY` or `-OOM`, it counts as failures).
     private let observer: (any RedisObserver)?
@@ -45,6 +49,8 @@ public final class FleetStore: Sendable {
         let observer = FleetObserver(metrics: metrics?.redis, logger: logger)
         client = RedisClient(group: group, configuration: configuration, observer: observer, clock: clock)
         onFailure = cluster.onFailure
+        address = cluster.redis
+        database = cluster.database
         self.observer = observer
         self.configurationError = configurationError
         unusable = configurationError.map { .tls($0.description) }
@@ -62,12 +68,19 @@ public final class FleetStore: Sendable {
     }
 
     /// Runs the script for `draws` and `nonce` from `eventLoop` (the connection's); completes there.
-    /// - Parameter testTime: a time (seconds, nanoseconds) instead of the server's clock, for tests.
+    /// - Parameters:
+    ///   - span: a sampled request's client span for the round trip (OpenTelemetry's database
+    ///     conventions: the command, Redis's address and database, and why it failed), ended here.
+    ///     No key, nonce or argument is recorded: they name API keys.
+    ///   - testTime: a time (seconds, nanoseconds) instead of the server's clock, for tests.
     func decide(
-        _ draws: [LimitDraw], nonce: PendingNonce?, on eventLoop: any EventLoop, testTime: (Int64, Int64)? = nil
+        _ draws: [LimitDraw], nonce: PendingNonce?, on eventLoop: any EventLoop, span: (any Span)? = nil,
+        testTime: (Int64, Int64)? = nil
     ) -> EventLoopFuture<Verdict> {
+        if let span { describe(span) }
         if let unusable {
             observer?.failed(unusable)
+            Self.end(span, failure: unusable)
             return eventLoop.makeFailedFuture(unusable)
         }
         var keys: [String] = []
@@ -96,11 +109,20 @@ public final class FleetStore: Sendable {
         let limits = draws.count
         // One promise and one callback for the request path (chained futures cost one each).
         let verdict = eventLoop.makePromise(of: Verdict.self)
+        if let span {
+            verdict.futureResult.whenComplete { result in
+                switch result {
+                case .success: Self.end(span, failure: nil)
+                case .failure(let error): Self.end(span, failure: error)
+                }
+            }
+        }
         client.send(encoded: RESPValueEncoder.command(["EVALSHA", FleetScript.sha1] + operands), on: eventLoop).whenComplete { result in
             switch result {
             case .success(let reply):
                 verdict.completeWith(Self.read(reply, limits: limits, observer: observer))
             case .failure(let error as RedisError) where error.errorCode == "NOSCRIPT":
+                span?.attributes["portico.redis.script_resent"] = true
                 // The script is loaded on every new connection, but a `SCRIPT FLUSH`, or a failover
                 // to a replica that never loaded it, leaves the connection without it: send it
                 // whole, once, which also caches it again. The NOSCRIPT reply counted as one
@@ -115,6 +137,25 @@ public final class FleetStore: Sendable {
             }
         }
         return verdict.futureResult
+    }
+
+    private func describe(_ span: any Span) {
+        var attributes = span.attributes
+        attributes["db.system.name"] = "redis"
+        attributes["db.operation.name"] = "EVALSHA"
+        attributes["db.namespace"] = String(database)
+        attributes["server.address"] = address.host
+        attributes["server.port"] = address.port
+        span.attributes = attributes
+    }
+
+    private static func end(_ span: (any Span)?, failure: (any Error)?) {
+        guard let span else { return }
+        if let failure {
+            span.attributes["error.type"] = (failure as? RedisError)?.label ?? "\(type(of: failure))"
+            span.setStatus(SpanStatus(code: .error))
+        }
+        span.end()
     }
 
     /// ``verdict(_:limits:)`` as a result; a reply of the wrong shape is reported as a failure.

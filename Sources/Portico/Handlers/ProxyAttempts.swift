@@ -84,7 +84,7 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         if let trace = exchange.trace {
             // Each attempt names its own span as the backend's parent (the server span's, unsampled).
             span = trace.attemptSpan(method: request.method, url: request.url, backend: backend.name, attempt: attempt)
-            trace.fields(naming: span).write(to: &request.headers)
+            trace.fields(naming: span).write(to: &request.headers, replacing: attempt > 1)
         }
         // Without retries there is one attempt, never given up: it delivers here directly.
         let handler: any UpstreamResponseHandler = backend.retries == nil ? self : AttemptDelivery(attempts: self, attempt: attempt)

@@ -34,6 +34,11 @@ enum ProxyForwarding {
     /// the backend's field as sent, which could be a list, repeated, or padded with zeros.
     static let replacedOnResponse = ["x-request-id", "x-api-version", "content-length"]
 
+    /// W3C trace-context fields. A traced exchange drops the client's and the backend's on the way
+    /// through and writes its own (``TraceFields``); an untraced one passes them on untouched, so a
+    /// gateway without tracing never breaks its callers' traces.
+    static let traceContext = ["traceparent", "tracestate"]
+
     /// Field names listed in `Connection` values (RFC 9110 §7.6.1), lowercased; `close` and
     /// `keep-alive` are left out since they are dropped anyway.
     static func connectionListed(_ fields: some Sequence<(name: String, value: String)>) -> [String] {
@@ -97,7 +102,7 @@ enum ProxyForwarding {
         head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend,
         target: CompiledTarget, clientAddress: String?, scheme: String, requestID: String,
         credentials: CredentialFields = CredentialFields(),
-        versionedPrefix: String? = nil
+        versionedPrefix: String? = nil, traced: Bool = false
     ) -> UpstreamRequest {
         let listed = connectionListed(head.headers)
         var headers = HTTPHeaders()
@@ -110,6 +115,7 @@ enum ProxyForwarding {
             }
             if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
             if !credentials.dropped.isEmpty && HeaderName.matchesAny(name, credentials.dropped) { continue }
+            if traced && HeaderName.matchesAny(name, traceContext) { continue }
             headers.add(name: name, value: value)
         }
         for (name, value) in credentials.added { headers.add(name: name, value: value) }
@@ -150,13 +156,14 @@ enum ProxyForwarding {
     /// which the body either matches or is cut short of, so the client sees a cut; without one, NIO
     /// frames the body chunked (HTTP/1.1) or the connection's close ends it (HTTP/1.0). NIO also
     /// drops the length from 204 and 304 answers and sends no body after HEAD.
-    static func responseHead(_ upstream: UpstreamResponseHead, version: HTTPVersion) -> HTTPResponseHead {
+    static func responseHead(_ upstream: UpstreamResponseHead, version: HTTPVersion, traced: Bool = false) -> HTTPResponseHead {
         let listed = connectionListed(upstream.headers)
         var headers = HTTPHeaders()
         headers.reserveCapacity(upstream.headers.count + 5)
         for (name, value) in upstream.headers {
             if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnResponse) { continue }
             if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
+            if traced && HeaderName.matchesAny(name, traceContext) { continue }
             headers.add(name: name, value: value)
         }
         if let length = upstream.contentLength { headers.add(name: "Content-Length", value: String(length)) }

@@ -39,7 +39,7 @@ struct ProxyHandler: Sendable {
         var request = ProxyForwarding.upstreamRequest(
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend, target: target,
             clientAddress: exchange.client.address, scheme: scheme, requestID: exchange.requestID, credentials: exchange.credentialFields,
-            versionedPrefix: exchange.versionedPrefix)
+            versionedPrefix: exchange.versionedPrefix, traced: exchange.trace != nil)
         exchange.body = nil
         // Filling or revalidating the cache: the whole response is wanted, or the stored one confirmed.
         if case .fetch(_, let stale, _) = exchange.cache { CachedAnswer.conditions(&request.headers, revalidating: stale) }

@@ -171,7 +171,7 @@ struct SourceFetch: Sendable {
         backend: CompiledBackend, target: String, accept: String, limit: Int, on eventLoop: any EventLoop
     ) -> EventLoopFuture<FetchedResponse> {
         let request = LimitRequest(service: service, backend: RateLimiter.draw(backend: backend))
-        switch limits.admit(request, on: eventLoop) {
+        switch limits.admit(request, on: eventLoop, span: trace?.redisSpan(under: parentSpan)) {
         case .decided(.refused(let refusal)):
             return eventLoop.makeFailedFuture(refusal)
         case .decided(.admitted):
@@ -239,7 +239,7 @@ struct SourceFetch: Sendable {
         request.client = backend.client
         request.trustedCAFile = backend.trustedCAFile
         let span = trace?.attemptSpan(method: "GET", url: request.url, backend: backend.name, attempt: number, under: parentSpan)
-        if let trace { trace.fields(naming: span).write(to: &request.headers) }
+        if let trace { trace.fields(naming: span).write(to: &request.headers, replacing: false) }
         let collector = BodyCollector(limit: limit, promise: eventLoop.makePromise())
         let task = upstream.execute(request, eventLoop: eventLoop, handler: collector)
         collector.task = task

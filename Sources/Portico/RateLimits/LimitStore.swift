@@ -1,4 +1,5 @@
 import NIOCore
+import Tracing
 
 /// Where requests draw from their rate limits and record their signatures' nonces: this
 /// process's buckets and nonce store (``LocalLimitStore``), or a fleet's, in Redis
@@ -12,7 +13,16 @@ import NIOCore
 protocol LimitStore: Sendable {
     /// Draws `request` from its limits, in order (the client's, then the backend's; the first
     /// refusal is the answer), and records its nonce whatever the limits decide.
-    func admit(_ request: LimitRequest, on eventLoop: any EventLoop) -> LimitAnswer
+    ///
+    /// `span`: for a sampled request, a client span for a round trip to a shared store (made only
+    /// by a store that makes one, which ends it).
+    func admit(_ request: LimitRequest, on eventLoop: any EventLoop, span: @autoclosure () -> (any Span)?) -> LimitAnswer
+}
+
+extension LimitStore {
+    func admit(_ request: LimitRequest, on eventLoop: any EventLoop) -> LimitAnswer {
+        admit(request, on: eventLoop, span: nil)
+    }
 }
 
 /// What one request draws from the limits, and the nonce it records.
@@ -59,7 +69,7 @@ struct LocalLimitStore: LimitStore {
     let rateLimiter: RateLimiter
     let nonces: any NonceStore
 
-    func admit(_ request: LimitRequest, on eventLoop: any EventLoop) -> LimitAnswer {
+    func admit(_ request: LimitRequest, on eventLoop: any EventLoop, span: @autoclosure () -> (any Span)?) -> LimitAnswer {
         .decided(decide(request))
     }
 

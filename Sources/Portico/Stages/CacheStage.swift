@@ -99,7 +99,7 @@ struct CacheStage: RequestStage {
                 return .proceed
             }
         }
-        switch limits.admit(LimitRequest(service: service, backend: draw), on: eventLoop) {
+        switch limits.admit(LimitRequest(service: service, backend: draw), on: eventLoop, span: exchange.trace?.redisSpan()) {
         case .decided(let outcome): return apply(outcome)
         case .pending(let future): return .suspend(future.assumeIsolated().map(apply).nonisolated())
         }

@@ -25,7 +25,7 @@ struct RateLimitStage: RequestStage {
         guard !request.isEmpty else { return .proceed }
         // The store has the nonce now, whatever it decides.
         exchange.pendingNonce = nil
-        switch limits.admit(request, on: eventLoop) {
+        switch limits.admit(request, on: eventLoop, span: exchange.trace?.redisSpan()) {
         case .decided(let outcome):
             return Self.apply(outcome, to: exchange)
         case .pending(let future):

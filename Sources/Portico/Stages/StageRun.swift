@@ -23,7 +23,9 @@ extension RequestStages {
         while index < stages.count {
             let span = exchange.trace.flatMap { trace in stages[index].spanName(for: exchange).flatMap { trace.child($0, kind: .internal) }
             }
+            if let span { exchange.trace?.stage = span }
             let outcome = stages[index].process(exchange, on: eventLoop)
+            if span != nil { exchange.trace?.stage = nil }
             index += 1
             switch outcome {
             case .proceed:

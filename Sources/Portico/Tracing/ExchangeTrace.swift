@@ -13,7 +13,9 @@ import Tracing
 /// weakly (``TracerRegistry`` says why) and, once the gateway has stopped, is gone: then no more
 /// spans are made.
 final class ExchangeTrace: @unchecked Sendable {
-    private let owner: WeakGatewayTracer
+    /// The tracer, for a sampled request only (an unsampled one makes no spans, and a weak
+    /// reference costs atomic operations).
+    private let owner: WeakGatewayTracer?
     /// The server span, for a sampled request; nil for an unsampled one.
     let server: (any Span)?
     var sampled: Bool { server != nil }
@@ -22,11 +24,13 @@ final class ExchangeTrace: @unchecked Sendable {
     let fields: TraceFields
     /// Whether the client's answer carries `traceparent` (`tracing.responseTraceparent`).
     let answersTraceparent: Bool
+    /// The span of the stage whose `process` is running (sampled requests only), set by the stage
+    /// run: the parent of what a stage calls out to (a Redis round trip).
+    var stage: (any Span)?
 
     /// Starts `head`'s trace, continuing the client's if the policy trusts it (`tracing.trustIncoming`)
     /// and starting a new one otherwise; a sampled request gets its server span.
     init(_ tracing: GatewayTracer, head: HTTPRequestHead, client: ClientConnection) {
-        owner = WeakGatewayTracer(value: tracing)
         answersTraceparent = tracing.answersTraceparent
         var parent: TraceParent?
         if Self.trusts(tracing.trust, client), let text = head.headers.first(name: "traceparent") {
@@ -34,12 +38,14 @@ final class ExchangeTrace: @unchecked Sendable {
         }
         let traceID = parent?.traceID ?? (TraceIDs.next(), TraceIDs.next())
         guard tracing.sampler.samples(traceID: traceID, parent: parent) else {
+            owner = nil
             server = nil
             let tracestate = parent == nil ? nil : head.headers.first(name: "tracestate")
             fields = TraceFields(
                 traceparent: TraceParent(traceID: traceID, spanID: TraceIDs.next(), sampled: false).header, tracestate: tracestate)
             return
         }
+        owner = WeakGatewayTracer(value: tracing)
         let tracer = tracing.tracer
         var context = ServiceContext.topLevel
         if parent != nil { tracer.extract(head.headers, into: &context, using: RequestFieldExtractor()) }
@@ -88,8 +94,14 @@ final class ExchangeTrace: @unchecked Sendable {
     /// A span under `parent` (the server span by default), for a sampled request; nil for an
     /// unsampled one.
     func child(_ name: String, kind: SpanKind, under parent: (any Span)? = nil) -> (any Span)? {
-        guard let server, let tracer = owner.value?.tracer else { return nil }
+        guard let server, let tracer = owner?.value?.tracer else { return nil }
         return tracer.startSpan(name, context: (parent ?? server).context, ofKind: kind)
+    }
+
+    /// A client span for a round trip to the fleet's Redis, under `parent` (the running stage's
+    /// span by default); nil for an unsampled request. ``FleetStore`` describes and ends it.
+    func redisSpan(under parent: (any Span)? = nil) -> (any Span)? {
+        child("EVALSHA", kind: .client, under: parent ?? stage)
     }
 
     /// A client span for one attempt at a backend (OpenTelemetry's HTTP client conventions), named
@@ -113,7 +125,7 @@ final class ExchangeTrace: @unchecked Sendable {
 
     /// The trace-context fields naming `span`, or the server span when there is none.
     func fields(naming span: (any Span)?) -> TraceFields {
-        guard let span, let tracer = owner.value?.tracer else { return fields }
+        guard let span, let tracer = owner?.value?.tracer else { return fields }
         var fields = TraceFields()
         tracer.inject(span.context, into: &fields, using: TraceFieldsInjector())
         return fields

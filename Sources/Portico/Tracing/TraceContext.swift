@@ -62,11 +62,11 @@ struct TraceParent: Equatable {
         }
     }
 
-    private static let digits = Array("0123456789abcdef".utf8)
-
+    /// Lowercase hex, computed (no table to look up and bounds-check).
     private static func write(_ value: UInt64, into buffer: UnsafeMutableBufferPointer<UInt8>, at start: Int) {
         for index in 0..<16 {
-            buffer[start + index] = digits[Int((value >> UInt64(60 - 4 * index)) & 0xF)]
+            let nibble = UInt8(truncatingIfNeeded: value >> UInt64(60 - 4 * index)) & 0xF
+            buffer[start + index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
         }
     }
 }

@@ -25,18 +25,27 @@ struct TraceFields: Sendable {
     var tracestate: String?
 
     /// The trace id in `traceparent` (`00-<trace id>-<span id>-<flags>`): 32 hex digits.
-    var traceID: Substring { traceparent.count == 55 ? traceparent.dropFirst(3).prefix(32) : "" }
+    var traceID: Substring { digits(from: 3, count: 32) }
     /// The span id in `traceparent`: 16 hex digits.
-    var spanID: Substring { traceparent.count == 55 ? traceparent.dropFirst(36).prefix(16) : "" }
+    var spanID: Substring { digits(from: 36, count: 16) }
 
-    /// Sets them on a request, replacing any the client sent (which the gateway continued, if it
-    /// trusted them, or replaced by a trace of its own).
-    func write(to headers: inout HTTPHeaders) {
-        headers.replaceOrAdd(name: "traceparent", value: traceparent)
-        if let tracestate {
-            headers.replaceOrAdd(name: "tracestate", value: tracestate)
-        } else {
+    /// ASCII throughout, so UTF-8 offsets are character offsets (and `count` would walk graphemes).
+    private func digits(from start: Int, count: Int) -> Substring {
+        let utf8 = traceparent.utf8
+        guard utf8.count == 55 else { return "" }
+        return Substring(utf8.dropFirst(start).prefix(count))
+    }
+
+    /// Sets them on a request. `replacing`: the request may carry such fields already (a previous
+    /// attempt's), which go. A first attempt's request has none: the client's were left out when
+    /// it was built (``ProxyForwarding/upstreamRequest(head:body:routed:proxy:backend:target:clientAddress:scheme:requestID:credentials:versionedPrefix:traced:)``),
+    /// since the gateway continued them, if it trusted them, or started a trace of its own.
+    func write(to headers: inout HTTPHeaders, replacing: Bool) {
+        if replacing {
+            headers.remove(name: "traceparent")
             headers.remove(name: "tracestate")
         }
+        headers.add(name: "traceparent", value: traceparent)
+        if let tracestate { headers.add(name: "tracestate", value: tracestate) }
     }
 }

@@ -13,6 +13,16 @@ struct TraceContextTests {
         #expect(parsed.traceID == (0x4bf9_2f35_77b3_4da6, 0xa3ce_929d_0e0e_4736) && parsed.spanID == 0x00f0_67aa_0ba9_02b7)
         #expect(parsed.sampled && parsed.header == text)
         #expect(TraceParent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")?.sampled == false)
+        // Every digit, both ends of the range.
+        let digits = TraceParent(traceID: (0x0123_4567_89ab_cdef, .max), spanID: 0xfedc_ba98_7654_3210, sampled: false)
+        #expect(digits.header == "00-0123456789abcdefffffffffffffffff-fedcba9876543210-00")
+    }
+
+    @Test("the trace and span ids the access log and exemplars carry are traceparent's")
+    func fieldIDs() {
+        let fields = TraceFields(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        #expect(fields.traceID == "4bf92f3577b34da6a3ce929d0e0e4736" && fields.spanID == "00f067aa0ba902b7")
+        #expect(TraceFields(traceparent: "00-short").traceID == "" && TraceFields().spanID == "")
     }
 
     @Test(

@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import PorticoDemoBackends
+import PorticoRedisTesting
 import PorticoTestSupport
 import PorticoTesting
 import Synchronization
@@ -201,6 +202,15 @@ struct TracingTests {
             let received = try #require(Self.parts(shown.bodyText))
             #expect(returned.trace == received.trace, "the client's traceparent names its own request's trace")
             #expect(shown.header("traceparent") != backendsOwn)
+
+            // Without tracing the gateway is no party to the trace: both ways, the fields pass untouched.
+            let untraced = Self.policy(backend: Self.url(servers[0].port), collector: collector.endpoint)
+            let tracingSection = try #require(untraced.range(of: "tracing:"))
+            try gateway.reload(policy: String(untraced[..<tracingSection.lowerBound]))
+            let callers = "00-\(Self.incomingTrace)-\(Self.incomingSpan)-01"
+            let passed = try await Self.get(gateway, "/orders/3", headers: [("traceparent", callers), ("tracestate", "vendor=abc")])
+            #expect(passed.bodyText == callers, "the backend gets the caller's traceparent as sent")
+            #expect(passed.header("traceparent") == backendsOwn, "the client gets the backend's")
         }
     }
 
@@ -319,6 +329,44 @@ struct TracingTests {
             #expect(whole.termination == .exited(0), "\(String(decoding: whole.errors, as: UTF8.self))")
             let plain = await api.respond(method: .GET, uri: "/metrics", authorization: nil)
             #expect(plain.contentType.hasPrefix("text/plain; version=0.0.4"))
+        }
+    }
+
+    @Test(
+        "fleet mode: the rate-limit span holds the Redis round trip as a client span; with Redis down, that span says why",
+        .enabled(if: RedisServerProcess.isInstalled))
+    func redisRoundTrip() async throws {
+        let collector = try OTLPCollector()
+        defer { collector.stop() }
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let cluster = "cluster: { redis: \"redis://127.0.0.1:\(redis.port)\", timeout: 5s, onFailure: { limits: local, nonces: local } }"
+        try await withGateway(
+            policy: {
+                Self.policy(
+                    backend: Self.url($0[0]) + ", rateLimit: { rate: 1000/s, burst: 1000 }", collector: collector.endpoint) + "\n" + cluster
+            }
+        ) { gateway, _ in
+            func roundTrip(_ target: String) async throws -> (limit: OTLPCollector.Span, redis: OTLPCollector.Span) {
+                let response = try await Self.get(gateway, target)
+                #expect(response.status == 200)
+                let trace = try #require(Self.parts(try Self.echoed(response).headers["traceparent"])).trace
+                #expect(await eventually(within: Self.exportWait) { collector.spans(ofTrace: trace).contains { $0.name == "EVALSHA" } })
+                let spans = collector.spans(ofTrace: trace)
+                let limit = try #require(spans.first { $0.name == "rate limit" })
+                let redis = try #require(spans.first { $0.name == "EVALSHA" })
+                return (limit, redis)
+            }
+            let (limit, up) = try await roundTrip("/orders/1")
+            #expect(up.kind == "SPAN_KIND_CLIENT" && up.parentSpanID == limit.spanID)
+            #expect(up.string("db.system.name") == "redis" && up.string("db.operation.name") == "EVALSHA")
+            #expect(up.string("server.address") == "127.0.0.1" && up.int("server.port") == redis.port)
+            #expect(up.status != "STATUS_CODE_ERROR" && up.string("error.type") == nil)
+            #expect(up.attributes.count == 5, "the command, database and address only, never a key: \(up.attributes)")
+
+            redis.stop()
+            let (_, down) = try await roundTrip("/orders/2")
+            #expect(down.status == "STATUS_CODE_ERROR" && down.string("error.type") != nil, "\(down)")
         }
     }
 
