@@ -173,6 +173,12 @@ public final class RecordingLogHandler: LogHandler, @unchecked Sendable {
 /// Swift's cooperative pool has as many threads as cores, two here. A test that blocks one of them
 /// for seconds, while other tests block the other, starves every task in the process, the
 /// gateway's own shutdown task among them: blocking waits that last belong here.
+///
+/// Bind its result to a name, then `#expect` on the name; never call it inside `#expect(...)`.
+/// Swift 6.3.1 gave a closure written inside the macro and a later closure of the same shape in
+/// the same function one symbol, and ran the first in place of the second: a test read one value
+/// and checked another (the compiler only noticed, "function type mismatch", once the two
+/// closures' captures differed).
 public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread { continuation.resume(with: Result { try body() }) }

@@ -231,7 +231,8 @@ struct ProxyTests {
         // A grace period far longer than the request needs: shutdown ends as soon as it is answered.
         async let stopped: Void = gateway.gateway.shutdown(gracePeriod: .seconds(60))
         // The idle connection closes while the request is still in flight...
-        #expect(try await offThePool { idle.waitForClose() })
+        let closed = try await offThePool { idle.waitForClose() }
+        #expect(closed)
         // ...which is then answered, and only then is its connection closed.
         answer.signal()
         let (response, busyClosed) = try await offThePool { (try busy.readResponse(), busy.waitForClose()) }

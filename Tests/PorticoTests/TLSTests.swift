@@ -214,14 +214,17 @@ struct TLSTests {
             let half = try gateway.connect(receiveTimeout: 30)
             try half.send(Array(hello.prefix(hello.count / 2)))
             let silent = try gateway.connect(receiveTimeout: 30)
-            #expect(try await offThePool { half.waitForClose() })
-            #expect(try await offThePool { silent.waitForClose() })
+            let halfClosed = try await offThePool { half.waitForClose() }
+            #expect(halfClosed)
+            let silentClosed = try await offThePool { silent.waitForClose() }
+            #expect(silentClosed)
 
             var generator = SystemRandomNumberGenerator()
             for _ in 0..<20 {
                 let garbage = try gateway.connect(receiveTimeout: 30)
                 try garbage.send((0..<512).map { _ in UInt8.random(in: 0...255, using: &generator) })
-                #expect(try await offThePool { garbage.waitForClose() })
+                let garbageClosed = try await offThePool { garbage.waitForClose() }
+                #expect(garbageClosed)
             }
             // ClientHellos with a few bytes changed reach deeper into OpenSSL's parser.
             // (All sent first: one whose lengths now promise more bytes waits for the handshake timeout.)
@@ -240,13 +243,15 @@ struct TLSTests {
             // A plain-HTTP request to the TLS port is not a ClientHello either.
             let plain = try gateway.connect(receiveTimeout: 30)
             try plain.send("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            #expect(try await offThePool { plain.waitForClose() })
+            let plainClosed = try await offThePool { plain.waitForClose() }
+            #expect(plainClosed)
 
             // Every connection above is gone, and the listener still answers a ClientHello.
             #expect(await eventually { gateway.gateway.openConnections == 0 })
             let fresh = try gateway.connect(receiveTimeout: 30)
             try fresh.send(hello)
-            #expect(try await offThePool { fresh.hasInput(waitingUpTo: 30) && fresh.peekByte() == 0x16 })  // a ServerHello
+            let serverHello = try await offThePool { fresh.hasInput(waitingUpTo: 30) && fresh.peekByte() == 0x16 }
+            #expect(serverHello)
         }
     }
 
