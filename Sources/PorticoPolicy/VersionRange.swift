@@ -14,7 +14,7 @@ public struct VersionRange: Sendable, Hashable, CustomStringConvertible {
         case below(Version)
         case above(Version)
 
-        var version: Version {
+        public var version: Version {
             switch self {
             case .below(let version), .above(let version): version
             }

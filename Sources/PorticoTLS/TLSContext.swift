@@ -40,6 +40,18 @@ public final class TLSContext: @unchecked Sendable {
     let contexts: [OpaquePointer]
     public let configuration: TLSConfiguration
 
+    /// The seconds left until each certificate (in ``TLSConfiguration/certificates``' order)
+    /// stops being valid, as the loaded certificate says (not the file, which may have been
+    /// replaced since); nil where OpenSSL cannot tell.
+    public var secondsUntilExpiry: [Int?] {
+        contexts.map { context in
+            var untilValid = 0
+            var untilExpiry = 0
+            guard portico_tls_ctx_certificate_validity(context, &untilValid, &untilExpiry) == 1 else { return nil }
+            return untilExpiry
+        }
+    }
+
     /// Builds the contexts, checking every file: readable, a PEM chain, a PEM key that matches
     /// it, a certificate within its validity period.
     ///

@@ -17,6 +17,14 @@ import PorticoSigning
 /// | `GET /admin/cache` | the response cache's bytes and entries, and its bounds |
 /// | `POST /admin/cache/purge` | drops cached responses: `?target=/path%3Fquery` (with `host=` for a service bound to one), `?service=NAME`, `?tag=TAG` (`Surrogate-Key`, `Cache-Tag`) or `?all=true` |
 /// | `GET /admin/policy` | the active revision, services, versions, backends, limits, keys by id and status, the cluster section (its password as `set`) |
+/// | `GET /` | the console's page (``ConsolePage``), and `/console/console.css`, `/console/console.js` |
+/// | `GET /admin/console` | everything the console draws (``ConsoleState``) |
+///
+/// The console's page and files hold no data and are served without the token (the page asks for
+/// it), under the same address rules and, with no token configured, to loopback hosts only. A
+/// request that carries an `Origin` (a browser's POST, any cross-site request) must come from the
+/// console itself: the same origin as the listener, with the page's token in `X-Portico-Console`,
+/// which another site's page cannot read.
 ///
 /// Every request must carry `Authorization: Bearer <token>` when the policy names an admin token,
 /// and always when the listener is bound off loopback (with no token configured, it then refuses
@@ -27,6 +35,9 @@ struct AdminAPI: Sendable {
     let reloader: PolicyReloader?
     /// The address the admin listener is bound to (fixed at start).
     let boundAddress: String
+    /// The token the console's page carries, made at start: what tells the page's own requests
+    /// from another site's.
+    var consoleToken: String = ConsolePage.newToken()
 
     struct Response: Sendable {
         var status: HTTPResponseStatus
@@ -44,27 +55,37 @@ struct AdminAPI: Sendable {
         var peer: [UInt8]? = nil
         /// The request's `Accept`: `/metrics` answers OpenMetrics (with exemplars) to a scraper that asks for it.
         var accept: String? = nil
+        /// `X-Portico-Console`: the token of the console page the request comes from.
+        var consoleToken: String? = nil
+
+        /// Whether `Origin` names the listener itself: `http://` and the request's own `Host`.
+        var isSameOrigin: Bool {
+            guard let origin, let host else { return false }
+            return origin.lowercased() == "http://" + host.lowercased()
+        }
 
         static let tool = RequestOrigin(host: "127.0.0.1", origin: nil)
 
         /// Whether the request could come from a web page rather than from a tool on this host: it
         /// carries an `Origin`, or names a host that is not loopback (DNS rebinding points a
         /// public name at 127.0.0.1 and keeps that name in `Host`).
-        var mayBeFromABrowser: Bool {
-            if origin != nil { return true }
-            guard let host else { return false }
+        var mayBeFromABrowser: Bool { origin != nil || !namesLoopback }
+
+        /// Whether `Host` names a loopback address (or is absent, as from a tool speaking HTTP/1.0).
+        var namesLoopback: Bool {
+            guard let host else { return true }
             var name = Substring(host)
             if name.hasPrefix("["), let close = name.firstIndex(of: "]") {
                 // Only a port may follow the literal.
                 let rest = name[name.index(after: close)...]
                 guard rest.isEmpty || (rest.first == ":" && rest.utf8.dropFirst().allSatisfy { $0 &- UInt8(ascii: "0") < 10 }) else {
-                    return true
+                    return false
                 }
                 name = name[name.index(after: name.startIndex)..<close]
             } else if let colon = name.lastIndex(of: ":"), name.firstIndex(of: ":") == colon {
                 name = name[..<colon]
             }
-            return !AdminPolicy.isLoopback(String(name).lowercased())
+            return AdminPolicy.isLoopback(String(name).lowercased())
         }
     }
 
@@ -76,10 +97,30 @@ struct AdminAPI: Sendable {
             return problem(
                 .forbidden, "address-refused", "Address not allowed", "The admin listener does not accept requests from this address.")
         }
+        let (path, query) = Self.split(uri)
+        // The console's page and files: no data in them, and the page must load to ask for the token.
+        if method == .GET || method == .HEAD, let asset = ConsolePage.asset(at: path, token: consoleToken) {
+            if gateway.store.current.snapshot.policy.admin?.token == nil, requester.mayBeFromABrowser {
+                return problem(
+                    .forbidden, "admin-browser-request", "Forbidden",
+                    "Without an admin token the console is served to loopback names only (this request names another host).")
+            }
+            return asset
+        }
+        // A browser's request (it carries an Origin) must be the console's own: same origin, and
+        // the page's token, which a page of another site cannot read.
+        let fromConsole =
+            requester.isSameOrigin
+            && requester.consoleToken.map { ConstantTime.equal(Array($0.utf8), Array(consoleToken.utf8)) } == true
+        if requester.origin != nil, !fromConsole {
+            return problem(
+                .forbidden, "admin-cross-site", "Forbidden",
+                "A request from a web page must come from this listener's console, with its token.")
+        }
         // Without a token, the loopback listener trusts whoever can reach it: local tools. A web
         // page open on this host can reach it too (a form POST needs no preflight), so anything
         // that looks like a browser's request is refused unless a token vouches for it.
-        if gateway.store.current.snapshot.policy.admin?.token == nil, requester.mayBeFromABrowser {
+        if gateway.store.current.snapshot.policy.admin?.token == nil, fromConsole ? !requester.namesLoopback : requester.mayBeFromABrowser {
             return problem(
                 .forbidden, "admin-browser-request", "Forbidden",
                 "The admin API answers local tools: this request carries an Origin or names a host that is not loopback.")
@@ -89,7 +130,6 @@ struct AdminAPI: Sendable {
             response.headers.append(("WWW-Authenticate", "Bearer realm=\"portico-admin\""))
             return response
         }
-        let (path, query) = Self.split(uri)
         switch (path, method) {
         case ("/healthz", .GET):
             return json(.ok, ["status": "ok"])
@@ -109,6 +149,8 @@ struct AdminAPI: Sendable {
             return Response(status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(text.utf8))
         case ("/admin/backends", .GET):
             return encoded(.ok, BackendsReport(gateway.store.current))
+        case ("/admin/console", .GET):
+            return encoded(.ok, await ConsoleState.read(gateway))
         case ("/admin/policy", .GET):
             return encoded(.ok, AdminPolicyView(gateway.store.current.snapshot.policy, revision: gateway.store.revision))
         case ("/admin/reload", .POST):
@@ -146,7 +188,8 @@ struct AdminAPI: Sendable {
                 return encoded(.ok, ["purged": purged])
             case .failure(let reason): return problem(.badRequest, "bad-request", "Bad request", reason.description)
             }
-        case ("/healthz", _), ("/readyz", _), ("/metrics", _), ("/admin/policy", _), ("/admin/backends", _), ("/admin/cache", _):
+        case ("/healthz", _), ("/readyz", _), ("/metrics", _), ("/admin/policy", _), ("/admin/backends", _), ("/admin/cache", _),
+            ("/admin/console", _), ("/", _), ("/console/console.css", _), ("/console/console.js", _):
             var response = problem(.methodNotAllowed, "method-not-allowed", "Method not allowed", "Use GET.")
             response.headers.append(("Allow", "GET"))
             return response
@@ -363,12 +406,7 @@ struct AdminPolicyView: Encodable {
                         case .code(let code): (String(number), "code \(code.name)")
                         }
                     }),
-                defaultVersion: {
-                    switch service.defaultVersion {
-                    case .latest: "latest"
-                    case .version(let number): String(number)
-                    }
-                }(),
+                defaultVersion: service.defaultVersionName,
                 addressRateLimit: service.addressRateLimit?.description,
                 buckets: service.compatibility.map { bucket in
                     let platforms = bucket.platforms.isEmpty ? "" : " on " + bucket.platforms.joined(separator: ",")
@@ -396,6 +434,16 @@ struct AdminPolicyView: Encodable {
                 redis: cluster.redis.description, database: cluster.database, password: cluster.password == nil ? "none" : "set",
                 timeout: "\(seconds * 1000 + attoseconds / 1_000_000_000_000_000)ms",
                 onFailure: ["limits": cluster.onFailure.limits.rawValue, "nonces": cluster.onFailure.nonces.rawValue])
+        }
+    }
+}
+
+extension ServicePolicy {
+    /// `latest`, or the default version's number: as `/admin/policy` and the console show it.
+    var defaultVersionName: String {
+        switch defaultVersion {
+        case .latest: "latest"
+        case .version(let number): String(number)
         }
     }
 }

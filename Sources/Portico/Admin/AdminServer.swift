@@ -75,6 +75,7 @@ final class AdminHandler: ChannelInboundHandler {
             var origin = AdminAPI.RequestOrigin(host: head.headers.first(name: "host"), origin: head.headers.first(name: "origin"))
             origin.peer = ClientAddress.bytes(context.channel.remoteAddress)
             origin.accept = head.headers["accept"].joined(separator: ", ")
+            origin.consoleToken = head.headers.first(name: "x-portico-console")
             let promise = context.eventLoop.makePromise(of: AdminAPI.Response.self)
             promise.completeWithTask { await api.respond(method: method, uri: uri, authorization: authorization, from: origin) }
             promise.futureResult.assumeIsolated().whenSuccess { response in

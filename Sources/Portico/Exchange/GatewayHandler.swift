@@ -287,7 +287,11 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
     ) {
         let closing = after == .close
         let (head, body) = ResponseDecoration.answer(problem, for: exchange, closing: closing)
-        services.metrics?.problemAnswered(problem)
+        if let metrics = services.metrics {
+            metrics.problemAnswered(problem)
+            metrics.recentProblems.record(
+                type: problem.type, status: Int(problem.status.code), service: exchange.routed?.service.name, requestID: exchange.requestID)
+        }
         accessLog.exchangeEnded(exchange)
         if after == .nextRequest { timeouts.responseEndSent() }
         context.write(wrapOutboundOut(.head(head)), promise: nil)

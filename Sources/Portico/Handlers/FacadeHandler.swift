@@ -73,8 +73,10 @@ struct FacadeHandler: Sendable {
                 Served(answer: FacadeAnswer(problem: Self.problem(for: failure), source: failure.source), value: nil))
         }
         let source = facade.chain[index]
+        let metrics = metrics
         return fetcher.fetch(source, contract: facade.contract, parameters: parameters, on: eventLoop).map { value in
-            Served(answer: FacadeAnswer(body: value.jsonData, source: source.name, backend: source.policy.backend), value: value)
+            metrics?.facades.served(service: facade.service, version: facade.version, source: source.name, byFallback: index > 0)
+            return Served(answer: FacadeAnswer(body: value.jsonData, source: source.name, backend: source.policy.backend), value: value)
         }.flatMapError { error in
             let failure = error as? SourceFailure ?? SourceFailure(source: source.name, kind: .status(0))
             if let answer = Self.finalAnswer(for: failure.kind, source: source.name) {
@@ -138,7 +140,7 @@ struct FacadeHandler: Sendable {
             case .success(let (served, shadowValue)):
                 guard let activeValue = served.value, served.answer.source != shadow.name else { return }
                 if let field = ReformValue.firstDifference(activeValue, shadowValue, contract: facade.contract) {
-                    metrics?.shadowCompared(.mismatch)
+                    metrics?.shadowCompared(.mismatch, service: facade.service, version: facade.version)
                     logger.warning(
                         "facade shadow mismatch",
                         metadata: [
@@ -147,12 +149,12 @@ struct FacadeHandler: Sendable {
                             "request_id": .string(fetcher.requestID),
                         ])
                 } else {
-                    metrics?.shadowCompared(.agreement)
+                    metrics?.shadowCompared(.agreement, service: facade.service, version: facade.version)
                 }
             case .failure(let error):
                 // The chain's future always succeeds (its failures are answers), so the shadow failed.
                 if let failure = error as? SourceFailure, case .cancelled = failure.kind { return }
-                metrics?.shadowCompared(.shadowFailed)
+                metrics?.shadowCompared(.shadowFailed, service: facade.service, version: facade.version)
             }
         }
     }

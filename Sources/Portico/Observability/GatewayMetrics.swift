@@ -1,3 +1,4 @@
+import Atomics
 import CoreMetrics
 import Foundation
 import NIOCore
@@ -86,9 +87,25 @@ public final class GatewayMetrics: Sendable {
     }
     /// Fleet mode's Redis client reports here.
     let redis: RedisMetrics
+    /// What the console charts: each service and version's last 15 minutes.
+    public let traffic: TrafficHistory
+    /// What the console lists: the last problems answered.
+    public let recentProblems: RecentProblems
+    /// What the console shows of each facade version: its sources' answers, fallbacks, shadow.
+    public let facades = FacadeTallies()
+    /// The rate-limit refusals by kind, as numbers the console can read (the Prometheus counters
+    /// beside them can only be rendered), in ``RefusalKind/allCases``' order.
+    private let refusalTallies: [ManagedAtomic<Int>]
 
-    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    /// - Parameter trafficClock: monotonic nanoseconds for ``traffic``'s slots (tests pass their own).
+    public init(
+        registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+        trafficClock: @escaping @Sendable () -> Int64 = { Int64(NIODeadline.now().uptimeNanoseconds) }
+    ) {
         self.registry = registry
+        traffic = TrafficHistory(clock: trafficClock)
+        recentProblems = RecentProblems()
+        refusalTallies = RefusalKind.allCases.map { _ in ManagedAtomic(0) }
         let buckets: [Duration] = [
             .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
@@ -168,16 +185,25 @@ public final class GatewayMetrics: Sendable {
             otherAuthentication.increment()
             return
         }
+        let kind: RefusalKind?
         switch problem.type {
         case Problem.typePrefix + "rate-limited":
-            if let kind = problem.extensions.first(where: { $0.0 == "limit" })?.1 { refusals[kind]?.increment() }
+            kind = problem.extensions.first(where: { $0.0 == "limit" }).flatMap { RefusalKind(rawValue: $0.1) }
         case Problem.typePrefix + "replay-quota-exceeded":
-            refusals[RefusalKind.nonceQuota.rawValue]?.increment()
+            kind = .nonceQuota
         case Problem.typePrefix + "backend-busy":
-            refusals[RefusalKind.concurrency.rawValue]?.increment()
+            kind = .concurrency
         default:
-            break
+            kind = nil
         }
+        guard let kind else { return }
+        refusals[kind.rawValue]?.increment()
+        refusalTallies[RefusalKind.allCases.firstIndex(of: kind)!].wrappingIncrement(ordering: .relaxed)
+    }
+
+    /// The rate-limit refusals since start, by kind (`tier`, `address`, `backend`, …).
+    var refusalCounts: [String: Int] {
+        Dictionary(uniqueKeysWithValues: zip(RefusalKind.allCases.map(\.rawValue), refusalTallies.map { $0.load(ordering: .relaxed) }))
     }
 
     /// One refusal of the authenticate stage, by service, by the scheme whose problem answered
@@ -194,7 +220,10 @@ public final class GatewayMetrics: Sendable {
     func connectionOpened() { openConnections.increment() }
     /// Spans the trace exporter's full queue dropped (a collector slow or away).
     func tracingSpansDropped(_ count: Int) { spansDropped.increment(by: count) }
-    func shadowCompared(_ result: ShadowResult) { shadowComparisons[result]?.increment() }
+    func shadowCompared(_ result: ShadowResult, service: String, version: Int) {
+        shadowComparisons[result]?.increment()
+        facades.shadowCompared(service: service, version: version, result: result.rawValue)
+    }
     func connectionClosed() { openConnections.decrement() }
     func tlsHandshakeCompleted() { tlsHandshakes.increment() }
     func tlsHandshakeFailed() { tlsHandshakeFailures.increment() }
@@ -211,7 +240,7 @@ public final class GatewayMetrics: Sendable {
 
     /// The per-request handles for one compiled policy.
     func requestMetrics(for snapshot: PolicySnapshot) -> RequestMetrics {
-        RequestMetrics(snapshot: snapshot, factory: factory)
+        RequestMetrics(snapshot: snapshot, factory: factory, traffic: traffic)
     }
 }
 
@@ -240,7 +269,16 @@ struct RequestMetrics: Sendable {
     /// The same series as ``requestDuration``, reached directly to give sampled requests exemplars.
     private let requestDurations: AtomicDurationHistogram
 
-    init(snapshot: PolicySnapshot, factory: GatewayMetricsFactory) {
+    /// Indexed like ``services``: each version's series in the console's traffic history.
+    private let traffic: [[Int: TrafficHistory.Series]]
+    private let history: TrafficHistory
+
+    init(snapshot: PolicySnapshot, factory: GatewayMetricsFactory, traffic history: TrafficHistory) {
+        self.history = history
+        traffic = snapshot.routes.services.map { service in
+            Dictionary(
+                uniqueKeysWithValues: service.policy.versions.keys.map { ($0, history.series(service: service.name, version: String($0))) })
+        }
         func counters(service: String, version: String) -> [CoreMetrics.Counter] {
             GatewayMetrics.statusClasses.map {
                 CoreMetrics.Counter(
@@ -280,6 +318,9 @@ struct RequestMetrics: Sendable {
         let version = exchange.head.version
         protocols[version.major == 2 ? 2 : version.minor == 0 ? 0 : 1].increment()
         let duration = (NIODeadline.now() - exchange.started).nanoseconds
+        if let service = exchange.routed?.service.index, let version = exchange.version, let series = traffic[service][version] {
+            history.record(series, status: status, nanoseconds: duration)
+        }
         if let trace = exchange.trace, trace.sampled {
             requestDurations.record(duration, exemplar: (trace.fields.traceID, trace.fields.spanID))
         } else {

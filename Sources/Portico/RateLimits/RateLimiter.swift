@@ -55,6 +55,9 @@ public final class RateLimiter: Sendable {
         self.clock = clock
     }
 
+    /// The limiter's time now, for reading its buckets (the console's `peek`s).
+    var now: Int64 { clock() }
+
     /// Checks every limit that applies, in order: the client's (its key's tier for this service,
     /// or its address), then the backend's. The first refusal is the answer (429); otherwise the
     /// most restrictive limit is returned for the response's headers (nil when none applies).

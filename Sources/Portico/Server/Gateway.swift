@@ -56,6 +56,8 @@ public final class Gateway: Sendable {
         var connections: [ObjectIdentifier: any Channel] = [:]
         var accepted = 0
         var started = false
+        /// When ``start()`` finished, for the console's uptime.
+        var startedAt: Date?
         var shutDown = false
         /// Shutdown waits here for the last connection to close (resumed by its close).
         var drained: [CheckedContinuation<Void, Never>] = []
@@ -128,6 +130,26 @@ public final class Gateway: Sendable {
                 })
         }
     }
+
+    /// What each listener is bound to and, for a TLS listener, the seconds left on each of the
+    /// certificates it serves now (the last reload's), in the policy's order.
+    var listenerStates: [(name: String, address: String, certificateSecondsLeft: [Int?])] {
+        state.withLockedValue { state in
+            state.listeners.map { listener in
+                (
+                    listener.name,
+                    listener.channel.localAddress.map { address in
+                        let host = address.ipAddress ?? "?"
+                        return host.contains(":") ? "[\(host)]:\(address.port ?? 0)" : "\(host):\(address.port ?? 0)"
+                    } ?? "",
+                    state.tlsStores[listener.name]?.current.secondsUntilExpiry ?? []
+                )
+            }
+        }
+    }
+
+    /// When ``start()`` finished; nil before.
+    var startedAt: Date? { state.withLockedValue { $0.startedAt } }
 
     /// Client connections open now, on every listener.
     public var openConnections: Int { state.withLockedValue { $0.connections.count } }
@@ -206,6 +228,7 @@ public final class Gateway: Sendable {
             $0.listeners = bound
             $0.tlsStores = tlsStores
             $0.started = true
+            $0.startedAt = Date()
         }
     }
 
