@@ -58,10 +58,14 @@ struct AdminAPI: Sendable {
         /// `X-Portico-Console`: the token of the console page the request comes from.
         var consoleToken: String? = nil
 
-        /// Whether `Origin` names the listener itself: `http://` and the request's own `Host`.
+        /// `Sec-Fetch-Site`, which browsers send with every request: `cross-site` for another site's.
+        var fetchSite: String? = nil
+
+        /// Whether `Origin` names the listener itself: its own `Host`, over `http://` (or `https://`,
+        /// behind a proxy that terminates TLS and keeps the `Host`).
         var isSameOrigin: Bool {
-            guard let origin, let host else { return false }
-            return origin.lowercased() == "http://" + host.lowercased()
+            guard let origin = origin?.lowercased(), let host = host?.lowercased() else { return false }
+            return origin == "http://" + host || origin == "https://" + host
         }
 
         static let tool = RequestOrigin(host: "127.0.0.1", origin: nil)
@@ -106,6 +110,13 @@ struct AdminAPI: Sendable {
                     "Without an admin token the console is served to loopback names only (this request names another host).")
             }
             return asset
+        }
+        // Another site's page may still make the browser fetch without an Origin (an image, a
+        // script): browsers say so in Sec-Fetch-Site, and nothing here is for it.
+        if requester.fetchSite?.lowercased() == "cross-site" {
+            return problem(
+                .forbidden, "admin-cross-site", "Forbidden",
+                "A request from a web page must come from this listener's console, with its token.")
         }
         // A browser's request (it carries an Origin) must be the console's own: same origin, and
         // the page's token, which a page of another site cannot read.

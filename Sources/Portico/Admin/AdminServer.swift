@@ -76,6 +76,7 @@ final class AdminHandler: ChannelInboundHandler {
             origin.peer = ClientAddress.bytes(context.channel.remoteAddress)
             origin.accept = head.headers["accept"].joined(separator: ", ")
             origin.consoleToken = head.headers.first(name: "x-portico-console")
+            origin.fetchSite = head.headers.first(name: "sec-fetch-site")
             let promise = context.eventLoop.makePromise(of: AdminAPI.Response.self)
             promise.completeWithTask { await api.respond(method: method, uri: uri, authorization: authorization, from: origin) }
             promise.futureResult.assumeIsolated().whenSuccess { response in
@@ -89,6 +90,9 @@ final class AdminHandler: ChannelInboundHandler {
         headers.add(name: "Content-Type", value: response.contentType)
         headers.add(name: "Content-Length", value: String(response.body.count))
         headers.add(name: "Cache-Control", value: "no-store")
+        // Never read as another type, never embedded by another site's page.
+        headers.add(name: "X-Content-Type-Options", value: "nosniff")
+        headers.add(name: "Cross-Origin-Resource-Policy", value: "same-origin")
         for (name, value) in response.headers { headers.add(name: name, value: value) }
         if !request.isKeepAlive { headers.add(name: "Connection", value: "close") }
         context.write(

@@ -91,7 +91,7 @@ extension ConsolePage {
             })));
         }
 
-        /// A sparkline of `values` (one per slot, oldest first) with its numbers in a table beside it.
+        // A sparkline of `values` (one per slot, oldest first) with its numbers in a table beside it.
         function chart(label, values, unit, slotSeconds) {
           const width = 180, height = 36, max = Math.max(1, ...values.map((value) => value ?? 0));
           const step = values.length > 1 ? width / (values.length - 1) : width;
@@ -119,22 +119,35 @@ extension ConsolePage {
                 ...classes.flatMap(([name, count], index) => [index ? ", " : "", element("span", { class: `status s${name[0]}`, text: `${name} ${number(count)}` })])),
               element("div", { class: "charts" },
                 chart("Requests/s", perSecond, "req/s", seconds),
+                chart("4xx/s", series.clientErrors.map((count) => count / seconds), "req/s", seconds),
+                chart("5xx/s", series.serverErrors.map((count) => count / seconds), "req/s", seconds),
                 chart("p50", series.p50Ms, "ms", seconds),
                 chart("p99", series.p99Ms, "ms", seconds)));
           }));
         }
 
-        /// Buckets per platform on one ordinal axis of the versions that bound them.
+        // Buckets per platform on one ordinal axis of the versions that bound them.
         function bucketPicture(buckets) {
-          const compare = (left, right) => {
-            const parts = (text) => text.split(/[.+-]/).map((part) => (/^\d+$/.test(part) ? Number(part) : part));
-            const [a, b] = [parts(left), parts(right)];
+          // SemVer precedence: the numbers, then a pre-release before its release (2.0.0-0 < 2.0.0),
+          // pre-release identifiers numeric before alphanumeric; build metadata ignored.
+          const identifiers = (text) => text.split(".").map((part) => (/^\d+$/.test(part) ? Number(part) : part));
+          const compareIdentifiers = (a, b) => {
             for (let index = 0; index < Math.max(a.length, b.length); index += 1) {
               if (a[index] === undefined) return -1;
               if (b[index] === undefined) return 1;
-              if (a[index] !== b[index]) return typeof a[index] === typeof b[index] ? (a[index] < b[index] ? -1 : 1) : typeof a[index] === "number" ? -1 : 1;
+              if (a[index] === b[index]) continue;
+              if (typeof a[index] !== typeof b[index]) return typeof a[index] === "number" ? -1 : 1;
+              return a[index] < b[index] ? -1 : 1;
             }
             return 0;
+          };
+          const compare = (left, right) => {
+            const [leftCore, ...leftPre] = left.split("+")[0].split("-");
+            const [rightCore, ...rightPre] = right.split("+")[0].split("-");
+            const core = compareIdentifiers(identifiers(leftCore), identifiers(rightCore));
+            if (core !== 0) return core;
+            if (!leftPre.length || !rightPre.length) return rightPre.length - leftPre.length;
+            return compareIdentifiers(identifiers(leftPre.join("-")), identifiers(rightPre.join("-")));
           };
           const bounds = [...new Set(buckets.flatMap((bucket) => [bucket.from, bucket.to]).filter(Boolean))].sort(compare);
           const rows = [...new Set(buckets.map((bucket) => bucket.platforms.join(", ") || "any platform"))];
@@ -199,7 +212,7 @@ extension ConsolePage {
 
         function drawBackends(backends) {
           replace("backends-body", table(null, ["Backend", "In flight", "Errors", "Retries", "Targets"], backends.map((backend) => [
-            backend.name, backend.inFlight === null ? "not counted" : number(backend.inFlight), number(backend.errors), number(backend.retries),
+            backend.name, backend.inFlight == null ? "not counted" : number(backend.inFlight), number(backend.errors), number(backend.retries),
             backend.targets.map((target) => `${target.url} ${target.up ? "up" : "down"}, ${target.health === "unknown" ? "unchecked" : target.health}` +
               (target.ejectedForSeconds ? `, ejected for ${target.ejectedForSeconds} s` : "")).join("; "),
           ])));
@@ -234,45 +247,69 @@ extension ConsolePage {
 
         // MARK: Reading
 
+        // One read and drawing; says what went wrong, if anything. True to go on polling.
         async function refresh() {
           let response;
           try {
-            response = await fetch("/admin/console", { headers: headers(), cache: "no-store" });
+            // A gateway that does not answer within 10 s is reported, and asked again.
+            response = await fetch("/admin/console", { headers: headers(), cache: "no-store", signal: AbortSignal.timeout(10000) });
           } catch (error) {
-            return say(`The gateway cannot be reached (${error.message}).`, "error");
+            say(`The gateway cannot be reached (${error.message}).`, "error");
+            return true;
           }
           if (response.status === 401) {
             document.getElementById("auth").hidden = false;
-            stop();
-            return say("This admin listener needs its token.", "error");
+            say(adminToken ? "That token was refused." : "This admin listener needs its token.", "error");
+            return false;
           }
-          if (!response.ok) return say(`The gateway answered ${response.status}.`, "error");
-          const state = await response.json();
-          document.getElementById("auth").hidden = true;
-          drawGateway(state.gateway);
-          drawTraffic(state.traffic);
-          drawServices(state.services);
-          drawLimits(state.limits);
-          drawBackends(state.backends);
-          drawKeys(state.keys);
-          drawFleet(state.fleet);
-          drawProblems(state.problems);
-          if (lastGeneration !== null && lastGeneration !== state.gateway.generation) say(`Policy generation ${state.gateway.generation} is active.`, "ok");
-          else if (lastGeneration === null) say(`Live: generation ${state.gateway.generation}.`, "ok");
-          lastGeneration = state.gateway.generation;
-          document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed ?? "0") + 1);
+          if (!response.ok) {
+            say(`The gateway answered ${response.status}.`, "error");
+            return true;
+          }
+          try {
+            const state = await response.json();
+            document.getElementById("auth").hidden = true;
+            drawGateway(state.gateway);
+            drawTraffic(state.traffic);
+            drawServices(state.services);
+            drawLimits(state.limits);
+            drawBackends(state.backends);
+            drawKeys(state.keys);
+            drawFleet(state.fleet);
+            drawProblems(state.problems);
+            const changed = lastGeneration !== null && lastGeneration !== state.gateway.generation;
+            say(changed ? `Policy generation ${state.gateway.generation} is active.` : `Live: generation ${state.gateway.generation}.`, "ok");
+            lastGeneration = state.gateway.generation;
+            document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed ?? "0") + 1);
+          } catch (error) {
+            say(`The gateway's answer could not be shown (${error.message}).`, "error");
+          }
+          return true;
         }
+
+        // Polls every two seconds after the last read ended (reads never pile up), and not at all
+        // while the tab is hidden.
+        async function poll(generation) {
+          if (generation !== polling) return;
+          const goOn = document.hidden ? true : await refresh();
+          if (goOn && generation === polling) timer = setTimeout(() => poll(generation), refreshMilliseconds);
+        }
+
+        let polling = 0;
 
         function start() {
           stop();
-          refresh();
-          timer = setInterval(refresh, refreshMilliseconds);
+          polling += 1;
+          poll(polling);
         }
 
         function stop() {
-          if (timer !== null) clearInterval(timer);
+          if (timer !== null) clearTimeout(timer);
           timer = null;
+          polling += 1;
         }
+
+        document.addEventListener("visibilitychange", () => { if (!document.hidden && timer !== null) start(); });
 
         // MARK: Reload
 

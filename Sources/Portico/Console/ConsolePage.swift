@@ -24,8 +24,7 @@ enum ConsolePage {
         return AdminAPI.Response(
             status: .ok, contentType: type, body: Array(body.utf8),
             headers: [
-                ("Content-Security-Policy", contentSecurityPolicy), ("X-Frame-Options", "DENY"), ("X-Content-Type-Options", "nosniff"),
-                ("Referrer-Policy", "no-referrer"),
+                ("Content-Security-Policy", contentSecurityPolicy), ("X-Frame-Options", "DENY"), ("Referrer-Policy", "no-referrer"),
             ])
     }
 

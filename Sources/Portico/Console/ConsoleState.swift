@@ -142,6 +142,9 @@ struct ConsoleState: Encodable {
 
     static func timestamp(_ date: Date) -> String { RecentProblems.timestamp(date) }
 
+    /// The most tier buckets one answer looks at for ``Limits/nearest``.
+    static let maxBucketLooks = 10_000
+
     /// Reads it all now. Only the Redis breakers' states take a hop to the event loops.
     static func read(_ portico: Portico.Gateway) async -> ConsoleState {
         let compiled = portico.store.current
@@ -158,7 +161,7 @@ struct ConsoleState: Encodable {
                 let seconds = state.flatMap { index < $0.certificateSecondsLeft.count ? $0.certificateSecondsLeft[index] : nil }
                 return Certificate(
                     file: file, notAfter: seconds.map { timestamp(now.addingTimeInterval(TimeInterval($0))) },
-                    daysLeft: seconds.map { $0 / 86400 })
+                    daysLeft: seconds.map { Int((Double($0) / 86400).rounded(.down)) })
             }
             return Listener(
                 name: listener.name, address: state?.address ?? "\(listener.address):\(listener.port)",
@@ -177,9 +180,13 @@ struct ConsoleState: Encodable {
         if portico.fleet == nil {
             let limiter = portico.rateLimiter
             let at = limiter.now
+            // Bounded: a policy of many keys costs each poll at most this many looks at the store.
+            var looks = 0
             for rules in compiled.services {
-                for (keyID, key) in policy.keys where key.services.contains(rules.name) || key.services.contains("*") {
-                    guard let tier = key.tier, let limit = rules.tierLimits[tier] else { continue }
+                for (keyID, key) in policy.keys
+                where key.status == .active && (key.services.contains(rules.name) || key.services.contains("*")) {
+                    guard looks < Self.maxBucketLooks, let tier = key.tier, let limit = rules.tierLimits[tier] else { continue }
+                    looks += 1
                     let key = RateLimitKey(scope: .tier, name: limit.name, service: rules.name, subject: keyID)
                     nearest.append(
                         level(

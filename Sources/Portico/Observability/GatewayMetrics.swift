@@ -279,6 +279,11 @@ struct RequestMetrics: Sendable {
             Dictionary(
                 uniqueKeysWithValues: service.policy.versions.keys.map { ($0, history.series(service: service.name, version: String($0))) })
         }
+        history.prune(
+            keeping: Set(
+                snapshot.routes.services.flatMap { service in
+                    service.policy.versions.keys.map { TrafficHistory.SeriesKey(service: service.name, version: String($0)) }
+                }))
         func counters(service: String, version: String) -> [CoreMetrics.Counter] {
             GatewayMetrics.statusClasses.map {
                 CoreMetrics.Counter(

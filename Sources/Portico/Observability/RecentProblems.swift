@@ -10,11 +10,23 @@ public final class RecentProblems: Sendable {
     public static let capacity = 50
 
     struct Entry: Encodable, Sendable {
-        var time: String
+        /// Formatted when read: an answer's path (a flood of 401s) only takes the clock.
+        var time: Date
         var type: String
         var status: Int
         var service: String?
         var requestId: String
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(RecentProblems.timestamp(time), forKey: .time)
+            try container.encode(type, forKey: .type)
+            try container.encode(status, forKey: .status)
+            try container.encodeIfPresent(service, forKey: .service)
+            try container.encode(requestId, forKey: .requestId)
+        }
+
+        private enum CodingKeys: String, CodingKey { case time, type, status, service, requestId }
     }
 
     private let ring = NIOLockedValueBox<(entries: [Entry?], next: Int)>(([Entry?](repeating: nil, count: capacity), 0))
@@ -25,7 +37,7 @@ public final class RecentProblems: Sendable {
     }
 
     func record(type: String, status: Int, service: String?, requestID: String) {
-        let entry = Entry(time: Self.timestamp(now()), type: type, status: status, service: service, requestId: requestID)
+        let entry = Entry(time: now(), type: type, status: status, service: service, requestId: requestID)
         ring.withLockedValue { ring in
             ring.entries[ring.next] = entry
             ring.next = (ring.next + 1) % Self.capacity

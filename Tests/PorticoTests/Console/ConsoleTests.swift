@@ -98,6 +98,13 @@ struct ConsoleTests {
                 #expect(answer.status == 403, "\(headers)")
             }
             #expect(gateway.gateway.store.revision.generation == 0)
+            // An image or script tag of another site's page sends no Origin, but its browser says whose it is.
+            let embedded = try await offThePool {
+                try gateway.adminRequest("GET", "/admin/console", headers: [("Sec-Fetch-Site", "cross-site")])
+            }
+            #expect(embedded.status == 403)
+            let tool = try await offThePool { try gateway.adminRequest("GET", "/admin/policy") }
+            #expect(tool.header("x-content-type-options") == "nosniff" && tool.header("cross-origin-resource-policy") == "same-origin")
             // The console's own request, and without a token only under a loopback name.
             let rebound = try await offThePool {
                 try gateway.adminRequest(
@@ -204,6 +211,18 @@ struct ConsoleTests {
             }
             #expect(keysShown, "the removed key is still listed")
 
+            // A broken policy: Check lists its errors with file and key path; the active one stays.
+            try gateway.write("backends.yaml", "backends:\n  alpha: { url: 12 }\n")
+            let checkAgain = try await offThePool { try browser.click("#check") }
+            #expect(checkAgain)
+            let refused = try await offThePool {
+                try browser.wait(for: "document.querySelector('#reload-result').dataset.outcome === 'refused'")
+            }
+            #expect(refused, "the refusal was never drawn")
+            let errors = try await offThePool { try browser.text("#reload-result") }
+            #expect(errors.contains("backends.yaml") && errors.contains("backends.alpha"), "\(errors)")
+            #expect(gateway.gateway.store.revision.generation == 1)
+
             // A phone's width: one column, still every section.
             try await offThePool { try browser.viewport(width: 390, height: 844, mobile: true) }
             let oneColumn = try await offThePool {
@@ -227,12 +246,52 @@ struct ConsoleTests {
             let shot = InteropTests.repositoryRoot.appendingPathComponent(".build/console-screenshot.png").path
             let written = try await offThePool { try browser.screenshot(to: shot) }
             #expect(written > 10_000)
-            // Nothing the page did broke its own policy or threw.
+            // Nothing the page did broke its own policy or threw; the one failed load is the refused check's 422.
             let logged = try await offThePool { try browser.logged() }
+            let expected = "Failed to load resource: the server responded with a status of 422 (Unprocessable Entity)"
             #expect(
                 !logged.contains {
-                    $0["kind"] == "exception" || $0["kind"] == "error" || ($0["text"] ?? "").contains("Content Security Policy")
+                    $0["kind"] == "exception" || ($0["kind"] == "error" && $0["text"] != expected)
+                        || ($0["text"] ?? "").contains("Content Security Policy")
                 }, "\(logged)")
+        }
+    }
+
+    @Test(
+        "in Chromium, with an admin token: the page asks for it, keeps it out of the URL and storage, and then shows the gateway",
+        .enabled(if: ConsoleBrowser.available, "chromium is not installed (scripts/install-deps.sh)"))
+    func tokenInTheBrowser() async throws {
+        let token = "console-admin-token-0123456789abcdef"
+        try await withReloadableGateway(
+            backends: [namedBackend("alpha"), namedBackend("beta")],
+            files: { ports in
+                var files = Self.files(ports)
+                files["gateway.yaml"] = """
+                    \(TestGateway.gatewaySection(accessLog: false, tls: nil))
+                    admin: { address: 127.0.0.1, port: 0, tokenFile: admin.token }
+                    """
+                files["admin.token"] = token
+                return files
+            }
+        ) { gateway, _ in
+            let browser = try await offThePool { try ConsoleBrowser("http://127.0.0.1:\(gateway.admin.port)/") }
+            defer { browser.close() }
+            let asked = try await offThePool { try browser.wait(for: "!document.getElementById('auth').hidden") }
+            #expect(asked, "the page never asked for the token")
+            let facts = try await offThePool { try browser.text("#gateway-facts") }
+            #expect(facts.isEmpty, "data shown without the token: \(facts)")
+            _ = try await offThePool {
+                try browser.evaluate(
+                    "document.getElementById('token').value = '\(token)'; document.getElementById('auth').requestSubmit(); 'sent'")
+            }
+            let shown = try await offThePool { try browser.wait(for: "document.querySelector('[data-fact=\"Generation\"]')") }
+            #expect(shown, "the gateway never showed after the token was given")
+            let kept = try await offThePool {
+                try browser.evaluate(
+                    "[location.href, document.cookie, JSON.stringify(localStorage), JSON.stringify(sessionStorage), document.getElementById('token').value].join(' ')"
+                )
+            }
+            #expect(!kept.contains(token), "the token is kept where it outlives the tab: \(kept)")
         }
     }
 
@@ -283,6 +342,7 @@ struct TrafficHistoryTests {
         let view = try! #require(history.snapshot().first)
         #expect(view.requests.count == TrafficHistory.slotCount)
         #expect(Array(view.requests.suffix(2)) == [100, 1])
+        #expect(Array(view.serverErrors.suffix(2)) == [10, 0] && Array(view.clientErrors.suffix(2)) == [0, 1])
         #expect(view.totals.requests == 101 && view.totals.statusClasses == ["1xx": 0, "2xx": 90, "3xx": 0, "4xx": 1, "5xx": 10])
         // 1 ms to 100 ms: the median is about 50 ms, the 99th about 99 ms, each within a bucket's fifth.
         let median = try! #require(view.p50Ms[TrafficHistory.slotCount - 2])
