@@ -121,13 +121,14 @@ public struct ServerTrust: Sendable, Hashable {
     }
 
     static func pinDigest(_ pin: String) throws(ServerTrustError) -> Data {
-        var text = Substring(pin.trimmingCharacters(in: .whitespaces))
-        for prefix in ["sha256//", "sha256/"] where text.hasPrefix(prefix) {
-            text = text.dropFirst(prefix.count)
-            break
+        let text = Substring(pin.trimmingCharacters(in: .whitespaces))
+        // `/` is a base64 digit: `sha256//abc…` is curl's form of `abc…`, or OkHttp's form of a
+        // digest whose base64 starts with `/`. Whichever reading gives a 32-byte digest is the pin
+        // (both cannot: base64 of 32 bytes is 44 characters).
+        for prefix in ["sha256/", "sha256//", ""] where text.hasPrefix(prefix) {
+            if let digest = Data(base64Encoded: String(text.dropFirst(prefix.count))), digest.count == 32 { return digest }
         }
-        guard let digest = Data(base64Encoded: String(text)), digest.count == 32 else { throw .invalidPin(pin) }
-        return digest
+        throw .invalidPin(pin)
     }
 }
 

@@ -78,6 +78,19 @@ struct ServerTrustValueTests {
         #expect(ServerTrust.system.isSystem)
     }
 
+    @Test("a digest whose base64 starts with / reads the same in OkHttp's, curl's and the bare form")
+    func slashPins() throws {
+        let digest = Data([0xFC] + [UInt8](repeating: 7, count: 31))
+        let base64 = digest.base64EncodedString()
+        #expect(base64.hasPrefix("/"))
+        for pin in ["sha256/" + base64, "sha256//" + base64, base64] {
+            #expect(try ServerTrust(pinnedPublicKeys: [pin]).pinnedPublicKeys == [digest], "\(pin)")
+        }
+        // And curl's form of one that does not start with /.
+        let plain = Data(repeating: 1, count: 32)
+        #expect(try ServerTrust(pinnedPublicKeys: ["sha256//" + plain.base64EncodedString()]).pinnedPublicKeys == [plain])
+    }
+
     @Test("text that is not PEM, a block that is not a certificate, a bad pin and a trust of nothing are refused, each by name")
     func refusals() async throws {
         _ = try await offThePool { DevelopmentCertificates.directory }

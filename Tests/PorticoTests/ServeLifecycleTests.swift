@@ -79,8 +79,9 @@ struct ServeLifecycleTests {
         let accessLog = directory + "/access.log"
 
         // The drain must outlast what the test observes during it (readiness, the closed listener,
-        // the three answers) on a loaded machine; the fourth request is cut when it ends.
-        let serve = try ServeProcess(arguments: ["--policies", directory, "--access-log", accessLog, "--drain-timeout", "6"])
+        // the three answers) on a loaded machine; the fourth request is cut when it ends. (6 s was
+        // once too short: a CI run's polling of /readyz first ran after the process had exited.)
+        let serve = try ServeProcess(arguments: ["--policies", directory, "--access-log", accessLog, "--drain-timeout", "20"])
         defer { if serve.process.isRunning { serve.signal(SIGKILL) } }
         #expect(await eventually { serve.port("serving", listener: "public") != nil && serve.port("admin") != nil })
         let port = try #require(serve.port("serving", listener: "public"))
