@@ -83,6 +83,8 @@ public final class TargetRegistry: Sendable {
 /// A backend's requests and retries in flight, across its targets and event loops, and the lock
 /// its ejections are decided under.
 final class BackendRetries: Sendable {
+    /// Requests in flight to the backend: proxied requests (from their first attempt to their
+    /// last) and facade or code-handler fetches.
     let requests = Atomic<Int>(0)
     let retries = Atomic<Int>(0)
     /// Retries sent since start, for `/metrics`.

@@ -103,9 +103,8 @@ struct ConsoleState: Encodable {
 
     struct Backend: Encodable {
         let name: String
-        /// Requests in flight, where the backend counts them (a concurrency cap, least-request
-        /// balancing or a per-target cap); nil otherwise.
-        let inFlight: Int?
+        /// Requests in flight: proxied requests and fetches (those its concurrency cap counts, with one).
+        let inFlight: Int
         /// Failed attempts (connect failures, resets, timeouts, 5xx) since start.
         let errors: Int
         let retries: Int
@@ -208,10 +207,9 @@ struct ConsoleState: Encodable {
         let report = BackendsReport(compiled).backends
         let backends = compiled.backends.keys.sorted().compactMap { name -> Backend? in
             guard let backend = compiled.backends[name], let targets = report[name]?.targets else { return nil }
-            let inFlight: Int? =
+            let inFlight =
                 backend.maxConcurrent != nil
-                ? portico.rateLimiter.concurrency.inFlight(name)
-                : targets.reduce(Int?.none) { sum, target in target.inFlight.map { (sum ?? 0) + $0 } }
+                ? portico.rateLimiter.concurrency.inFlight(name) : backend.retryState.requests.load(ordering: .relaxed)
             return Backend(
                 name: name, inFlight: inFlight, errors: targets.reduce(0) { $0 + $1.failuresTotal },
                 retries: report[name]?.retriesTotal ?? 0, targets: targets)

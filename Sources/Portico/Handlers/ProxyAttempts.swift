@@ -70,7 +70,8 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
 
     /// Sends the first attempt.
     func start() {
-        if backend.retries != nil { backend.retryState.requests.wrappingAdd(1, ordering: .relaxed) }
+        // Counted for every backend: the retry budget's base, and the console's in-flight figure.
+        backend.retryState.requests.wrappingAdd(1, ordering: .relaxed)
         send()
     }
 
@@ -112,7 +113,7 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
     private func finish() {
         guard !finished else { return }
         finished = true
-        if backend.retries != nil { backend.retryState.requests.wrappingSubtract(1, ordering: .relaxed) }
+        backend.retryState.requests.wrappingSubtract(1, ordering: .relaxed)
     }
 
     fileprivate func received(_ events: UpstreamEvents, attempt number: Int) {

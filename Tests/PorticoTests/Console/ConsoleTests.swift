@@ -295,6 +295,27 @@ struct ConsoleTests {
         }
     }
 
+    @Test("a backend's requests in flight: one while the backend holds it, none once answered")
+    func inFlight() async throws {
+        let held = try await HeldBackend.start(body: "{}")
+        let gateway = try await TestGateway.start(
+            policy: """
+                backends: { app: { url: "http://127.0.0.1:\(held.port)" } }
+                services: { open: { path: /open, versions: { 1: { proxy: { backend: app } } } } }
+                """)
+        let port = gateway.port
+        let call = Task { try await offThePool { try RawHTTPClient(port: port).request("GET", "/open/x").status } }
+        #expect(await eventually { held.requestsReceived == 1 })
+        let during = await ConsoleState.read(gateway.gateway).backends.first { $0.name == "app" }
+        #expect(during?.inFlight == 1)
+        held.release()
+        #expect(try await call.value == 200)
+        let after = await ConsoleState.read(gateway.gateway).backends.first { $0.name == "app" }
+        #expect(after?.inFlight == 0)
+        await gateway.shutdown()
+        try await held.shutdown()
+    }
+
     @Test("a facade version's counts: answers by the source that served them, and how many a fallback served")
     func facadeCounts() async throws {
         let calls = Atomic<Int>(0)
