@@ -88,7 +88,8 @@ struct ServeLifecycleTests {
         let adminPort = try #require(serve.port("admin"))
 
         // Three requests that will complete, one that never would.
-        let clients = try (0..<4).map { _ in try RawHTTPClient(port: port) }
+        // Each waits longer than the drain: the fourth's connection closes only when it ends.
+        let clients = try (0..<4).map { _ in try RawHTTPClient(port: port, receiveTimeout: 90) }
         for client in clients.prefix(3) { try client.send("GET /slow/done HTTP/1.1\r\nHost: t\r\n\r\n") }
         try clients[3].send("GET /slow/never HTTP/1.1\r\nHost: t\r\n\r\n")
         #expect(await eventually { backend.requestsReceived == 4 })
