@@ -8,6 +8,13 @@ public struct ScriptedRequest: Sendable {
     public var target: String
     /// 1 for a connection's first request, 2 for the next one on it, and so on.
     public var indexOnConnection: Int
+    /// The head's fields as sent, names as written.
+    public var fields: [(name: String, value: String)] = []
+
+    /// The first field named `name` (compared without case).
+    public func field(_ name: String) -> String? {
+        fields.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
 }
 
 /// A backend that answers with exactly the bytes a test scripted, framing mistakes included.
@@ -149,16 +156,19 @@ final class ScriptedBackendHandler: ChannelInboundHandler {
         counters.requests.wrappingAdd(1, ordering: .relaxed)
         let lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
         let requestLine = lines.first?.split(separator: " ") ?? []
+        var fields: [(name: String, value: String)] = []
         for line in lines.dropFirst() {
             let parts = line.split(separator: ":", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "content-length" {
+            guard parts.count == 2 else { continue }
+            fields.append((String(parts[0]), String(parts[1].trimmingPrefix(" "))))
+            if parts[0].lowercased() == "content-length" {
                 bodyRemaining = Int(parts[1].trimmingPrefix(" ")) ?? 0
             }
         }
         served += 1
         let request = ScriptedRequest(
             method: requestLine.first.map(String.init) ?? "", target: requestLine.dropFirst().first.map(String.init) ?? "",
-            indexOnConnection: served)
+            indexOnConnection: served, fields: fields)
         perform(script(request)[...], context: context)
     }
 

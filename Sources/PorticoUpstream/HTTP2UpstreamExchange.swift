@@ -45,11 +45,26 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
     func start(target: HTTP2Target) {
         self.target = target
         guard timer == nil else { return }
+        setTimer(at: started + TimeAmount(request.timeout))
+    }
+
+    private func setTimer(at deadline: NIODeadline) {
+        timer?.cancel()
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        timer = eventLoop.scheduleTask(deadline: started + TimeAmount(request.timeout)) {
+        timer = eventLoop.scheduleTask(deadline: deadline) {
             let exchange = bound.value
-            exchange.fail(UpstreamError(.timedOut, detail: "no complete answer within \(exchange.request.timeout)"))
+            let waited = exchange.streamsEvents ? "no event within" : "no complete answer within"
+            exchange.fail(UpstreamError(.timedOut, detail: "\(waited) \(exchange.request.timeout)"))
         }
+    }
+
+    /// An event stream's clock (``UpstreamResponseHead/isEventStream``): the timeout runs from its
+    /// last delivery, or the client's last progress through it, instead of from the start.
+    private var streamsEvents = false
+
+    private func extendStream() {
+        guard !isFinished else { return }
+        setTimer(at: .now() + TimeAmount(request.timeout))
     }
 
     // MARK: UpstreamTask
@@ -67,6 +82,7 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
     func consumed(bytes: Int) {
         guard eventLoop.inEventLoop else { return eventLoop.execute { self.consumed(bytes: bytes) } }
         unconsumed -= bytes
+        if streamsEvents { extendStream() }
         if paused && unconsumed <= configuration.lowWatermark {
             paused = false
             stream?.read()
@@ -154,6 +170,8 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
         if pending.head != nil || pending.body != nil || pending.result != nil {
             let events = pending
             pending = UpstreamEvents()
+            if events.head?.isEventStream == true { streamsEvents = true }
+            if streamsEvents && events.result == nil { extendStream() }
             handler.upstreamReceived(events)
         }
         guard !isFinished else { return false }

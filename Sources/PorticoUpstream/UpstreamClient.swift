@@ -115,6 +115,16 @@ public struct UpstreamResponseHead: Sendable {
     /// delimited otherwise (chunked, or by the backend closing) or there is none.
     public var contentLength: Int?
 
+    /// Whether the answer is a server-sent event stream (`Content-Type: text/event-stream`): a
+    /// body that stays open, event after event, for as long as the backend has events to send.
+    public var isEventStream: Bool {
+        guard let type = headers.first(name: "content-type") else { return false }
+        var mediaType = type.utf8.prefix { $0 != UInt8(ascii: ";") }
+        while let first = mediaType.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { mediaType = mediaType.dropFirst() }
+        while let last = mediaType.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { mediaType = mediaType.dropLast() }
+        return String(Substring(mediaType)).lowercased() == "text/event-stream"
+    }
+
     public init(status: Int, headers: HTTPHeaders, contentLength: Int? = nil) {
         self.status = status
         self.headers = headers

@@ -51,6 +51,9 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
     /// The list the deadline is in (its pool's).
     private var deadlines: UpstreamDeadlines?
     private var retried = false
+    /// The answer is an event stream (``UpstreamResponseHead/isEventStream``): from its head on,
+    /// `timeout` bounds each wait for the stream to move, not the whole exchange.
+    private var streamsEvents = false
     /// A retry after a stale connection runs on a fresh one only.
     var needsFreshConnection: Bool { retried }
     private var newConnections = 0
@@ -130,7 +133,10 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
             eventLoop.execute { self.consumed(bytes: bytes) }
             return
         }
-        if case .running(let connection) = state { connection.consumed(bytes) }
+        if case .running(let connection) = state {
+            if streamsEvents { extendStream() }
+            connection.consumed(bytes)
+        }
     }
 
     // MARK: Calls from the pool
@@ -160,7 +166,15 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
 
     func received(_ events: UpstreamEvents) {
         guard case .running = state else { return }
+        if events.head?.isEventStream == true { streamsEvents = true }
+        if streamsEvents { extendStream() }
         handler?.upstreamReceived(events)
+    }
+
+    /// An event stream's clock: the timeout runs from its last delivery, or the client's last
+    /// progress through it, instead of from the exchange's start.
+    private func extendStream() {
+        deadlines?.insert(self, deadline: eventLoop.now + timeout)
     }
 
     func completed(_ events: UpstreamEvents) {
@@ -192,7 +206,9 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
 
     /// The whole-exchange timeout ran out (``UpstreamDeadlines`` has unlinked it already).
     func deadlinePassed() {
-        let error = UpstreamError(.timedOut, detail: "no complete response within \(Duration(timeout))")
+        let error = UpstreamError(
+            .timedOut,
+            detail: streamsEvents ? "no event within \(Duration(timeout))" : "no complete response within \(Duration(timeout))")
         switch state {
         case .created, .waiting:
             // (Created: its clock was started before it reached a pool, which only tests do.)

@@ -118,6 +118,47 @@ struct UpstreamConnectionHandlerTests {
         #expect(setup.recorder.deliveriesAfterResult == 0)
     }
 
+    @Test("an event stream's timeout runs from its last delivery or the client's last progress, not from the exchange's start")
+    func eventStreamIdleClock() throws {
+        let setup = try Self.setUp(timeout: .seconds(5))
+        setup.recorder.consumesImmediately = false
+        setup.exchange.armTimeout(in: UpstreamDeadlines(eventLoop: setup.loop))
+        #expect(setup.exchange.run(on: setup.handler))
+        setup.loop.advanceTime(by: .seconds(4))
+        try setup.channel.writeInbound(
+            Self.responseHead(["Transfer-Encoding": "chunked", "Content-Type": "Text/Event-Stream; charset=utf-8"]))
+        // Events every 4 s: the stream outlives the 5 s a whole exchange would get.
+        for _ in 0..<3 {
+            setup.loop.advanceTime(by: .seconds(4))
+            try setup.channel.writeInbound(HTTPClientResponsePart.body(ByteBuffer(string: "data: tick\n\n")))
+        }
+        // A client reading the last event moves the clock too.
+        setup.loop.advanceTime(by: .seconds(4))
+        setup.exchange.consumed(bytes: 12)
+        setup.loop.advanceTime(by: .seconds(4))
+        #expect(setup.recorder.result == nil)
+        #expect(setup.channel.isActive)
+        // Then 5 s without anything: the stream is cut, saying why.
+        setup.loop.advanceTime(by: .seconds(1))
+        guard case .failure(let error) = setup.recorder.result else {
+            Issue.record("expected the idle stream to time out")
+            return
+        }
+        #expect(error.kind == .timedOut && error.description.contains("no event within"), "\(error)")
+        #expect(!setup.channel.isActive)
+    }
+
+    @Test("text/event-stream is told from other types, its parameters and case aside")
+    func eventStreamType() {
+        for (type, expected) in [
+            ("text/event-stream", true), ("TEXT/EVENT-STREAM;charset=utf-8", true), (" text/event-stream ; x=1", true),
+            ("text/event-streams", false), ("application/json", false), ("text/plain", false),
+        ] {
+            #expect(UpstreamResponseHead(status: 200, headers: ["Content-Type": type]).isEventStream == expected, "\(type)")
+        }
+        #expect(!UpstreamResponseHead(status: 200, headers: [:]).isEventStream)
+    }
+
     @Test("a response nobody asked for closes an idle connection")
     func strayResponseWhileIdle() throws {
         let setup = try Self.setUp()

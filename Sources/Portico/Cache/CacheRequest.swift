@@ -1,6 +1,7 @@
 import NIOHTTP1
 import PorticoHTTP
 import PorticoPolicy
+import PorticoUpstream
 
 /// What the cache reads of a request that may be answered from it: its key, its version, the
 /// fields a stored response's `Vary` may name, its own `Cache-Control`, and whether it was
@@ -63,6 +64,9 @@ struct CacheRequest: Sendable {
         if control.noStore { return .skip("the request says no-store") }
         guard !isHEAD else { return .skip("a response to HEAD has no body to store") }
         guard CacheRules.understands(status: status) else { return .skip("status \(status)") }
+        // An event stream is live: stored, it would replay old events, and requests collapsed
+        // onto its fill would wait for a stream that may never end.
+        if UpstreamResponseHead(status: status, headers: response).isEventStream { return .skip("an event stream") }
         let directives = ResponseDirectives(response)
         let responseControl = directives.control
         // `must-understand` asks a cache to store only statuses whose caching rules it knows,

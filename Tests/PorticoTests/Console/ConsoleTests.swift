@@ -304,7 +304,8 @@ struct ConsoleTests {
                 services: { open: { path: /open, versions: { 1: { proxy: { backend: app } } } } }
                 """)
         let port = gateway.port
-        let call = Task { try await offThePool { try RawHTTPClient(port: port).request("GET", "/open/x").status } }
+        // The client waits as long as a loaded machine may need: if it gave up, its request would end.
+        let call = Task { try await offThePool { try RawHTTPClient(port: port, receiveTimeout: 90).request("GET", "/open/x").status } }
         #expect(await eventually { held.requestsReceived == 1 })
         let during = await ConsoleState.read(gateway.gateway).backends.first { $0.name == "app" }
         #expect(during?.inFlight == 1)
