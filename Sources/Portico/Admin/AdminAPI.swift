@@ -268,9 +268,7 @@ struct RevisionView: Encodable {
     init(_ revision: PolicyRevision) {
         generation = revision.generation
         hash = revision.contentHash
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        loadedAt = formatter.string(from: revision.loadedAt)
+        loadedAt = revision.loadedAt.adminTimestamp
     }
 }
 

@@ -139,8 +139,6 @@ struct ConsoleState: Encodable {
     let fleet: Fleet?
     let problems: [RecentProblems.Entry]
 
-    static func timestamp(_ date: Date) -> String { RecentProblems.timestamp(date) }
-
     /// The most tier buckets one answer looks at for ``Limits/nearest``.
     static let maxBucketLooks = 10_000
 
@@ -159,7 +157,7 @@ struct ConsoleState: Encodable {
             let certificates = files.enumerated().map { index, file in
                 let seconds = state.flatMap { index < $0.certificateSecondsLeft.count ? $0.certificateSecondsLeft[index] : nil }
                 return Certificate(
-                    file: file, notAfter: seconds.map { timestamp(now.addingTimeInterval(TimeInterval($0))) },
+                    file: file, notAfter: seconds.map { now.addingTimeInterval(TimeInterval($0)).adminTimestamp },
                     daysLeft: seconds.map { Int((Double($0) / 86400).rounded(.down)) })
             }
             return Listener(
@@ -167,8 +165,8 @@ struct ConsoleState: Encodable {
                 protocols: listener.protocols.map(\.rawValue), tls: listener.tls != nil, certificates: certificates)
         }
         let gateway = Gateway(
-            generation: revision.generation, hash: revision.contentHash, loadedAt: timestamp(revision.loadedAt),
-            startedAt: startedAt.map(timestamp), uptimeSeconds: startedAt.map { max(0, Int(now.timeIntervalSince($0))) } ?? 0,
+            generation: revision.generation, hash: revision.contentHash, loadedAt: revision.loadedAt.adminTimestamp,
+            startedAt: startedAt?.adminTimestamp, uptimeSeconds: startedAt.map { max(0, Int(now.timeIntervalSince($0))) } ?? 0,
             ready: portico.isReady, draining: portico.isDraining, listeners: listeners)
 
         let services = policy.services.keys.sorted().compactMap { name in
@@ -220,7 +218,7 @@ struct ConsoleState: Encodable {
             return Key(
                 id: id, status: key.status.rawValue, tier: key.tier, services: key.services.sorted(), rotating: key.previousSecret != nil,
                 previousSecretUntil: key.previousSecret == nil
-                    ? nil : key.previousSecretExpires.map { timestamp(Date(timeIntervalSince1970: TimeInterval($0))) })
+                    ? nil : key.previousSecretExpires.map { Date(timeIntervalSince1970: TimeInterval($0)).adminTimestamp })
         }
 
         var fleet: Fleet?

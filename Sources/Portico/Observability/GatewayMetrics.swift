@@ -255,8 +255,15 @@ extension String {
 /// duration histogram. Made when the policy is compiled; the registry hands back the same series
 /// for the same labels, so a reload continues the counts of what it keeps.
 struct RequestMetrics: Sendable {
-    /// Indexed like ``RouteTable/services``; per version, the five status-class counters.
-    private let services: [[Int: [CoreMetrics.Counter]]]
+    /// What one routed version's requests update: its five status-class counters and its series in
+    /// the console's traffic history, found with one lookup.
+    private struct VersionMetrics {
+        let statusClasses: [CoreMetrics.Counter]
+        let traffic: TrafficHistory.Series
+    }
+
+    /// Indexed like ``RouteTable/services``; per version, its counters and traffic series.
+    private let services: [[Int: VersionMetrics]]
     /// Per service, requests answered before a version was chosen (refused by authentication,
     /// an unknown version), counted with an empty `version`.
     private let unversioned: [[CoreMetrics.Counter]]
@@ -269,16 +276,10 @@ struct RequestMetrics: Sendable {
     /// The same series as ``requestDuration``, reached directly to give sampled requests exemplars.
     private let requestDurations: AtomicDurationHistogram
 
-    /// Indexed like ``services``: each version's series in the console's traffic history.
-    private let traffic: [[Int: TrafficHistory.Series]]
     private let history: TrafficHistory
 
     init(snapshot: PolicySnapshot, factory: GatewayMetricsFactory, traffic history: TrafficHistory) {
         self.history = history
-        traffic = snapshot.routes.services.map { service in
-            Dictionary(
-                uniqueKeysWithValues: service.policy.versions.keys.map { ($0, history.series(service: service.name, version: String($0))) })
-        }
         history.prune(
             keeping: Set(
                 snapshot.routes.services.flatMap { service in
@@ -293,7 +294,15 @@ struct RequestMetrics: Sendable {
         }
         services = snapshot.routes.services.map { service in
             Dictionary(
-                uniqueKeysWithValues: service.policy.versions.keys.map { ($0, counters(service: service.name, version: String($0))) })
+                uniqueKeysWithValues: service.policy.versions.keys.map {
+                    let version = String($0)
+                    return (
+                        $0,
+                        VersionMetrics(
+                            statusClasses: counters(service: service.name, version: version),
+                            traffic: history.series(service: service.name, version: version))
+                    )
+                })
         }
         unversioned = snapshot.routes.services.map { counters(service: $0.name, version: "") }
         unrouted = counters(service: "", version: "")
@@ -311,9 +320,11 @@ struct RequestMetrics: Sendable {
     func exchangeEnded(_ exchange: Exchange) {
         let status = Int(exchange.outcome.status)
         let statusClass = min(max(status / 100, 1), 5) - 1
+        var series: TrafficHistory.Series?
         if let service = exchange.routed?.service.index {
-            if let version = exchange.version, let counters = services[service][version] {
-                counters[statusClass].increment()
+            if let version = exchange.version, let metrics = services[service][version] {
+                metrics.statusClasses[statusClass].increment()
+                series = metrics.traffic
             } else {
                 unversioned[service][statusClass].increment()
             }
@@ -323,9 +334,7 @@ struct RequestMetrics: Sendable {
         let version = exchange.head.version
         protocols[version.major == 2 ? 2 : version.minor == 0 ? 0 : 1].increment()
         let duration = (NIODeadline.now() - exchange.started).nanoseconds
-        if let service = exchange.routed?.service.index, let version = exchange.version, let series = traffic[service][version] {
-            history.record(series, status: status, nanoseconds: duration)
-        }
+        if let series { history.record(series, status: status, nanoseconds: duration) }
         if let trace = exchange.trace, trace.sampled {
             requestDurations.record(duration, exemplar: (trace.fields.traceID, trace.fields.spanID))
         } else {

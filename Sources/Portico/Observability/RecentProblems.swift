@@ -19,7 +19,7 @@ public final class RecentProblems: Sendable {
 
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(RecentProblems.timestamp(time), forKey: .time)
+            try container.encode(time.adminTimestamp, forKey: .time)
             try container.encode(type, forKey: .type)
             try container.encode(status, forKey: .status)
             try container.encodeIfPresent(service, forKey: .service)
@@ -51,9 +51,4 @@ public final class RecentProblems: Sendable {
         }
     }
 
-    static func timestamp(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
-    }
 }
