@@ -326,7 +326,9 @@ struct PorticoAPITests {
             let api = FacadeFixture.api(locator)
             let callers = (0..<20).map { _ in Task { try await api.get("stockQuote", path: "/AAPL", as: Quote.self) } }
             let cancelled = Task { try await api.get("stockQuote", path: "/AAPL", as: Quote.self) }
-            #expect(await eventually { held.requestsReceived == 1 && api.requestsWaiting == 21 })
+            #expect(
+                await eventually { held.requestsReceived == 1 && api.requestsWaiting == 21 },
+                "backend requests \(held.requestsReceived), callers waiting \(api.requestsWaiting)")
             cancelled.cancel()
             await #expect(throws: PorticoAPIError.cancelled) { try await cancelled.value }
             #expect(api.requestsWaiting == 20)
