@@ -297,6 +297,16 @@ public struct ServicePolicy: Sendable, Hashable {
     public var addresses = AddressList()
     /// Which web origins' pages may call it from a browser.
     public var cors: CORSPolicy?
+    /// Whether a proxied version may be asked to switch to WebSocket (RFC 6455): the upgrade goes
+    /// through every stage like any request, and on the backend's `101` the two connections are
+    /// joined. Off: the request is forwarded as a plain GET (its `Upgrade` dropped), as RFC 9110
+    /// §7.8 lets a server ignore an upgrade.
+    public var websocket = false
+    /// The bounds on its upgraded connections and event streams (`limits`).
+    public var streams = ServiceStreamLimits()
+    /// For event streams: a comment line sent to the client after this long without an event, so
+    /// that proxies and mobile networks in between do not take the connection for dead.
+    public var heartbeat: Duration?
 
     /// The auth setting as the locator and the admin API publish it: `none`, or the schemes
     /// separated by commas (`jwt,signature`).

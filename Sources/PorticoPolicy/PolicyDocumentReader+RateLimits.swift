@@ -14,7 +14,7 @@ extension PolicyDocumentReader {
 
     /// The `tiers` section: name → `{ rate, burst, services: { name: { rate, burst } } }`.
     func readTier(_ value: PolicyValue, name: String, services: Set<String>) -> TierPolicy? {
-        guard let fields = value.fields(known: ["rate", "burst", "services", "nonceQuota"]) else { return nil }
+        guard let fields = value.fields(known: ["rate", "burst", "services", "nonceQuota", "maxUpgraded"]) else { return nil }
         let limit = rateLimit(from: fields)
         var overrides: [String: RateLimitPolicy] = [:]
         for (service, overrideValue) in fields.optional("services", { $0.mappingEntries() }) ?? [] {
@@ -26,8 +26,9 @@ extension PolicyDocumentReader {
             if let override = readRateLimit(overrideValue) { overrides[service] = override }
         }
         let nonceQuota = fields.optional("nonceQuota") { $0.int(in: 1...100_000_000) }
+        let maxUpgraded = fields.optional("maxUpgraded") { $0.int(in: 0...1_000_000) }
         guard let limit else { return nil }
-        return TierPolicy(name: name, limit: limit, services: overrides, nonceQuota: nonceQuota)
+        return TierPolicy(name: name, limit: limit, services: overrides, nonceQuota: nonceQuota, maxUpgraded: maxUpgraded)
     }
 
     private func rateLimit(from fields: PolicyFields) -> RateLimitPolicy? {

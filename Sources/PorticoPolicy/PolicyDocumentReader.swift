@@ -449,6 +449,7 @@ struct PolicyDocumentReader {
         let known = [
             "path", "host", "auth", "versions", "default", "addressRateLimit", "allowEncodedSlashes", "compatibility",
             "minimumClientVersion", "missingClientVersion", "cache", "compression", "allowFrom", "denyFrom", "cors", "jwt", "sigv4",
+            "websocket", "limits", "heartbeat",
         ]
         guard let fields = value.fields(known: known) else { return nil }
         let path = fields.required("path", readServicePath)
@@ -503,7 +504,24 @@ struct PolicyDocumentReader {
         service.cors = fields.optional("cors", readCORS)
         service.jwt = jwt
         service.sigv4 = sigv4
+        service.websocket = fields.optional("websocket", default: false) { $0.bool() }
+        service.streams = fields.optional("limits", default: ServiceStreamLimits(), readStreamLimits)
+        service.heartbeat = fields.optional("heartbeat") { $0.duration() }
+        if service.websocket, !versions.values.contains(where: { if case .proxy = $0.handler { true } else { false } }),
+            let value = fields["websocket"]
+        {
+            value.warning("no version of this service is proxied: only a proxied version passes a WebSocket upgrade on")
+        }
         return service
+    }
+
+    /// A service's `limits`: `{ maxUpgraded, streamIdleTimeout, streamMaxLifetime }`.
+    private func readStreamLimits(_ value: PolicyValue) -> ServiceStreamLimits? {
+        guard let fields = value.fields(known: ["maxUpgraded", "streamIdleTimeout", "streamMaxLifetime"]) else { return nil }
+        return ServiceStreamLimits(
+            maxUpgraded: fields.optional("maxUpgraded") { $0.int(in: 0...1_000_000) },
+            idleTimeout: fields.optional("streamIdleTimeout") { $0.duration() },
+            maxLifetime: fields.optional("streamMaxLifetime") { $0.duration() })
     }
 
     private func readServicePath(_ value: PolicyValue) -> String? {

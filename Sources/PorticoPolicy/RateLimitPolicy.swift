@@ -53,12 +53,18 @@ public struct TierPolicy: Sendable, Hashable {
     /// The most live nonces one key of the tier may hold in the replay store; `nil` derives it
     /// from the tier's limits (see ``Policy/nonceQuota(for:)``).
     public var nonceQuota: Int?
+    /// Upgraded connections one key of the tier may hold open at once (per gateway); `nil`: no
+    /// bound of the tier's own (the service's `limits.maxUpgraded` still applies).
+    public var maxUpgraded: Int?
 
-    public init(name: String, limit: RateLimitPolicy, services: [String: RateLimitPolicy], nonceQuota: Int? = nil) {
+    public init(
+        name: String, limit: RateLimitPolicy, services: [String: RateLimitPolicy], nonceQuota: Int? = nil, maxUpgraded: Int? = nil
+    ) {
         self.name = name
         self.limit = limit
         self.services = services
         self.nonceQuota = nonceQuota
+        self.maxUpgraded = maxUpgraded
     }
 
     /// The limit a key of this tier has when calling `service`.

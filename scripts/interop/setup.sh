@@ -4,7 +4,8 @@
 # interoperability tests, brotli (Google's Python binding) to decode compressed responses, PyJWT (tokens
 # signed by someone else's JOSE code), botocore (AWS's own SigV4 signer), opentelemetry-proto
 # (OpenTelemetry's own protobuf definitions, to decode the traces the gateway exports) and
-# prometheus-client (Prometheus' own OpenMetrics parser, for the exemplars). Without
+# prometheus-client (Prometheus' own OpenMetrics parser, for the exemplars) and websockets (a
+# WebSocket client and server no one here wrote, for the streams through the gateway). Without
 # network access the tests that need them are skipped, and say so.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +17,8 @@ PYJWT_VERSION=2.10.1
 BOTOCORE_VERSION=1.35.99
 OTEL_PROTO_VERSION=1.29.0
 PROMETHEUS_CLIENT_VERSION=0.21.1
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import http_message_signatures, grpc, brotli, jwt, botocore, opentelemetry.proto, prometheus_client" 2>/dev/null; then exit 0; fi
+WEBSOCKETS_VERSION=15.0.1
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import http_message_signatures, grpc, brotli, jwt, botocore, opentelemetry.proto, prometheus_client, websockets" 2>/dev/null; then exit 0; fi
 if ! python3 -c "import venv, ensurepip" 2>/dev/null; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1 || true
@@ -26,8 +28,8 @@ mkdir -p .build
 if { [ -x "$VENV/bin/pip" ] || python3 -m venv "$VENV" >/dev/null 2>&1; } \
   && "$VENV/bin/pip" install -q "http-message-signatures==$VERSION" "grpcio==$GRPC_VERSION" "brotli==$BROTLI_VERSION" \
     "PyJWT==$PYJWT_VERSION" "botocore==$BOTOCORE_VERSION" "opentelemetry-proto==$OTEL_PROTO_VERSION" \
-    "prometheus-client==$PROMETHEUS_CLIENT_VERSION" >/dev/null 2>&1; then
-  echo "interop: http-message-signatures $VERSION, grpcio $GRPC_VERSION, brotli $BROTLI_VERSION, PyJWT $PYJWT_VERSION, botocore $BOTOCORE_VERSION, opentelemetry-proto $OTEL_PROTO_VERSION and prometheus-client $PROMETHEUS_CLIENT_VERSION installed in $VENV"
+    "prometheus-client==$PROMETHEUS_CLIENT_VERSION" "websockets==$WEBSOCKETS_VERSION" >/dev/null 2>&1; then
+  echo "interop: http-message-signatures $VERSION, grpcio $GRPC_VERSION, brotli $BROTLI_VERSION, PyJWT $PYJWT_VERSION, botocore $BOTOCORE_VERSION, opentelemetry-proto $OTEL_PROTO_VERSION, prometheus-client $PROMETHEUS_CLIENT_VERSION and websockets $WEBSOCKETS_VERSION installed in $VENV"
 else
   echo "interop: could not install the interoperability packages; the interoperability tests will be skipped" >&2
   rm -rf "$VENV"

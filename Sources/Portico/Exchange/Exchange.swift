@@ -113,8 +113,11 @@ final class Exchange: FramedExchange {
     var snapshot: PolicySnapshot { policy.snapshot }
 
     /// Whether the response cache may answer this request: its version caches and it is a GET
-    /// or HEAD. The rate-limit stage leaves the backend's limit to the cache stage for these.
-    var cacheMayAnswer: Bool { cacheRules != nil && (head.method == .GET || head.method == .HEAD) }
+    /// or HEAD, not asking to switch protocols (a WebSocket handshake's answer is a connection,
+    /// not a document). The rate-limit stage leaves the backend's limit to the cache stage for these.
+    var cacheMayAnswer: Bool {
+        cacheRules != nil && (head.method == .GET || head.method == .HEAD) && !framing.switchesProtocols
+    }
 
     /// The service the request was routed to.
     var routed: RoutedRequest? {
@@ -203,6 +206,10 @@ struct ExchangeOutcome {
     /// The status the client was sent (499 for a client that left before any).
     var status: UInt = 0
     var bytesSent = 0
+    /// For a WebSocket stream: the bytes the client sent after the handshake.
+    var bytesReceived: Int?
+    /// For a stream: how it ended (``UpgradedStream/Ending``).
+    var streamEnding: String?
     /// Whether the response's head has been written (so a failure can only cut it short).
     var responseStarted = false
     /// The backend that served or failed, when it is not the proxy's own (a facade's source's, a

@@ -16,7 +16,7 @@ import PorticoUpstream
 /// order, answers what the decoder refuses (``Problem/parserError(_:maxHeadBytes:maxHeaderCount:)``)
 /// and lets a shutting-down gateway's connections finish their last exchange, work that would
 /// otherwise take two more handlers on every event.
-final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDelegate {
+final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, UpgradeResponder, StageRunDelegate {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
@@ -267,6 +267,43 @@ final class GatewayHandler: ChannelDuplexHandler, ExchangeResponder, StageRunDel
         case .success: perform(machine.responseEnded(exchange), context: context)
         case .failure where exchange.outcome.responseStarted: perform(machine.responseFailed(exchange), context: context)
         case .failure(let problem): perform(machine.handlerAnswered(exchange, problem), context: context)
+        }
+    }
+
+    /// The backend switched to WebSocket: the `101` goes to the client, and the connection becomes
+    /// one side of an ``UpgradedStream`` (this handler leaves it). The exchange is logged when the
+    /// stream ends, with the bytes each way and how it ended.
+    func handlerSwitched(_ exchange: Exchange, head upstreamHead: UpstreamResponseHead, backend: any Channel, lease: StreamLease) {
+        guard let context, machine.isCurrent(exchange) else {
+            backend.close(promise: nil)
+            return lease.end()
+        }
+        exchange.task = nil
+        exchange.releaseConcurrencySlot()
+        var head = ResponseDecoration.head(upstreamHead, for: exchange, closing: false)
+        head.headers.remove(name: "connection")
+        head.headers.add(name: "Connection", value: "Upgrade")
+        head.headers.add(name: "Upgrade", value: "websocket")
+        context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
+        let accessLog = self.accessLog
+        let limits = exchange.routed?.service.policy.streams ?? ServiceStreamLimits()
+        do {
+            let stream = try StreamJoin.join(client: context, backend: backend, limits: limits) { stream in
+                exchange.outcome.bytesSent = stream.bytesFromBackend
+                exchange.outcome.bytesReceived = stream.bytesFromClient
+                exchange.outcome.streamEnding = stream.ending?.rawValue
+                lease.end()
+                accessLog.exchangeEnded(exchange)
+            }
+            let bound = NIOLoopBound(stream, eventLoop: stream.eventLoop)
+            let loop = stream.eventLoop
+            lease.opened { reason in loop.execute { bound.value.close(reason) } }
+        } catch {
+            exchange.outcome.failure = "joining the WebSocket connections: \(error)"
+            backend.close(promise: nil)
+            context.close(promise: nil)
+            lease.end()
+            accessLog.exchangeEnded(exchange)
         }
     }
 

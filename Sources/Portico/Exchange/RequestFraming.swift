@@ -22,6 +22,9 @@ struct RequestFraming {
     let expectsBody: Bool
     /// The policy's `maxBodyBytes` when the head arrived.
     let maxBodyBytes: Int
+    /// The request asks to switch protocols (``asksForUpgrade(_:)``): the connection closes after
+    /// its answer, unless the answer is a WebSocket `101` that turns it into a stream.
+    let switchesProtocols: Bool
     /// The `Expect` field of an HTTP/1.1 request (RFC 9110 §10.1.1: an HTTP/1.0 client's is ignored).
     let expectation: String?
     /// An HTTP/1.1 client sent `Expect: 100-continue` and has not been told to go on: it may
@@ -40,7 +43,8 @@ struct RequestFraming {
         self.isHTTP10 = head.version == .http1_0
         // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding is treated as faultily framed,
         // and the connection closes after the response (a 1.0 peer may frame what follows otherwise).
-        self.keepAlive = head.isKeepAlive && !(transferCoded && isHTTP10) && !Self.asksForUpgrade(head)
+        self.switchesProtocols = Self.asksForUpgrade(head)
+        self.keepAlive = head.isKeepAlive && !(transferCoded && isHTTP10) && !switchesProtocols
         self.maxBodyBytes = maxBodyBytes
         self.expectation = head.version == .http1_1 ? head.headers.first(name: "expect") : nil
         self.awaitingContinue = expectation.map { HeaderName.matches($0, "100-continue") } ?? false

@@ -12,6 +12,7 @@ struct ExchangeHandlers: Sendable {
     let facade: FacadeHandler
     let code: CodeHandlerRunner
     let cache: ResponseCache
+    let webSocket: WebSocketProxy
     /// What a background refresh draws its backend's limit from.
     let limits: any LimitStore
 
@@ -26,6 +27,7 @@ struct ExchangeHandlers: Sendable {
             logger: services.logger)
         cache = services.cache
         limits = services.limits
+        webSocket = WebSocketProxy(streams: services.streams, tls: services.upgradeTLS, scheme: services.scheme, metrics: services.metrics)
     }
 
     /// Starts serving `exchange` on `eventLoop`, the connection's; its answer reaches `responder`
@@ -35,6 +37,13 @@ struct ExchangeHandlers: Sendable {
     /// it) → compression → the connection's handler. A stored response is compressed by
     /// ``CachedAnswer`` itself, once per coding.
     func start(_ exchange: Exchange, on eventLoop: any EventLoop, responder connection: some ExchangeResponder) -> Problem? {
+        // A WebSocket handshake to a service that takes them: no cache, no compression, its own path.
+        if exchange.framing.switchesProtocols, case .proxy(let policy, let backend) = exchange.destination,
+            exchange.routed?.service.policy.websocket == true, WebSocketHandshake.isRequested(exchange.head),
+            let upgrading = connection as? any UpgradeResponder
+        {
+            return webSocket.start(exchange, proxy: policy, backend: backend, on: eventLoop, responder: upgrading)
+        }
         // What a handler's answer goes through on its way out (a hit is compressed by CachedAnswer,
         // so it needs none): made only on the paths that run a handler.
         func outward() -> any ExchangeResponder {

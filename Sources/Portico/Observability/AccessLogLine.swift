@@ -37,6 +37,8 @@ struct AccessLogLine {
         if let target = record.target { writer.string("target", target) }
         if let attempts = record.attempts { writer.integer("upstream_attempts", Int64(attempts)) }
         if let failure = record.failure { writer.string("failure", failure) }
+        if let received = record.bytesReceived { writer.integer("bytes_in", Int64(received)) }
+        if let ending = record.streamEnding { writer.string("stream_end", ending) }
         if let traceID = record.traceID, let spanID = record.spanID {
             writer.string("trace_id", traceID)
             writer.string("span_id", spanID)

@@ -40,6 +40,10 @@ struct AccessRecord {
     var upstreamConnects: Int?
     /// Why an exchange ended abnormally (for logs only; may name internal addresses).
     var failure: String?
+    /// For a stream (a WebSocket connection): the bytes the client sent after the handshake
+    /// (`bytes` are the backend's to the client), and how it ended.
+    var bytesReceived: Int?
+    var streamEnding: String?
     /// The backend's target that answered, when it has several (may name an internal address).
     var target: String?
     /// Attempts made, when the request was retried on another target.
@@ -82,6 +86,8 @@ struct AccessRecord {
         upstreamDuration = outcome.upstreamDuration
         upstreamConnects = outcome.upstreamConnects
         failure = outcome.failure
+        bytesReceived = outcome.bytesReceived
+        streamEnding = outcome.streamEnding
         target = outcome.target
         attempts = outcome.attempts > 1 ? outcome.attempts : nil
         if let trace = exchange.trace {
@@ -127,6 +133,8 @@ struct AccessRecord {
         if let target { metadata["target"] = .string(target) }
         if let attempts { metadata["upstream_attempts"] = .stringConvertible(attempts) }
         if let failure { metadata["failure"] = .string(failure) }
+        if let bytesReceived { metadata["bytes_in"] = .stringConvertible(bytesReceived) }
+        if let streamEnding { metadata["stream_end"] = .string(streamEnding) }
         if let traceID, let spanID {
             metadata["trace_id"] = .string(String(traceID))
             metadata["span_id"] = .string(String(spanID))

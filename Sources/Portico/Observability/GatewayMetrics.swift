@@ -46,6 +46,8 @@ public final class GatewayMetrics: Sendable {
     let tlsHandshakes: CoreMetrics.Counter
     let tlsHandshakeFailures: CoreMetrics.Counter
     let openConnections: CoreMetrics.Meter
+    /// Upgraded connections and event streams open now, by kind (``StreamKind``).
+    private let openStreams: [StreamKind: CoreMetrics.Meter]
     let policyGeneration: CoreMetrics.Meter
     let policyLoadedAt: CoreMetrics.Meter
     private let spansDropped: CoreMetrics.Counter
@@ -118,6 +120,10 @@ public final class GatewayMetrics: Sendable {
         tlsHandshakes = CoreMetrics.Counter(label: "portico_tls_handshakes_total", dimensions: [], factory: factory)
         tlsHandshakeFailures = CoreMetrics.Counter(label: "portico_tls_handshake_failures_total", dimensions: [], factory: factory)
         openConnections = CoreMetrics.Meter(label: "portico_open_connections", dimensions: [], factory: factory)
+        openStreams = Dictionary(
+            uniqueKeysWithValues: StreamKind.allCases.map {
+                ($0, CoreMetrics.Meter(label: "portico_open_streams", dimensions: [("kind", $0.rawValue)], factory: factory))
+            })
         policyGeneration = CoreMetrics.Meter(label: "portico_policy_generation", dimensions: [], factory: factory)
         policyLoadedAt = CoreMetrics.Meter(label: "portico_policy_loaded_timestamp_seconds", dimensions: [], factory: factory)
         spansDropped = CoreMetrics.Counter(label: "portico_tracing_spans_dropped_total", dimensions: [], factory: factory)
@@ -225,6 +231,8 @@ public final class GatewayMetrics: Sendable {
         facades.shadowCompared(service: service, version: version, result: result.rawValue)
     }
     func connectionClosed() { openConnections.decrement() }
+    func streamOpened(_ kind: StreamKind) { openStreams[kind]?.increment() }
+    func streamClosed(_ kind: StreamKind) { openStreams[kind]?.decrement() }
     func tlsHandshakeCompleted() { tlsHandshakes.increment() }
     func tlsHandshakeFailed() { tlsHandshakeFailures.increment() }
     func http2ConnectionRefused(_ reason: HTTP2Refusal) { http2Refusals[reason]?.increment() }

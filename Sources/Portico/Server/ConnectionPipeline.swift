@@ -63,8 +63,12 @@ struct ConnectionPipeline: Sendable {
             headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout, minBodyRate: limits.minBodyRate)
         try pipeline.addHandler(timeouts)
         // Pipelining and parse errors are the gateway handler's own work (see GatewayHandler).
+        // Upgrades too (a WebSocket handshake is proxied, see StreamJoin): an upgrade
+        // configuration with no upgraders of NIO's own is what makes the decoder hand on, when it
+        // leaves, the bytes a client sent after its handshake, instead of dropping them (NIO's
+        // handler then only passes the first request on and leaves).
         try pipeline.configureHTTPServerPipeline(
-            withPipeliningAssistance: false, withErrorHandling: false,
+            withPipeliningAssistance: false, withServerUpgrade: (upgraders: [], completionHandler: { _ in }), withErrorHandling: false,
             withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
         try pipeline.addHandler(
             GatewayHandler(services: services, timeouts: timeouts, stages: stages, client: ClientConnection(listener: listener)))

@@ -28,6 +28,9 @@ public final class Gateway: Sendable {
     public let cache: ResponseCache
     /// Facade source fetches in flight, merged across every listener's requests.
     let sourceFetches = FetchCoalescer()
+    /// WebSocket streams open on every listener, against their services' and keys' `maxUpgraded`.
+    let streams = OpenStreams()
+    private let upgradeTLS = UpstreamUpgrade.TLSContexts()
     /// Token issuers' keys, shared by every listener and kept across reloads.
     let jwtKeys: JWTKeySets
     /// What `/metrics` reports; each compiled policy's requests count into it.
@@ -203,6 +206,8 @@ public final class Gateway: Sendable {
                     metrics: metrics, logger: logger, codeHandlers: codeHandlers, limits: self.limits, cache: cache)
                 services.sourceFetches = sourceFetches
                 services.jwtKeys = jwtKeys
+                services.streams = streams
+                services.upgradeTLS = upgradeTLS
                 let connections = ListenerConnections(
                     listener: listener.name, limit: limits.maxConnections, perAddressLimit: limits.maxConnectionsPerAddress, logger: logger)
                 let channel: any Channel
@@ -272,7 +277,7 @@ public final class Gateway: Sendable {
     /// policy whose certificate or locator key files are broken changes nothing. New requests read the new policy; those in flight finish on theirs; new
     /// connections get the new certificates, open ones keep theirs. State that outlives a reload
     /// (rate-limit buckets, nonces, backend in-flight counts, upstream pools) is the gateway's own
-    /// and stays. Listeners are fixed at start. Reloads are serialised by ``PolicyReloader``.
+    /// and stays; so do WebSocket streams, but for those of a key revoked or removed. Listeners are fixed at start. Reloads are serialised by ``PolicyReloader``.
     public func install(_ snapshot: PolicySnapshot, contentHash: String) throws(PolicyError) -> PolicyRevision {
         let contexts = try openFiles(for: snapshot)
         let compiled = store.compile(snapshot)
@@ -282,6 +287,8 @@ public final class Gateway: Sendable {
         }
         let revision = store.install(compiled, contentHash: contentHash)
         healthChecker.update(compiled)
+        // A key the new policy revokes or drops keeps no stream open (closed with 1008).
+        streams.closeRevoked(under: snapshot.policy)
         return revision
     }
 

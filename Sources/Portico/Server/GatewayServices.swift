@@ -30,6 +30,10 @@ struct GatewayServices: Sendable {
     var sourceFetches = FetchCoalescer()
     /// Token issuers' keys, fetched through `upstream` (one set per gateway, kept across reloads).
     var jwtKeys: JWTKeySets
+    /// The WebSocket streams open (one registry per gateway, kept across reloads).
+    var streams = OpenStreams()
+    /// The TLS client contexts of WebSocket handshakes to `https` targets (one set per gateway).
+    var upgradeTLS = UpstreamUpgrade.TLSContexts()
 
     /// - Parameter limits: where limits and nonces are decided; by default this process's
     ///   (`rateLimiter` and `nonces`). In fleet mode the gateway passes its ``FleetLimitStore``.

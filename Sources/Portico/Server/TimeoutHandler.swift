@@ -145,6 +145,8 @@ class TimeoutHandler {
     }
 
     private func perform(_ action: ConnectionTimeoutStateMachine.Action, context: ChannelHandlerContext) {
+        // Removed (a connection upgraded to WebSocket): a write completing late must not arm a timer.
+        guard self.context != nil else { return }
         switch action {
         case .none:
             break
@@ -255,7 +257,7 @@ class TimeoutHandler {
 /// The HTTP/1.1 connection's timeouts: the handler sits directly above the socket (or the TLS
 /// handler), sees every inbound byte, and answers a late head with 408 as raw bytes, because the
 /// HTTP codec may hold a half-parsed request at that moment.
-final class ConnectionTimeoutHandler: TimeoutHandler, ChannelDuplexHandler {
+final class ConnectionTimeoutHandler: TimeoutHandler, ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     /// Whatever the codec above writes (it is passed on untouched; only its completion is watched).

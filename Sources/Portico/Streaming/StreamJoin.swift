@@ -1,0 +1,52 @@
+import NIOCore
+import NIOHTTP1
+import PorticoPolicy
+import PorticoUpstream
+
+/// Turns a client connection whose request the backend switched to WebSocket from HTTP into one
+/// side of an ``UpgradedStream``: the connection's HTTP handlers leave, a ``StreamRelayHandler``
+/// takes their place on it and on the backend's connection.
+///
+/// The order matters for the bytes already read: both relays are in place before the client's
+/// HTTP decoder leaves (it hands on what the client sent after its handshake) and before the
+/// backend's ``UpgradedBytesBuffer`` does (it hands on what the backend sent after its `101`), so
+/// each of those finds the relay that carries it to the other side.
+enum StreamJoin {
+    /// Joins `client` (the gateway handler's context, which leaves too) and `backend`, on the
+    /// client's event loop, which is the backend connection's as well. The stream then runs on its
+    /// own; `finished` is called once both connections have closed.
+    static func join(
+        client context: ChannelHandlerContext, backend: any Channel, limits: ServiceStreamLimits,
+        finished: @escaping (UpgradedStream) -> Void
+    ) throws -> UpgradedStream {
+        precondition(backend.eventLoop === context.eventLoop, "a stream's two connections share one event loop")
+        let stream = UpgradedStream(
+            eventLoop: context.eventLoop, idleTimeout: limits.idleTimeout, maxLifetime: limits.maxLifetime, finished: finished)
+        let clientRelay = StreamRelayHandler(side: .client, stream: stream)
+        let backendRelay = StreamRelayHandler(side: .backend, stream: stream)
+        stream.join(client: clientRelay, backend: backendRelay)
+        let pipeline = context.pipeline.syncOperations
+        let backendPipeline = backend.pipeline.syncOperations
+        try pipeline.addHandler(clientRelay)
+        try backendPipeline.addHandler(backendRelay)
+        // HTTP's handlers leave, the decoder last; a handler the listener may not have is skipped.
+        let httpHandlers = [
+            try? pipeline.context(handlerType: ConnectionTimeoutHandler.self),
+            try? pipeline.context(handlerType: HTTPServerUpgradeHandler.self),
+            try? pipeline.context(handlerType: NIOHTTPResponseHeadersValidator.self),
+            try? pipeline.context(handlerType: HTTPResponseEncoder.self),
+        ]
+        for case let handlerContext? in httpHandlers { pipeline.removeHandler(context: handlerContext, promise: nil) }
+        pipeline.removeHandler(context: context, promise: nil)
+        pipeline.removeHandler(context: try pipeline.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self), promise: nil)
+        backendPipeline.removeHandler(context: try backendPipeline.context(handlerType: UpgradedBytesBuffer.self), promise: nil)
+        // The decoder hands its bytes on without a read-complete, which is what flushes a relay's
+        // writes: flush them here. Reads were held by HTTP's handlers (pipelining) or not asked
+        // for: the relays take over.
+        backend.flush()
+        context.channel.flush()
+        context.channel.read()
+        backend.read()
+        return stream
+    }
+}

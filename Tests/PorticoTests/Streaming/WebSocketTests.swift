@@ -1,0 +1,231 @@
+import Foundation
+import Logging
+import PorticoTestSupport
+import PorticoTesting
+import Testing
+
+@testable import Portico
+
+/// WebSocket through the gateway with Python's `websockets` (installed by
+/// `scripts/interop/setup.sh`) at both ends: a real client in front of the gateway and a real
+/// echo server behind it, so the handshake and the frames are checked by code no one here wrote.
+@Suite("WebSocket through the gateway", .timeLimit(.minutes(4)))
+struct WebSocketTests {
+    static let script = InteropTests.repositoryRoot.appendingPathComponent("scripts/interop/websocket-peer.py").path
+    static let installed: Bool = {
+        guard let python = InteropTests.python else { return false }
+        return (try? ChildProcess.run(python, ["-c", "import websockets"]).termination) == .exited(0)
+    }()
+    static let appKey = "app-one.\(SignedServicesFixture.appSecret)"
+
+    /// What the Python client printed.
+    struct Report: Decodable {
+        var subprotocol: String?
+        var extensions: [String]?
+        var echoed: Int?
+        var mismatch: [String: String]?
+        var pong: Bool?
+        var whoami: WhoAmI?
+        var first: String?
+        var status: Int?
+        var body: String?
+        var headers: [String: String]?
+        var received_code: Int?
+        var received_reason: String?
+    }
+
+    struct WhoAmI: Decodable {
+        var path: String
+        var headers: [String: String?]
+    }
+
+    /// The echo server, in a child process until its standard input closes.
+    final class Server: Sendable {
+        let process: ChildProcess
+        let port: Int
+
+        init() throws {
+            process = try ChildProcess(
+                InteropTests.python!, [WebSocketTests.script, "server"], standardInput: .pipe, standardOutput: .pipe)
+            var line = Data()
+            while let byte = try process.standardOutput!.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+            port = Int(String(decoding: line, as: UTF8.self)) ?? 0
+        }
+
+        func stop() {
+            try? process.standardInput?.close()
+            _ = process.wait()
+        }
+    }
+
+    static func policy(backendPort: Int, keyStatus: String = "active") -> String {
+        """
+        limits: { authFailures: off }
+        backends:
+          chat: { url: "http://127.0.0.1:\(backendPort)", timeout: 30s }
+        services:
+          chat:
+            path: /chat
+            auth: apiKey
+            websocket: true
+            versions: { 1: { proxy: { backend: chat, rewrite: /room } } }
+          limited:
+            path: /limited
+            auth: apiKey
+            websocket: true
+            limits: { maxUpgraded: 1 }
+            versions: { 1: { proxy: { backend: chat } } }
+          quiet:
+            path: /quiet
+            websocket: true
+            limits: { streamIdleTimeout: 1s }
+            versions: { 1: { proxy: { backend: chat } } }
+          brief:
+            path: /brief
+            websocket: true
+            limits: { streamMaxLifetime: 1s }
+            versions: { 1: { proxy: { backend: chat } } }
+          plain:
+            path: /plain
+            versions: { 1: { proxy: { backend: chat } } }
+        tiers:
+          standard: { rate: 10000/s, burst: 10000, maxUpgraded: 2 }
+        keys:
+          app-one: { secret: "\(SignedServicesFixture.appSecret)", demo: true, services: ["*"], tier: standard, status: \(keyStatus) }
+        """
+    }
+
+    /// Runs the Python client in `mode` against `path` on the gateway (off the cooperative pool).
+    static func client(_ mode: String, port: Int, path: String, headers: [String: String] = [:]) async throws -> Report {
+        let fields = String(decoding: try JSONEncoder().encode(headers), as: UTF8.self)
+        let result = try await offThePool {
+            try ChildProcess.run(InteropTests.python!, [script, "client", mode, "ws://127.0.0.1:\(port)\(path)", fields])
+        }
+        try #require(result.termination == .exited(0), "\(String(decoding: result.errors, as: UTF8.self))")
+        return try JSONDecoder().decode(Report.self, from: result.output)
+    }
+
+    static func withGateway(
+        logger: Logger? = nil, _ body: (_ gateway: TestGateway, _ server: Server) async throws -> Void
+    ) async throws {
+        let server = try Server()
+        defer { server.stop() }
+        try #require(server.port > 0)
+        let gateway = try await TestGateway.start(policy: policy(backendPort: server.port), logger: logger)
+        do {
+            try await body(gateway, server)
+        } catch {
+            await gateway.shutdown()
+            throw error
+        }
+        await gateway.shutdown()
+    }
+
+    @Test(
+        "text and binary messages of 0 B to 4 MiB, a ping and a close pass through both ways; the stream is one access-log line",
+        .enabled(if: installed))
+    func echo() async throws {
+        let recorder = RecordingLogHandler()
+        try await Self.withGateway(logger: Logger(label: "portico.test") { _ in recorder }) { gateway, _ in
+            let report = try await Self.client("echo", port: gateway.port, path: "/chat/general?x=1", headers: ["X-API-Key": Self.appKey])
+            #expect(report.mismatch == nil)
+            #expect(report.echoed == 14)
+            #expect(report.pong == true)
+            #expect(report.subprotocol == "chat.v1")
+            // The backend saw the rewritten path and the gateway's forwarding fields, not the key.
+            #expect(report.whoami?.path == "/room/general?x=1")
+            #expect(report.whoami?.headers["x-forwarded-for"] == "127.0.0.1")
+            #expect((report.whoami?.headers["x-request-id"] ?? nil) != nil)
+            #expect(report.whoami?.headers["x-api-key"] == .some(nil))
+            #expect(report.whoami?.headers["sec-websocket-protocol"] == "chat.v1")
+            #expect(report.received_code == 1000)
+            let logged = await eventually { recorder.records.contains { $0.metadata["stream_end"] != nil } }
+            #expect(logged)
+            let line = try #require(recorder.records.first { $0.metadata["stream_end"] != nil })
+            #expect(line.metadata["status"]?.description == "101")
+            #expect(line.metadata["service"]?.description == "chat")
+            #expect(line.metadata["key"]?.description == "app-one")
+            // Both 4 MiB messages went each way, framed (so a little more).
+            let sent = Int(line.metadata["bytes_in"]?.description ?? "") ?? 0
+            let received = Int(line.metadata["bytes"]?.description ?? "") ?? 0
+            #expect(sent > 8 << 20 && received > 8 << 20, "\(line.metadata)")
+            #expect(["client closed", "backend closed"].contains(line.metadata["stream_end"]?.description ?? ""))
+            #expect(gateway.gateway.streams.count(service: "chat") == 0)
+        }
+    }
+
+    @Test("a close from the backend, and a message it sends before the client's first, reach the client", .enabled(if: installed))
+    func backendSide() async throws {
+        try await Self.withGateway { gateway, _ in
+            let closed = try await Self.client("server-closes", port: gateway.port, path: "/chat", headers: ["X-API-Key": Self.appKey])
+            #expect(closed.received_code == 1000)
+            #expect(closed.received_reason == "bye")
+            let greeted = try await Self.client("greeted", port: gateway.port, path: "/chat/x?greet=1", headers: ["X-API-Key": Self.appKey])
+            #expect(greeted.first == "hello from the backend")
+            // The extension the client offered and the backend chose is passed on as chosen.
+            #expect(greeted.extensions == ["permessage-deflate"])
+        }
+    }
+
+    @Test(
+        "the handshake is authenticated like any request; a service without websocket: true never switches",
+        .enabled(if: installed))
+    func refusals() async throws {
+        try await Self.withGateway { gateway, _ in
+            let anonymous = try await Self.client("refused", port: gateway.port, path: "/chat")
+            #expect(anonymous.status == 401)
+            #expect(anonymous.headers?["content-type"] == "application/problem+json")
+            let wrongKey = try await Self.client("refused", port: gateway.port, path: "/chat", headers: ["X-API-Key": "app-one.wrong"])
+            #expect(wrongKey.status == 401)
+            // Forwarded as a plain GET (no Upgrade): the backend, a WebSocket server, refuses it.
+            let plain = try await Self.client("refused", port: gateway.port, path: "/plain")
+            #expect(plain.status == 426, "\(plain)")
+        }
+    }
+
+    @Test(
+        "maxUpgraded refuses a second stream with 429; the gateway's shutdown closes the open one with 1001",
+        .enabled(if: installed))
+    func limitAndShutdown() async throws {
+        let server = try Server()
+        defer { server.stop() }
+        let gateway = try await TestGateway.start(policy: Self.policy(backendPort: server.port))
+        let port = gateway.port
+        let waiting = Task { try await Self.client("wait", port: port, path: "/limited", headers: ["X-API-Key": Self.appKey]) }
+        let open = await eventually { gateway.gateway.streams.count(service: "limited") == 1 }
+        #expect(open)
+        let second = try await Self.client("refused", port: port, path: "/limited", headers: ["X-API-Key": Self.appKey])
+        #expect(second.status == 429)
+        #expect(second.body?.contains("too-many-streams") == true, "\(second)")
+        await gateway.gateway.shutdown(gracePeriod: .milliseconds(200))
+        let first = try await waiting.value
+        #expect(first.first == "hello")
+        #expect(first.received_code == 1001)
+        #expect(gateway.gateway.streams.count(service: "limited") == 0)
+    }
+
+    @Test("a stream idle too long, or open past its lifetime, is closed with 1001", .enabled(if: installed))
+    func idleAndLifetime() async throws {
+        try await Self.withGateway { gateway, _ in
+            let idle = try await Self.client("wait", port: gateway.port, path: "/quiet")
+            #expect(idle.first == "hello")
+            #expect(idle.received_code == 1001)
+            let brief = try await Self.client("wait", port: gateway.port, path: "/brief")
+            #expect(brief.received_code == 1001)
+        }
+    }
+
+    @Test("a reload that revokes the key closes its open stream with 1008", .enabled(if: installed))
+    func revoked() async throws {
+        try await Self.withGateway { gateway, server in
+            let port = gateway.port
+            let waiting = Task { try await Self.client("wait", port: port, path: "/chat", headers: ["X-API-Key": Self.appKey]) }
+            let open = await eventually { gateway.gateway.streams.count(service: "chat") == 1 }
+            #expect(open)
+            let revoked = try TestGateway.snapshot(policy: Self.policy(backendPort: server.port, keyStatus: "revoked"), accessLog: false)
+            _ = try gateway.gateway.install(revoked, contentHash: "revoked")
+            let report = try await waiting.value
+            #expect(report.received_code == 1008)
+        }
+    }
+}
