@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Both ends of a WebSocket connection, from the `websockets` package (PyPI), for the gateway's tests.
 
-server
-    An echo server on 127.0.0.1 (an ephemeral port, printed on the first line of standard output).
+server [CERT KEY]
+    An echo server on 127.0.0.1 (over TLS with CERT and KEY when given) (an ephemeral port, printed on the first line of standard output).
     It offers the subprotocol `chat.v1`, echoes every message as it came (text or binary), and
     understands three text messages: `whoami` (answers JSON with the request's path and some of
     its header fields), `close-me` (closes with 1000 "bye"), and `greet` in the query (`?greet=1`:
@@ -21,6 +21,8 @@ client wait URL HEADERS_JSON
 client server-closes URL HEADERS_JSON
     Sends `close-me` and reports the close the backend sent through the gateway.
 
+A client verifies a wss:// server against the CA file in the environment's PEER_CA.
+
 client refused URL HEADERS_JSON
     Expects the handshake to be refused; prints the status and body of the refusal.
 
@@ -29,6 +31,8 @@ client greeted URL HEADERS_JSON
 """
 import asyncio
 import json
+import os
+import ssl
 import sys
 
 from websockets.asyncio.client import connect
@@ -56,8 +60,13 @@ async def echo(ws):
         pass
 
 
-async def run_server():
-    async with serve(echo, "127.0.0.1", 0, subprotocols=["chat.v1"], max_size=None, ping_interval=None) as server:
+async def run_server(tls):
+    context = None
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls[0], tls[1])
+    async with serve(echo, "127.0.0.1", 0, subprotocols=["chat.v1"], max_size=None, ping_interval=None,
+                     ssl=context) as server:
         port = server.sockets[0].getsockname()[1]
         print(port, flush=True)
         loop = asyncio.get_running_loop()
@@ -78,8 +87,12 @@ async def run_client(mode, url, headers):
         # The echo goes uncompressed, so that 4 MiB messages are 4 MiB on the wire; the others
         # offer permessage-deflate, as browsers do.
         compression = None if mode == "echo" else "deflate"
+        context = None
+        if url.startswith("wss://"):
+            context = ssl.create_default_context(cafile=os.environ.get("PEER_CA"))
         async with connect(url, additional_headers=headers, subprotocols=["chat.v1"], max_size=None,
-                           ping_interval=None, open_timeout=60, close_timeout=30, compression=compression) as ws:
+                           ping_interval=None, open_timeout=60, close_timeout=30, compression=compression,
+                           ssl=context) as ws:
             report["subprotocol"] = ws.subprotocol
             report["extensions"] = [extension.name for extension in ws.protocol.extensions]
             if mode == "echo":
@@ -132,7 +145,7 @@ async def run_client(mode, url, headers):
 
 def main():
     if sys.argv[1] == "server":
-        asyncio.run(run_server())
+        asyncio.run(run_server(sys.argv[2:4] if len(sys.argv) > 3 else None))
     else:
         mode, url = sys.argv[2], sys.argv[3]
         headers = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PorticoDemoBackends
 import PorticoTestSupport
 import PorticoTesting
 import Testing
@@ -44,9 +45,11 @@ struct WebSocketTests {
         let process: ChildProcess
         let port: Int
 
-        init() throws {
+        /// - Parameter tls: serve `wss://` with the tests' `localhost` certificate.
+        init(tls: Bool = false) throws {
+            let certificate = tls ? [TestCertificates.path("localhost.pem"), TestCertificates.path("localhost-key.pem")] : []
             process = try ChildProcess(
-                InteropTests.python!, [WebSocketTests.script, "server"], standardInput: .pipe, standardOutput: .pipe)
+                InteropTests.python!, [WebSocketTests.script, "server"] + certificate, standardInput: .pipe, standardOutput: .pipe)
             var line = Data()
             while let byte = try process.standardOutput!.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
             port = Int(String(decoding: line, as: UTF8.self)) ?? 0
@@ -95,11 +98,14 @@ struct WebSocketTests {
         """
     }
 
-    /// Runs the Python client in `mode` against `path` on the gateway (off the cooperative pool).
-    static func client(_ mode: String, port: Int, path: String, headers: [String: String] = [:]) async throws -> Report {
+    /// Runs the Python client in `mode` against `path` on the gateway (off the cooperative pool);
+    /// with `tls`, over `wss://localhost`, trusting the tests' CA.
+    static func client(_ mode: String, port: Int, path: String, headers: [String: String] = [:], tls: Bool = false) async throws -> Report {
         let fields = String(decoding: try JSONEncoder().encode(headers), as: UTF8.self)
+        let url = tls ? "wss://localhost:\(port)\(path)" : "ws://127.0.0.1:\(port)\(path)"
+        let environment = ProcessInfo.processInfo.environment.merging(["PEER_CA": TestCertificates.path("ca.pem")]) { $1 }
         let result = try await offThePool {
-            try ChildProcess.run(InteropTests.python!, [script, "client", mode, "ws://127.0.0.1:\(port)\(path)", fields])
+            try ChildProcess.run(InteropTests.python!, [script, "client", mode, url, fields], environment: environment)
         }
         try #require(result.termination == .exited(0), "\(String(decoding: result.errors, as: UTF8.self))")
         return try JSONDecoder().decode(Report.self, from: result.output)
@@ -227,5 +233,97 @@ struct WebSocketTests {
             let report = try await waiting.value
             #expect(report.received_code == 1008)
         }
+    }
+
+    @Test("over TLS at both ends: wss:// to the gateway, and the gateway to an https:// backend it verifies", .enabled(if: installed))
+    func tlsBothWays() async throws {
+        let server = try Server(tls: true)
+        defer { server.stop() }
+        try #require(server.port > 0)
+        let gateway = try await TestGateway.start(
+            policy: """
+                backends:
+                  chat: { url: "https://localhost:\(server.port)", caFile: "\(TestCertificates.path("ca.pem"))" }
+                  stranger: { url: "https://localhost:\(server.port)", caFile: "\(TestCertificates.path("foreign-ca.pem"))" }
+                services:
+                  chat: { path: /chat, websocket: true, versions: { 1: { proxy: { backend: chat } } } }
+                  stranger: { path: /stranger, websocket: true, versions: { 1: { proxy: { backend: stranger } } } }
+                """, tls: TestCertificates.listenerTLS())
+        do {
+            let report = try await Self.client("echo", port: gateway.port, path: "/chat", tls: true)
+            #expect(report.echoed == 14 && report.pong == true && report.received_code == 1000, "\(report)")
+            // A backend certificate that does not verify: 502, and nothing is joined.
+            let refused = try await Self.client("refused", port: gateway.port, path: "/stranger", tls: true)
+            #expect(refused.status == 502)
+        } catch {
+            await gateway.shutdown()
+            throw error
+        }
+        await gateway.shutdown()
+    }
+
+    /// A handshake request over a raw connection.
+    static func handshake(
+        _ port: Int, path: String, extra: [(String, String)] = [], method: String = "GET"
+    ) throws -> RawHTTPClient.Response {
+        let client = try RawHTTPClient(port: port, receiveTimeout: 90)
+        let fields = [
+            ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("Sec-WebSocket-Version", "13"),
+        ]
+        let names = Set(extra.map { $0.0.lowercased() })
+        return try client.request(method, path, headers: fields.filter { !names.contains($0.0.lowercased()) } + extra)
+    }
+
+    @Test("a backend's 101 that does not complete the handshake is a 502; a refusal is relayed as it came; bad handshakes never reach it")
+    func handshakeChecks() async throws {
+        let backend = try await ScriptedBackend.start { request in
+            switch request.target {
+            case "/wrong-accept":
+                return [
+                    .text(
+                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAA\r\n\r\n"
+                    )
+                ]
+            case "/unoffered-extension":
+                return [
+                    .text(
+                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                            + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nSec-WebSocket-Extensions: x-secret\r\n\r\n")
+                ]
+            default:
+                return [.text("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 9\r\n\r\nnot you\r\n")]
+            }
+        }
+        let gateway = try await TestGateway.start(
+            policy: """
+                backends: { raw: { url: "http://127.0.0.1:\(backend.port)" } }
+                services: { raw: { path: /raw, websocket: true, versions: { 1: { proxy: { backend: raw, rewrite: / } } } } }
+                """)
+        let port = gateway.port
+        let (wrongAccept, unoffered, refused, version, post, badKey) = try await offThePool {
+            (
+                try Self.handshake(port, path: "/raw/wrong-accept"), try Self.handshake(port, path: "/raw/unoffered-extension"),
+                try Self.handshake(port, path: "/raw/refuse"),
+                try Self.handshake(port, path: "/raw/x", extra: [("Sec-WebSocket-Version", "8")]),
+                try Self.handshake(port, path: "/raw/x", method: "POST"),
+                try Self.handshake(port, path: "/raw/x", extra: [("Sec-WebSocket-Key", "short")])
+            )
+        }
+        #expect(wrongAccept.status == 502)
+        #expect(String(decoding: wrongAccept.body, as: UTF8.self).contains("Sec-WebSocket-Accept"))
+        #expect(unoffered.status == 502)
+        #expect(String(decoding: unoffered.body, as: UTF8.self).contains("x-secret"))
+        #expect(refused.status == 403)
+        #expect(String(decoding: refused.body, as: UTF8.self) == "not you\r\n")
+        #expect(refused.header("connection")?.lowercased() == "close")
+        #expect(version.status == 426)
+        #expect(version.header("sec-websocket-version") == "13")
+        #expect(post.status == 400)
+        #expect(badKey.status == 400)
+        #expect(backend.requestsReceived == 3)
+        #expect(gateway.gateway.streams.count(service: "raw") == 0)
+        await gateway.shutdown()
+        try await backend.shutdown()
     }
 }
