@@ -1,5 +1,6 @@
 import CPorticoCurl
 import NIOCore
+import NIOHTTP1
 import PorticoHTTP
 
 #if canImport(Glibc)
@@ -79,7 +80,19 @@ extension CurlWorker {
         // addressed directly.
         check(portico_easy_setopt_pointer(easy, CURLOPT_PROXY, ""), "proxy")
         check(portico_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(request.connectTimeout)), "connect timeout")
-        check(portico_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)), "timeout")
+        if Self.asksForEventStream(request.headers) {
+            // An event stream lasts as long as its backend has events: no bound on the whole
+            // transfer, but one on each wait (under one byte a second for that long is a wait).
+            // libcurl fixes its limits before the answer's head says what it is, so the request's
+            // Accept decides; its speed check is whole seconds.
+            let idle = request.eventIdleTimeout ?? request.timeout
+            let seconds = (Self.milliseconds(idle) + 999) / 1000
+            check(portico_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, 0), "timeout")
+            check(portico_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1), "low speed limit")
+            check(portico_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, seconds), "low speed time")
+        } else {
+            check(portico_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)), "timeout")
+        }
         check(portico_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer), "error buffer")
         if let caFile = request.trustedCAFile { check(portico_easy_setopt_pointer(easy, CURLOPT_CAINFO, caFile), "CA file") }
         check(portico_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, headerCallback), "header function")
@@ -146,5 +159,15 @@ extension CurlWorker {
     static func milliseconds(_ duration: Duration) -> Int {
         let (seconds, attoseconds) = duration.components
         return max(1, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+    }
+}
+
+extension CurlWorker {
+    /// Whether a request takes event streams only (`Accept: text/event-stream`, as EventSource sends
+    /// it): the one sign, before the answer's head, that it may stay open for long.
+    static func asksForEventStream(_ headers: HTTPHeaders) -> Bool {
+        let accepted = headers[canonicalForm: "accept"]
+        return !accepted.isEmpty
+            && accepted.allSatisfy { HeaderName.matches(String($0.prefix { $0 != ";" }.trimmingOptionalWhitespace()), "text/event-stream") }
     }
 }

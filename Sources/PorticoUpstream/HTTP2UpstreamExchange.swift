@@ -53,8 +53,11 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         timer = eventLoop.scheduleTask(deadline: deadline) {
             let exchange = bound.value
-            let waited = exchange.streamsEvents ? "no event within" : "no complete answer within"
-            exchange.fail(UpstreamError(.timedOut, detail: "\(waited) \(exchange.request.timeout)"))
+            let request = exchange.request
+            let waited =
+                exchange.streamsEvents
+                ? "no event within \(request.eventIdleTimeout ?? request.timeout)" : "no complete answer within \(request.timeout)"
+            exchange.fail(UpstreamError(.timedOut, detail: waited))
         }
     }
 
@@ -64,7 +67,7 @@ final class HTTP2UpstreamExchange: UpstreamTask, @unchecked Sendable {
 
     private func extendStream() {
         guard !isFinished else { return }
-        setTimer(at: .now() + TimeAmount(request.timeout))
+        setTimer(at: .now() + TimeAmount(request.eventIdleTimeout ?? request.timeout))
     }
 
     // MARK: UpstreamTask

@@ -72,7 +72,7 @@ public final class NIOUpstreamClient: UpstreamClient {
         let (head, keepAlive) = request.http1Head(for: target)
         let exchange = UpstreamExchange(
             eventLoop: eventLoop, origin: target.origin, head: head, body: request.body, keepAlive: keepAlive,
-            timeout: request.timeout, connectTimeout: request.connectTimeout, handler: handler)
+            timeout: request.timeout, connectTimeout: request.connectTimeout, eventIdleTimeout: request.eventIdleTimeout, handler: handler)
         if eventLoop.inEventLoop {
             start(exchange)
         } else {

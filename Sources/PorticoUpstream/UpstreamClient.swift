@@ -72,6 +72,12 @@ public struct UpstreamRequest: Sendable {
     public var connectTimeout: Duration
     /// Whole-exchange limit, including time queued for a connection.
     public var timeout: Duration
+    /// For an answer that turns out to be an event stream (``UpstreamResponseHead/isEventStream``):
+    /// the longest wait for its next bytes once its head has come, instead of ``timeout`` (a
+    /// service's `limits.streamIdleTimeout`); `nil` uses ``timeout`` for that wait too. The libcurl
+    /// client, which cannot change a transfer's limits once it runs, applies it from the start to a
+    /// request whose `Accept` is `text/event-stream`.
+    public var eventIdleTimeout: Duration?
     /// For `https` URLs: the CA certificates (PEM) the server's certificate must chain to; `nil`
     /// uses the system's trust store.
     public var trustedCAFile: String?

@@ -32,6 +32,8 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
     /// RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT and DELETE may be repeated.
     let isIdempotent: Bool
     let timeout: TimeAmount
+    /// An event stream's longest wait for its next bytes (its head has come).
+    let eventTimeout: TimeAmount
     let connectTimeout: TimeAmount
     /// Dropped once nothing more will be delivered (the result went out, or the caller cancelled).
     /// The caller keeps this task, usually in the very object the handler delivers to; holding the
@@ -60,7 +62,7 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
 
     init(
         eventLoop: any EventLoop, origin: UpstreamOrigin, head: HTTPRequestHead, body: ByteBuffer?, keepAlive: Bool,
-        timeout: Duration, connectTimeout: Duration, handler: any UpstreamResponseHandler
+        timeout: Duration, connectTimeout: Duration, eventIdleTimeout: Duration? = nil, handler: any UpstreamResponseHandler
     ) {
         self.eventLoop = eventLoop
         self.origin = origin
@@ -73,6 +75,7 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
         default: self.isIdempotent = false
         }
         self.timeout = TimeAmount(timeout)
+        self.eventTimeout = TimeAmount(eventIdleTimeout ?? timeout)
         self.connectTimeout = TimeAmount(connectTimeout)
         self.handler = handler
     }
@@ -174,7 +177,7 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
     /// An event stream's clock: the timeout runs from its last delivery, or the client's last
     /// progress through it, instead of from the exchange's start.
     private func extendStream() {
-        deadlines?.insert(self, deadline: eventLoop.now + timeout)
+        deadlines?.insert(self, deadline: eventLoop.now + eventTimeout)
     }
 
     func completed(_ events: UpstreamEvents) {
@@ -208,7 +211,7 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
     func deadlinePassed() {
         let error = UpstreamError(
             .timedOut,
-            detail: streamsEvents ? "no event within \(Duration(timeout))" : "no complete response within \(Duration(timeout))")
+            detail: streamsEvents ? "no event within \(Duration(eventTimeout))" : "no complete response within \(Duration(timeout))")
         switch state {
         case .created, .waiting:
             // (Created: its clock was started before it reached a pool, which only tests do.)

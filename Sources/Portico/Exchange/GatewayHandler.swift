@@ -37,6 +37,8 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     private var resumeAtRequestEnd: (() -> Void)?
     private var client: ClientConnection
     private var context: ChannelHandlerContext?
+    /// The response under way is an event stream: its heartbeat and lifetime.
+    private var eventStream: (exchange: Exchange, keeper: EventStreamKeeper)?
 
     /// - Parameter client: what is known of the client before the first request: an HTTP/2
     ///   stream's connection has completed its TLS handshake already.
@@ -114,6 +116,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
 
     func channelInactive(context: ChannelHandlerContext) {
         perform(machine.channelInactive(), context: context)
+        eventStreamEnded(.clientClosed)
         context.fireChannelInactive()
     }
 
@@ -209,10 +212,13 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         case .answer(let exchange, let problem, let after):
             answer(exchange, with: problem, after: after, context: context)
         case .finishResponse(let exchange, let closing):
+            eventStreamEnded(.backendClosed)
             accessLog.exchangeEnded(exchange)
             if !closing { timeouts.responseEndSent() }
             writeEnd(closing: closing, trailers: exchange.responseTrailers, context: context)
         case .abortResponse(let exchange):
+            let idle = exchange.outcome.failure?.contains("no event within") == true
+            eventStreamEnded(idle ? .idle : .failed)
             accessLog.exchangeEnded(exchange)
             context.flush()
             context.close(promise: nil)
@@ -221,6 +227,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             timeouts.requestEndReceived()
             timeouts.responseEndSent()
         case .abandon(let exchange):
+            eventStreamEnded(.clientClosed)
             exchange.abandon()
             accessLog.exchangeEnded(exchange)
         case .close:
@@ -250,8 +257,12 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         if let upstreamHead = events.head {
             let closing = machine.responseBegins(exchange, lengthKnown: upstreamHead.contentLength != nil)
             context.write(wrapOutboundOut(.head(ResponseDecoration.head(upstreamHead, for: exchange, closing: closing))), promise: nil)
+            if upstreamHead.isEventStream, events.result == nil {
+                eventStreamBegins(exchange, lengthKnown: upstreamHead.contentLength != nil)
+            }
         }
         if let body = events.body {
+            eventStream?.keeper.written(body)
             exchange.outcome.bytesSent += body.readableBytes
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
             if events.result == nil { machine.responseBodyWritten(bytes: body.readableBytes) }
@@ -305,6 +316,44 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             lease.end()
             accessLog.exchangeEnded(exchange)
         }
+    }
+
+    /// An event stream's head went out: it counts as open, and the service's heartbeat and
+    /// lifetime start. At its lifetime a chunked stream ends as if the backend had ended it (an
+    /// EventSource reconnects, with its Last-Event-ID); one with a length cannot end early, and is
+    /// cut.
+    private func eventStreamBegins(_ exchange: Exchange, lengthKnown: Bool) {
+        guard let context, let service = exchange.routed?.service.policy else { return }
+        services.metrics?.streamOpened(.eventStream)
+        let keeper = EventStreamKeeper(
+            eventLoop: context.eventLoop, heartbeat: service.heartbeat, maxLifetime: service.streams.maxLifetime,
+            actions: .init(
+                write: { [weak self] bytes in
+                    guard let self, let context = self.context, self.machine.isCurrent(exchange) else { return }
+                    exchange.outcome.bytesSent += bytes.readableBytes
+                    context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(bytes))), promise: nil)
+                },
+                expire: { [weak self] in
+                    guard let self, self.machine.isCurrent(exchange) else { return }
+                    exchange.outcome.streamEnding = UpgradedStream.Ending.lifetime.rawValue
+                    exchange.task?.cancel()
+                    let result: Result<UpstreamMetrics, UpstreamError> =
+                        lengthKnown
+                        ? .failure(UpstreamError(.timedOut, detail: "event stream at its lifetime"))
+                        : .success(UpstreamMetrics(duration: exchange.outcome.upstreamDuration ?? .zero, newConnections: 0))
+                    self.handlerReceived(UpstreamEvents(result: result), for: exchange)
+                }))
+        eventStream = (exchange, keeper)
+    }
+
+    /// The event stream under way (if any) has ended: its timers stop, and its line in the access
+    /// log says how, unless that is known already (its lifetime).
+    private func eventStreamEnded(_ ending: UpgradedStream.Ending) {
+        guard let (exchange, keeper) = eventStream else { return }
+        eventStream = nil
+        keeper.stop()
+        if exchange.outcome.streamEnding == nil { exchange.outcome.streamEnding = ending.rawValue }
+        services.metrics?.streamClosed(.eventStream)
     }
 
     /// Gives the upstream client back the credit for body bytes that have left this handler's

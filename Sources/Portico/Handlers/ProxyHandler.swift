@@ -41,6 +41,7 @@ struct ProxyHandler: Sendable {
             clientAddress: exchange.client.address, scheme: scheme, requestID: exchange.requestID, credentials: exchange.credentialFields,
             versionedPrefix: exchange.versionedPrefix, traced: exchange.trace != nil)
         exchange.body = nil
+        request.eventIdleTimeout = routed.service.policy.streams.idleTimeout
         // Filling or revalidating the cache: the whole response is wanted, or the stored one confirmed.
         if case .fetch(_, let stale, _) = exchange.cache { CachedAnswer.conditions(&request.headers, revalidating: stale) }
         let attempts = ProxyAttempts(
