@@ -217,6 +217,7 @@ let package = Package(
                 gateway("NIOCore", "swift-nio"),
                 gateway("NIOPosix", "swift-nio"),
                 gateway("NIOHTTP1", "swift-nio"),
+                gateway("NIOWebSocket", "swift-nio"),
                 gateway("NIOConcurrencyHelpers", "swift-nio"),
             ],
             swiftSettings: swiftSettings

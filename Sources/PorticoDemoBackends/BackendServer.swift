@@ -81,6 +81,24 @@ public final class BackendServer: Sendable {
         return BackendServer(port: channel.localAddress!.port!, channel: channel, counters: counters)
     }
 
+    /// A server whose connections `configure` sets up itself (a protocol other than this type's
+    /// request-and-response one: the live demo's WebSocket and event streams).
+    static func start(
+        host: String, port: Int, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        configure: @escaping @Sendable (any Channel) throws -> Void
+    ) async throws -> BackendServer {
+        let counters = Counters()
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                counters.connections.wrappingAdd(1, ordering: .relaxed)
+                return channel.eventLoop.makeCompletedFuture { try configure(channel) }
+            }
+            .bind(host: host, port: port).get()
+        return BackendServer(port: channel.localAddress!.port!, channel: channel, counters: counters)
+    }
+
     public func shutdown() async throws {
         try await channel.close()
     }

@@ -14,8 +14,9 @@ public enum DemoBackends {
     /// A second instance of the quotes service: the shipped policy balances `quotes` over both.
     public static let quotesSecondPort = 18087
 
-    /// Starts every demo backend on loopback: the quotes and echo services, and the facades'
-    /// feeds (see ``quotesCSV(_:)``).
+    /// Starts every demo backend on loopback: the quotes and echo services, the facades' feeds
+    /// (see ``quotesCSV(_:)``), and the live one's WebSocket echo and ticking event stream
+    /// (``LiveDemoBackend``).
     ///
     /// - Parameter host: the address they bind: loopback for the quick start; `0.0.0.0` in a
     ///   container the gateway reaches over a network (docker-compose.yml).
@@ -31,6 +32,7 @@ public enum DemoBackends {
         ]
         do {
             for (port, handler) in all { servers.append(try await BackendServer.start(host: host, port: port, handler: handler)) }
+            servers.append(try await LiveDemoBackend.start(host: host))
         } catch {
             for server in servers { try? await server.shutdown() }
             throw error

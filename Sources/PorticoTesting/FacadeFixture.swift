@@ -28,6 +28,8 @@ public enum FacadeFixture {
     ) -> String {
         let keys = try! String(contentsOf: root.appendingPathComponent("keys.yaml"), encoding: .utf8)
             .replacingOccurrences(of: "secretFile: secrets/demo-app.secret", with: "secret: \"\(demoSecret)\"")
+            // The demo's WebSocket service is not among this fixture's.
+            .replacingOccurrences(of: "services: [stockQuote, echo, chat]", with: "services: [stockQuote, echo]")
         let base = gatewayPort.map { secure ? "https://localhost:\($0)" : "http://127.0.0.1:\($0)" } ?? "http://127.0.0.1:1"
         return """
             backends:

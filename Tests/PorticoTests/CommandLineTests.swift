@@ -51,7 +51,8 @@ struct CommandLineTests {
         #expect(Self.developmentCertificates == 0)
         let result = try run(["check", Self.repositoryRoot.appendingPathComponent("policies").path])
         #expect(result.status == 0, "\(result.errors)")
-        #expect(result.output.contains("OK — 2 listener(s), 6 backend(s), 3 service(s)"))  // quotes, echo and the four facade feeds
+        // quotes, echo, the four facade feeds and the live one; stockQuote, weather, echo, chat and ticks
+        #expect(result.output.contains("OK — 2 listener(s), 7 backend(s), 5 service(s)"), "\(result.output)")
         #expect(result.output.contains("keys.yaml:9: keys.demo-app: demo key"))
     }
 

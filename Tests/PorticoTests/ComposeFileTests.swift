@@ -87,7 +87,7 @@ struct ComposeFileTests {
         #expect(snapshot.policy.listeners.allSatisfy { $0.address == "0.0.0.0" })
         let demoPorts = Set([
             DemoBackends.quotesPort, DemoBackends.echoPort, DemoBackends.quotesCSVPort, DemoBackends.quotesXMLPort,
-            DemoBackends.weatherYQLPort, DemoBackends.weatherRESTPort, DemoBackends.quotesSecondPort,
+            DemoBackends.weatherYQLPort, DemoBackends.weatherRESTPort, DemoBackends.quotesSecondPort, LiveDemoBackend.port,
         ])
         let targets = snapshot.policy.backends.values.flatMap(\.targets)
         #expect(Set(targets.map(\.url.port)) == demoPorts)

@@ -47,6 +47,7 @@ struct DemoFacadeTests {
               quotesXML: { url: "http://127.0.0.1:\(ports[3])" }
               weatherYQL: { url: "http://127.0.0.1:\(weather[0])" }
               weatherREST: { url: "http://127.0.0.1:\(weather[1])" }
+              live: { url: "http://127.0.0.1:\(ports[1])" }  # the streams' routes are WebSocketTests'
             locator:
               environments:
                 production: { publicBaseURL: "https://api.example.com", listeners: [test] }

@@ -110,7 +110,11 @@ async def run_client(mode, url, headers):
                 await asyncio.wait_for(pong, 60)
                 report["pong"] = True
                 await ws.send("whoami")
-                report["whoami"] = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                answer = await asyncio.wait_for(ws.recv(), 60)
+                try:
+                    report["whoami"] = json.loads(answer)
+                except ValueError:
+                    report["whoami_raw"] = answer   # another echo server: it echoes the question
                 await ws.close(1000, "done")
                 report["sent_code"] = 1000
                 report.update(closed_info(ws))

@@ -48,6 +48,8 @@ final class UpgradedStream {
     private var idleTimer: Scheduled<Void>?
     private var lifetimeTimer: Scheduled<Void>?
     private(set) var ending: Ending?
+    /// The side whose close frame came first, which began the closing handshake.
+    private var closedFirst: Side?
     private var closedSides = 0
     private var finished: ((UpgradedStream) -> Void)?
 
@@ -79,16 +81,19 @@ final class UpgradedStream {
         case .client:
             bytesFromClient += bytes.readableBytes
             upstream.advance(over: bytes)
+            if closedFirst == nil, upstream.sawClose { closedFirst = .client }
         case .backend:
             bytesFromBackend += bytes.readableBytes
             downstream.advance(over: bytes)
+            if closedFirst == nil, downstream.sawClose { closedFirst = .backend }
         }
     }
 
     /// `side`'s peer closed, or its connection failed: the other side is closed once what it was
-    /// sent has left.
+    /// sent has left. The stream ended as the side that sent the first close frame wanted (a
+    /// server closes TCP first after a client's close), else as the side that hung up.
     func sideEnded(_ side: Side, failed: Bool) {
-        if ending == nil { ending = failed ? .failed : (side == .client ? .clientClosed : .backendClosed) }
+        if ending == nil { ending = failed ? .failed : ((closedFirst ?? side) == .client ? .clientClosed : .backendClosed) }
         other(of: side)?.closeAfterWrites()
     }
 
