@@ -28,6 +28,10 @@ client refused URL HEADERS_JSON
 
 client greeted URL HEADERS_JSON
     Reads the first message without sending anything, then closes.
+
+client echo-fixed-key URL HEADERS_JSON
+    Sends HEADERS_JSON's X-Fixed-Key as its Sec-WebSocket-Key (so that a signature made beforehand
+    can cover it), then one message, checks its echo, and closes.
 """
 import asyncio
 import json
@@ -83,6 +87,13 @@ def closed_info(ws):
 
 async def run_client(mode, url, headers):
     report = {}
+    fixed = [value for name, value in headers if name == "X-Fixed-Key"]
+    headers = [(name, value) for name, value in headers if name != "X-Fixed-Key"]
+    if fixed:
+        # websockets' client protocol draws its key from generate_key(); a test that signed the
+        # key beforehand passes its own.
+        from websockets import client as sans_io_client
+        sans_io_client.generate_key = lambda: fixed[0]
     try:
         # The echo goes uncompressed, so that 4 MiB messages are 4 MiB on the wire; the others
         # offer permessage-deflate, as browsers do.
@@ -134,6 +145,10 @@ async def run_client(mode, url, headers):
                 except ConnectionClosed:
                     pass
                 report.update(closed_info(ws))
+            elif mode == "echo-fixed-key":
+                await ws.send("signed hello")
+                report["echoed"] = 1 if await asyncio.wait_for(ws.recv(), 60) == "signed hello" else 0
+                await ws.close(1000)
             elif mode == "greeted":
                 report["first"] = await asyncio.wait_for(ws.recv(), 60)
                 await ws.close(1000)

@@ -38,7 +38,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     private var client: ClientConnection
     private var context: ChannelHandlerContext?
     /// The response under way is an event stream: its heartbeat and lifetime.
-    private var eventStream: (exchange: Exchange, keeper: EventStreamKeeper)?
+    private var eventStream: (exchange: Exchange, keeper: EventStreamKeeper?)?
 
     /// - Parameter client: what is known of the client before the first request: an HTTP/2
     ///   stream's connection has completed its TLS handshake already.
@@ -262,7 +262,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             }
         }
         if let body = events.body {
-            eventStream?.keeper.written(body)
+            eventStream?.keeper?.written(body)
             exchange.outcome.bytesSent += body.readableBytes
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
             if events.result == nil { machine.responseBodyWritten(bytes: body.readableBytes) }
@@ -325,6 +325,12 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     private func eventStreamBegins(_ exchange: Exchange, lengthKnown: Bool) {
         guard let context, let service = exchange.routed?.service.policy else { return }
         services.metrics?.streamOpened(.eventStream)
+        // Nothing to keep without a heartbeat or a lifetime: an open stream then costs no more
+        // than any response under way.
+        guard service.heartbeat != nil || service.streams.maxLifetime != nil else {
+            eventStream = (exchange, nil)
+            return
+        }
         let keeper = EventStreamKeeper(
             eventLoop: context.eventLoop, heartbeat: service.heartbeat, maxLifetime: service.streams.maxLifetime,
             actions: .init(
@@ -351,7 +357,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     private func eventStreamEnded(_ ending: UpgradedStream.Ending) {
         guard let (exchange, keeper) = eventStream else { return }
         eventStream = nil
-        keeper.stop()
+        keeper?.stop()
         if exchange.outcome.streamEnding == nil { exchange.outcome.streamEnding = ending.rawValue }
         services.metrics?.streamClosed(.eventStream)
     }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PorticoDemoBackends
+import PorticoSigning
 import PorticoTestSupport
 import PorticoTesting
 import Testing
@@ -93,6 +94,12 @@ struct WebSocketTests {
           plain:
             path: /plain
             versions: { 1: { proxy: { backend: chat } } }
+          signed:
+            path: /signed
+            auth: signature
+            websocket: true
+            versions: { 1: { proxy: { backend: chat } } }
+        signatures: { maxClockSkew: 300s, requireNonce: true }
         tiers:
           standard: { rate: 10000/s, burst: 10000, maxUpgraded: 2 }
         keys:
@@ -382,5 +389,33 @@ struct WebSocketTests {
         keys:
           app-one: { secret: "\(SignedServicesFixture.appSecret)", demo: true, services: ["*"], tier: standard }
         """
+    }
+
+    @Test(
+        "a handshake signed (RFC 9421) over its method, authority, path and key is accepted once; tampered or replayed, refused",
+        .enabled(if: installed))
+    func signed() async throws {
+        try await Self.withGateway { gateway, _ in
+            let signer = TestSigner(keyID: "app-one", secret: SignedServicesFixture.appSecret, authority: "127.0.0.1:\(gateway.port)")
+            let key = "dGhlIHNhbXBsZSBub25jZQ=="
+            let fields = try signer.headers(
+                "GET", "/signed/room?x=1", headers: [("Sec-WebSocket-Key", key)],
+                components: [.method, .authority, .path, .query, .field("sec-websocket-key")])
+            // The Python client makes its own Sec-WebSocket-Key: sign the one it will send.
+            var headers = Dictionary(fields.filter { $0.0 != "Sec-WebSocket-Key" }, uniquingKeysWith: { $1 })
+            headers["X-Fixed-Key"] = key
+            let accepted = try await Self.client("echo-fixed-key", port: gateway.port, path: "/signed/room?x=1", headers: headers)
+            #expect(accepted.echoed == 1, "\(accepted)")
+            let replayed = try await Self.client("refused", port: gateway.port, path: "/signed/room?x=1", headers: headers)
+            #expect(replayed.status == 401)
+            #expect(replayed.body?.contains("replay") == true, "\(replayed)")
+            let fresh = try signer.headers(
+                "GET", "/signed/room?x=1", headers: [("Sec-WebSocket-Key", key)],
+                components: [.method, .authority, .path, .query, .field("sec-websocket-key")])
+            var tampered = Dictionary(fresh.filter { $0.0 != "Sec-WebSocket-Key" }, uniquingKeysWith: { $1 })
+            tampered["X-Fixed-Key"] = key
+            let moved = try await Self.client("refused", port: gateway.port, path: "/signed/other?x=1", headers: tampered)
+            #expect(moved.status == 401)
+        }
     }
 }
