@@ -66,26 +66,17 @@ public final class BackendServer: Sendable {
         host: String = "127.0.0.1", port: Int = 0, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         handler: @escaping Handler
     ) async throws -> BackendServer {
-        let counters = Counters()
-        let channel = try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 1024)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                counters.connections.wrappingAdd(1, ordering: .relaxed)
-                return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(BackendHandler(handler: handler, counters: counters))
-                }
-            }
-            .bind(host: host, port: port).get()
-        return BackendServer(port: channel.localAddress!.port!, channel: channel, counters: counters)
+        try await start(host: host, port: port, group: group) { channel, counters in
+            try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+            try channel.pipeline.syncOperations.addHandler(BackendHandler(handler: handler, counters: counters))
+        }
     }
 
     /// A server whose connections `configure` sets up itself (a protocol other than this type's
     /// request-and-response one: the live demo's WebSocket and event streams).
     static func start(
         host: String, port: Int, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        configure: @escaping @Sendable (any Channel) throws -> Void
+        configure: @escaping @Sendable (any Channel, Counters) throws -> Void
     ) async throws -> BackendServer {
         let counters = Counters()
         let channel = try await ServerBootstrap(group: group)
@@ -93,7 +84,7 @@ public final class BackendServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 counters.connections.wrappingAdd(1, ordering: .relaxed)
-                return channel.eventLoop.makeCompletedFuture { try configure(channel) }
+                return channel.eventLoop.makeCompletedFuture { try configure(channel, counters) }
             }
             .bind(host: host, port: port).get()
         return BackendServer(port: channel.localAddress!.port!, channel: channel, counters: counters)

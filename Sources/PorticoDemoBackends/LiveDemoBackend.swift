@@ -24,7 +24,7 @@ public enum LiveDemoBackend {
     ) async throws
         -> BackendServer
     {
-        try await BackendServer.start(host: host, port: port) { channel in
+        try await BackendServer.start(host: host, port: port) { channel, _ in
             let upgrader = NIOWebSocketServerUpgrader(
                 maxFrameSize: 1 << 24,
                 shouldUpgrade: { channel, _ in channel.eventLoop.makeSucceededFuture(HTTPHeaders()) },
