@@ -41,6 +41,9 @@ final class CurlTransfer {
     private var headers: [(name: String, value: String)] = []
     /// Whether the final head's end was seen.
     private(set) var headReceived = false
+    /// Set up as an event stream's transfer (`Accept: text/event-stream`): its time limit is a
+    /// bound on each wait, this long, not on the whole transfer.
+    var eventWait: Duration?
     /// The final head's framing, once it was seen and found unambiguous.
     private(set) var framing: ResponseFraming?
     /// Body bytes taken from libcurl so far.

@@ -86,6 +86,7 @@ extension CurlWorker {
             // libcurl fixes its limits before the answer's head says what it is, so the request's
             // Accept decides; its speed check is whole seconds.
             let idle = request.eventIdleTimeout ?? request.timeout
+            transfer.eventWait = idle
             let seconds = (Self.milliseconds(idle) + 999) / 1000
             check(portico_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, 0), "timeout")
             check(portico_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1), "low speed limit")

@@ -179,6 +179,10 @@ final class CurlWorker: @unchecked Sendable {
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
             return .failure(UpstreamError(.connectFailed, detail: detail))
         case CURLE_OPERATION_TIMEDOUT:
+            // Past an event stream's head, the limit that ran out was the wait for its next event.
+            if let wait = transfer.eventWait, transfer.headReceived {
+                return .failure(UpstreamError(.timedOut, detail: "no event within \(wait) (\(detail))"))
+            }
             return .failure(UpstreamError(.timedOut, detail: detail))
         default:
             return .failure(UpstreamError(.badResponse, detail: detail))

@@ -65,6 +65,7 @@ public enum UpstreamUpgrade {
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
                     if let tlsContext { try pipeline.addHandler(TLSClientHandler(context: tlsContext, serverName: name)) }
+                    try pipeline.addHandler(InactiveHold())
                     try pipeline.addHandler(HTTPRequestEncoder())
                     try pipeline.addHandler(ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes)))
                     try pipeline.addHandler(UpgradeAnswerHandler(head: head, timeout: timeout, origin: origin, promise: promise))
@@ -150,7 +151,10 @@ final class UpgradeAnswerHandler: ChannelInboundHandler, RemovableChannelHandler
         case .head(let head):
             var headers = head.headers
             let length = headers.first(name: "content-length").flatMap(Int.init)
-            if head.status == .switchingProtocols { headers.remove(name: "content-length") }
+            if head.status == .switchingProtocols {
+                headers.remove(name: "content-length")
+                (try? context.pipeline.syncOperations.handler(type: InactiveHold.self))?.holding = true
+            }
             answer = UpstreamResponseHead(status: Int(head.status.code), headers: headers, contentLength: length)
         case .body(var part):
             if (body?.readableBytes ?? 0) + part.readableBytes > UpstreamUpgrade.maximumAnswerBytes {
@@ -187,6 +191,10 @@ final class UpgradeAnswerHandler: ChannelInboundHandler, RemovableChannelHandler
                 return context.close(promise: nil)
             }
             decoderRemoved.whenComplete { result in
+                // The backend's close, if it came with its 101, reaches the handlers now.
+                if let hold = try? channel.pipeline.syncOperations.context(handlerType: InactiveHold.self) {
+                    channel.pipeline.syncOperations.removeHandler(context: hold, promise: nil)
+                }
                 switch result {
                 case .success: promise.succeed(.switched(answer, channel))
                 case .failure(let error):
@@ -245,6 +253,30 @@ public final class UpgradedBytesBuffer: ChannelDuplexHandler, RemovableChannelHa
         if !held.isEmpty { context.fireChannelReadComplete() }
         if inputClosed { context.fireUserInboundEventTriggered(ChannelEvent.inputClosed) }
         // A read asked for meanwhile was held back here: the relay asks again as it sees fit.
+        context.leavePipeline(removalToken: removalToken)
+    }
+}
+
+/// Holds back the connection's close while a `101`'s switch is under way. A backend that sends its
+/// `101`, a frame and its FIN in one go would otherwise have NIO's decoder see the end of input
+/// before it leaves, and a decoder that has seen it drops what it still holds (the frame) instead
+/// of handing it on. Removed, it passes the close on.
+final class InactiveHold: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    /// Set once a `101` head has been read: only then is the close held back (an answer of
+    /// another kind may be delimited by it).
+    var holding = false
+    private var inactive = false
+
+    func channelInactive(context: ChannelHandlerContext) {
+        guard holding else { return context.fireChannelInactive() }
+        inactive = true
+    }
+
+    func removeHandler(context: ChannelHandlerContext, removalToken: ChannelHandlerContext.RemovalToken) {
+        if inactive { context.fireChannelInactive() }
         context.leavePipeline(removalToken: removalToken)
     }
 }

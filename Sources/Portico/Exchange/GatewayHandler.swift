@@ -258,7 +258,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             let closing = machine.responseBegins(exchange, lengthKnown: upstreamHead.contentLength != nil)
             context.write(wrapOutboundOut(.head(ResponseDecoration.head(upstreamHead, for: exchange, closing: closing))), promise: nil)
             if upstreamHead.isEventStream, events.result == nil {
-                eventStreamBegins(exchange, lengthKnown: upstreamHead.contentLength != nil)
+                eventStreamBegins(exchange, head: upstreamHead)
             }
         }
         if let body = events.body {
@@ -309,12 +309,13 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             let bound = NIOLoopBound(stream, eventLoop: stream.eventLoop)
             let loop = stream.eventLoop
             lease.opened { reason in loop.execute { bound.value.close(reason) } }
+            stream.start()
         } catch {
+            // Nothing was changed on the client's side: its close ends the exchange (logged once).
             exchange.outcome.failure = "joining the WebSocket connections: \(error)"
             backend.close(promise: nil)
-            context.close(promise: nil)
             lease.end()
-            accessLog.exchangeEnded(exchange)
+            context.close(promise: nil)
         }
     }
 
@@ -322,17 +323,20 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     /// lifetime start. At its lifetime a chunked stream ends as if the backend had ended it (an
     /// EventSource reconnects, with its Last-Event-ID); one with a length cannot end early, and is
     /// cut.
-    private func eventStreamBegins(_ exchange: Exchange, lengthKnown: Bool) {
+    private func eventStreamBegins(_ exchange: Exchange, head: UpstreamResponseHead) {
+        let lengthKnown = head.contentLength != nil
         guard let context, let service = exchange.routed?.service.policy else { return }
         services.metrics?.streamOpened(.eventStream)
         // Nothing to keep without a heartbeat or a lifetime: an open stream then costs no more
         // than any response under way.
-        guard service.heartbeat != nil || service.streams.maxLifetime != nil else {
+        // A comment cannot be added to a body of a declared length, nor to one the backend encoded.
+        let heartbeat = lengthKnown || head.headers.contains(name: "content-encoding") ? nil : service.heartbeat
+        guard heartbeat != nil || service.streams.maxLifetime != nil else {
             eventStream = (exchange, nil)
             return
         }
         let keeper = EventStreamKeeper(
-            eventLoop: context.eventLoop, heartbeat: service.heartbeat, maxLifetime: service.streams.maxLifetime,
+            eventLoop: context.eventLoop, heartbeat: heartbeat, maxLifetime: service.streams.maxLifetime,
             actions: .init(
                 write: { [weak self] bytes in
                     guard let self, let context = self.context, self.machine.isCurrent(exchange) else { return }

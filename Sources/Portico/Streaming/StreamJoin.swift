@@ -27,8 +27,12 @@ enum StreamJoin {
         stream.join(client: clientRelay, backend: backendRelay)
         let pipeline = context.pipeline.syncOperations
         let backendPipeline = backend.pipeline.syncOperations
-        try pipeline.addHandler(clientRelay)
+        // Everything that can fail, before anything changes: on a failure the connection is still
+        // the gateway handler's, whose close ends the exchange once.
+        let decoder = try pipeline.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self)
+        let held = try backendPipeline.context(handlerType: UpgradedBytesBuffer.self)
         try backendPipeline.addHandler(backendRelay)
+        try pipeline.addHandler(clientRelay)
         // HTTP's handlers leave, the decoder last; a handler the listener may not have is skipped.
         let httpHandlers = [
             try? pipeline.context(handlerType: ConnectionTimeoutHandler.self),
@@ -38,15 +42,17 @@ enum StreamJoin {
         ]
         for case let handlerContext? in httpHandlers { pipeline.removeHandler(context: handlerContext, promise: nil) }
         pipeline.removeHandler(context: context, promise: nil)
-        pipeline.removeHandler(context: try pipeline.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self), promise: nil)
-        backendPipeline.removeHandler(context: try backendPipeline.context(handlerType: UpgradedBytesBuffer.self), promise: nil)
-        // The decoder hands its bytes on without a read-complete, which is what flushes a relay's
-        // writes: flush them here. Reads were held by HTTP's handlers (pipelining) or not asked
-        // for: the relays take over.
-        backend.flush()
-        context.channel.flush()
-        context.channel.read()
+        // What the backend sent after its 101 goes now (with a read-complete, which flushes it).
+        backendPipeline.removeHandler(context: held, promise: nil)
         backend.read()
+        // The decoder hands its bytes on as it leaves, a moment later and without a read-complete:
+        // the backend's side is flushed once it has. Until then the decoder keeps whatever else
+        // the client sends, in order.
+        let channel = context.channel
+        pipeline.removeHandler(context: decoder).whenComplete { _ in
+            backend.flush()
+            channel.read()
+        }
         return stream
     }
 }

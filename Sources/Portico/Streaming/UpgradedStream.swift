@@ -9,7 +9,7 @@ import NIOCore
 /// that side's direction is between frames, and ends once both channels have closed: then its
 /// exchange is logged and its place given back (``finished``). Confined to its event loop.
 final class UpgradedStream {
-    enum Side {
+    enum Side: Hashable {
         case client
         case backend
     }
@@ -50,7 +50,7 @@ final class UpgradedStream {
     private(set) var ending: Ending?
     /// The side whose close frame came first, which began the closing handshake.
     private var closedFirst: Side?
-    private var closedSides = 0
+    private var closedSides: Set<Side> = []
     private var finished: ((UpgradedStream) -> Void)?
 
     /// - Parameter finished: called once, when both channels have closed.
@@ -62,14 +62,24 @@ final class UpgradedStream {
         lastActivity = eventLoop.now
     }
 
-    /// Installs the relays: `backend`'s channel holds what arrived after its `101` in an
-    /// ``UpgradedBytesBuffer``, handed on once the relay is behind it.
+    /// Knows its relays, before they are added to their channels.
     func join(client: StreamRelayHandler, backend: StreamRelayHandler) {
         self.client = client
         self.backend = backend
+    }
+
+    /// Runs, once both relays are in place and HTTP's handlers gone: its clocks start, and a side
+    /// whose connection closed meanwhile (a backend that hung up right after its `101`) ends the
+    /// stream now, since no close will reach its relay any more.
+    func start() {
         let loop = eventLoop.assumeIsolated()
         if let idleTimeout { idleTimer = loop.scheduleTask(in: idleTimeout) { [self] in idleCheck() } }
         if let maxLifetime { lifetimeTimer = loop.scheduleTask(in: maxLifetime) { [self] in close(.lifetime) } }
+        for relay in [client, backend] {
+            guard let relay, !relay.isActive else { continue }
+            sideEnded(relay.side, failed: false)
+            channelClosed(relay.side)
+        }
     }
 
     // MARK: From the relays
@@ -97,10 +107,10 @@ final class UpgradedStream {
         other(of: side)?.closeAfterWrites()
     }
 
-    /// A channel of the stream has closed; the second ends the stream.
-    func channelClosed() {
-        closedSides += 1
-        guard closedSides == 2, let finished else { return }
+    /// `side`'s channel has closed; once both have, the stream has ended.
+    func channelClosed(_ side: Side) {
+        closedSides.insert(side)
+        guard closedSides.count == 2, let finished else { return }
         self.finished = nil
         idleTimer?.cancel()
         lifetimeTimer?.cancel()
@@ -161,11 +171,8 @@ final class StreamRelayHandler: ChannelDuplexHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        // A channel already closed is seen by the stream's start, once every handler is in place.
         self.context = context
-        if !context.channel.isActive {
-            stream.sideEnded(side, failed: false)
-            stream.channelClosed()
-        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -173,6 +180,7 @@ final class StreamRelayHandler: ChannelDuplexHandler {
     }
 
     var isWritable: Bool { context?.channel.isWritable ?? false }
+    var isActive: Bool { context?.channel.isActive ?? false }
 
     // MARK: Inbound
 
@@ -193,7 +201,7 @@ final class StreamRelayHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         stream.sideEnded(side, failed: false)
-        stream.channelClosed()
+        stream.channelClosed(side)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

@@ -125,9 +125,13 @@ final class StreamLease: Sendable {
     /// The stream is open: it counts in the metrics, and a reload can close it with `close`,
     /// until ``end()``.
     func opened(close: @escaping @Sendable (UpgradedStream.Ending) -> Void) {
-        streams.register(place, close: close)
+        let ended = state.withLockedValue { state in
+            if !state.ended { state.opened = true }
+            return state.ended
+        }
+        guard !ended else { return }
         metrics?.streamOpened(.websocket)
-        state.withLockedValue { $0.opened = true }
+        streams.register(place, close: close)
     }
 
     /// Gives everything back; only the first call does anything.

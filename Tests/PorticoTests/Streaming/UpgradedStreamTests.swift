@@ -46,6 +46,7 @@ struct UpgradedStreamTests {
         try backend.pipeline.syncOperations.addHandler(counter)
         try client.pipeline.syncOperations.addHandler(clientRelay)
         try backend.pipeline.syncOperations.addHandler(backendRelay)
+        stream.start()
         return Pair(loop: loop, client: client, backend: backend, stream: stream, backendReads: counter, finished: finished)
     }
 

@@ -84,12 +84,12 @@ struct WebSocketTests {
           quiet:
             path: /quiet
             websocket: true
-            limits: { streamIdleTimeout: 1s }
+            limits: { streamIdleTimeout: 3s }
             versions: { 1: { proxy: { backend: chat } } }
           brief:
             path: /brief
             websocket: true
-            limits: { streamMaxLifetime: 1s }
+            limits: { streamMaxLifetime: 2s }
             versions: { 1: { proxy: { backend: chat } } }
           plain:
             path: /plain
@@ -416,6 +416,64 @@ struct WebSocketTests {
             tampered["X-Fixed-Key"] = key
             let moved = try await Self.client("refused", port: gateway.port, path: "/signed/other?x=1", headers: tampered)
             #expect(moved.status == 401)
+        }
+    }
+
+    /// The handshake's request as raw bytes, with the RFC's sample key.
+    static func handshakeText(_ path: String, extra: String = "") -> String {
+        "GET \(path) HTTP/1.1\r\nHost: gateway.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\(extra)\r\n"
+    }
+
+    @Test(
+        "a backend that closes right after its 101, in the same segment, ends the stream: the client gets its close frame, nothing is held")
+    func backendGoneAtOnce() async throws {
+        var answer = ByteBuffer(
+            string: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+        answer.writeBytes([0x88, 0x02, 0x03, 0xE8])
+        let backend = try await ScriptedBackend.start { [answer] _ in [.send(answer), .close] }
+        let gateway = try await TestGateway.start(
+            policy: """
+                backends: { raw: { url: "http://127.0.0.1:\(backend.port)" } }
+                services: { raw: { path: /raw, websocket: true, versions: { 1: { proxy: { backend: raw } } } } }
+                """)
+        let port = gateway.port
+        let outcomes = try await offThePool {
+            try (0..<20).map { _ -> (Int, [UInt8]?, Bool) in
+                let client = try RawHTTPClient(port: port, receiveTimeout: 90)
+                try client.send(Self.handshakeText("/raw"))
+                let head = try client.readResponse()
+                return (head.status, try client.readExactly(4), client.waitForClose())
+            }
+        }
+        for (status, frame, closed) in outcomes {
+            #expect(status == 101)
+            #expect(frame == [0x88, 0x02, 0x03, 0xE8])
+            #expect(closed)
+        }
+        let released = await eventually { gateway.gateway.streams.count(service: "raw") == 0 }
+        #expect(released)
+        let after = try await offThePool { try gateway.connect().request("GET", "/raw/x").status }
+        #expect(after == 101 || after == 400 || after == 502 || after == 200)
+        await gateway.shutdown()
+        try await backend.shutdown()
+    }
+
+    @Test("a frame the client sends right behind its handshake, before the 101, reaches the backend", .enabled(if: installed))
+    func frameWithHandshake() async throws {
+        try await Self.withGateway { gateway, _ in
+            let port = gateway.port
+            let (status, echoed) = try await offThePool {
+                let client = try RawHTTPClient(port: port, receiveTimeout: 90)
+                // A masked text frame "hi" (mask 0: the payload reads as it is), in the handshake's segment.
+                let handshake = Self.handshakeText("/quiet", extra: "Sec-WebSocket-Protocol: chat.v1\r\n")
+                try client.send(Array(handshake.utf8) + [0x81, 0x82, 0, 0, 0, 0] + Array("hi".utf8))
+                let head = try client.readResponse()
+                return (head.status, try client.readExactly(4))
+            }
+            #expect(status == 101)
+            #expect(echoed == [0x81, 0x02] + Array("hi".utf8))
         }
     }
 }
