@@ -217,8 +217,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             if !closing { timeouts.responseEndSent() }
             writeEnd(closing: closing, trailers: exchange.responseTrailers, context: context)
         case .abortResponse(let exchange):
-            let idle = exchange.outcome.failure?.contains("no event within") == true
-            eventStreamEnded(idle ? .idle : .failed)
+            eventStreamEnded(.failed)
             accessLog.exchangeEnded(exchange)
             context.flush()
             context.close(promise: nil)
@@ -274,6 +273,13 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             return
         }
         if let trailers = events.trailers, exchange.head.version.major == 2 { exchange.responseTrailers = trailers }
+        // Past an event stream's head, the one limit that times out is the wait for its next event
+        // (a lifetime's end has said so already).
+        if case .failure(let error) = result, error.kind == .timedOut, eventStream?.exchange === exchange,
+            exchange.outcome.streamEnding == nil
+        {
+            exchange.outcome.streamEnding = UpgradedStream.Ending.idle.rawValue
+        }
         switch exchange.handlerEnded(result) {
         case .success: perform(machine.responseEnded(exchange), context: context)
         case .failure where exchange.outcome.responseStarted: perform(machine.responseFailed(exchange), context: context)
@@ -324,13 +330,13 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     /// EventSource reconnects, with its Last-Event-ID); one with a length cannot end early, and is
     /// cut.
     private func eventStreamBegins(_ exchange: Exchange, head: UpstreamResponseHead) {
-        let lengthKnown = head.contentLength != nil
         guard let context, let service = exchange.routed?.service.policy else { return }
         services.metrics?.streamOpened(.eventStream)
-        // Nothing to keep without a heartbeat or a lifetime: an open stream then costs no more
-        // than any response under way.
+        let lengthKnown = head.contentLength != nil
         // A comment cannot be added to a body of a declared length, nor to one the backend encoded.
         let heartbeat = lengthKnown || head.headers.contains(name: "content-encoding") ? nil : service.heartbeat
+        // Nothing to keep without a heartbeat or a lifetime: an open stream then costs no more
+        // than any response under way.
         guard heartbeat != nil || service.streams.maxLifetime != nil else {
             eventStream = (exchange, nil)
             return
