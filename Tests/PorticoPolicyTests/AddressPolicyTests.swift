@@ -3,11 +3,7 @@ import Testing
 @testable import PorticoPolicy
 
 @Suite("Address lists and trustedProxies in the policy")
-struct AddressPolicyTests {
-    static func load(_ yaml: String) -> Result<PolicySnapshot, PolicyError> {
-        Result { () throws(PolicyError) in try PolicyLoader().load(sources: [(file: "p.yaml", text: yaml)]) }
-    }
-
+struct AddressPolicyTests: LoadsPolicyText {
     static let base = """
         listeners:
           - { name: public, port: 0 }

@@ -3,18 +3,7 @@ import Testing
 @testable import PorticoPolicy
 
 @Suite("cache and compression in the policy")
-struct CachePolicyTests {
-    static func load(_ yaml: String) -> Result<PolicySnapshot, PolicyError> {
-        Result { () throws(PolicyError) in try PolicyLoader().load(sources: [(file: "p.yaml", text: yaml)]) }
-    }
-
-    static func diagnostics(_ yaml: String) -> [String] {
-        switch load(yaml) {
-        case .success: []
-        case .failure(let error): error.diagnostics.map(\.description)
-        }
-    }
-
+struct CachePolicyTests: LoadsPolicyText {
     static let base = """
         listeners:
           - { name: public, port: 0 }

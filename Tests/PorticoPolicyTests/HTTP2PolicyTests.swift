@@ -3,18 +3,7 @@ import Testing
 @testable import PorticoPolicy
 
 @Suite("HTTP/2 in the policy: listeners' protocols and limits.http2")
-struct HTTP2PolicyTests {
-    static func load(_ yaml: String) -> Result<PolicySnapshot, PolicyError> {
-        Result { () throws(PolicyError) in try PolicyLoader().load(sources: [(file: "p.yaml", text: yaml)]) }
-    }
-
-    static func diagnostics(_ yaml: String) -> [String] {
-        switch load(yaml) {
-        case .success: []
-        case .failure(let error): error.diagnostics.map(\.description)
-        }
-    }
-
+struct HTTP2PolicyTests: LoadsPolicyText {
     static let tls = "tls: { certificate: /dev/null, privateKey: /dev/null }"
 
     @Test("TLS listeners offer h2 and http/1.1 by default, plain ones http/1.1; a list restricts or adds h2c")

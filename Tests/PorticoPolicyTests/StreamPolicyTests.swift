@@ -3,18 +3,7 @@ import Testing
 @testable import PorticoPolicy
 
 @Suite("Streams in the policy: websocket, limits, heartbeat and tiers' maxUpgraded")
-struct StreamPolicyTests {
-    static func load(_ yaml: String) -> Result<PolicySnapshot, PolicyError> {
-        Result { () throws(PolicyError) in try PolicyLoader().load(sources: [(file: "p.yaml", text: yaml)]) }
-    }
-
-    static func diagnostics(_ yaml: String) -> [String] {
-        switch load(yaml) {
-        case .success: []
-        case .failure(let error): error.diagnostics.map(\.description)
-        }
-    }
-
+struct StreamPolicyTests: LoadsPolicyText {
     static let backends = "backends: { chat: { url: \"http://127.0.0.1:9\" } }"
 
     @Test("a service's websocket, limits and heartbeat, and a tier's maxUpgraded, are read with their units; all are off by default")

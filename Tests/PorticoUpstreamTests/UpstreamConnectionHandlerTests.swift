@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import PorticoTestSupport
 import Testing
 
 @testable import PorticoUpstream
@@ -9,16 +10,6 @@ import Testing
 /// with the loop's clock under the test's control.
 @Suite("The upstream connection handler")
 struct UpstreamConnectionHandlerTests {
-    /// Counts the reads the handler asks the channel for (auto-read is off in production).
-    final class ReadCounter: ChannelOutboundHandler {
-        typealias OutboundIn = Any
-        var reads = 0
-        func read(context: ChannelHandlerContext) {
-            reads += 1
-            context.read()
-        }
-    }
-
     struct Setup {
         let channel: EmbeddedChannel
         let loop: EmbeddedEventLoop

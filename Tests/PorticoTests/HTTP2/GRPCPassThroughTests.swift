@@ -21,22 +21,8 @@ struct GRPCPassThroughTests {
     }
 
     /// A gRPC server in a child process, stopped when its standard input closes.
-    final class Server: Sendable {
-        let process: ChildProcess
-        let port: Int
-
-        init() throws {
-            process = try ChildProcess(
-                InteropTests.python!, [GRPCPassThroughTests.script, "server"], standardInput: .pipe, standardOutput: .pipe)
-            var line = Data()
-            while let byte = try process.standardOutput!.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
-            port = Int(String(decoding: line, as: UTF8.self)) ?? 0
-        }
-
-        func stop() {
-            try? process.standardInput?.close()
-            _ = process.wait()
-        }
+    static func server() throws -> AnnouncedServer {
+        try AnnouncedServer(InteropTests.python!, [script, "server"])
     }
 
     static func policy(_ grpcPort: Int) -> String {
@@ -57,7 +43,7 @@ struct GRPCPassThroughTests {
     }
 
     static func withGRPC(_ body: @escaping @Sendable (_ gatewayPort: Int) throws -> Void) async throws {
-        let server = try Server()
+        let server = try Self.server()
         defer { server.stop() }
         try #require(server.port > 0)
         let gateway = try await TestGateway.start(policy: policy(server.port), listener: "protocols: [h2c]")

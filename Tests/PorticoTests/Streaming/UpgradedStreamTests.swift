@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import PorticoTestSupport
 import Testing
 
 @testable import Portico
@@ -10,16 +11,6 @@ import Testing
 /// are reached by moving it, and writability is set by hand.
 @Suite("An upgraded stream's relay")
 struct UpgradedStreamTests {
-    /// Counts the reads that reach the socket, i.e. that the relay let through.
-    final class ReadCounter: ChannelOutboundHandler {
-        typealias OutboundIn = ByteBuffer
-        var reads = 0
-        func read(context: ChannelHandlerContext) {
-            reads += 1
-            context.read()
-        }
-    }
-
     struct Pair {
         let loop: EmbeddedEventLoop
         let client: EmbeddedChannel

@@ -43,25 +43,11 @@ struct WebSocketTests {
         var headers: [String: String?]
     }
 
-    /// The echo server, in a child process until its standard input closes.
-    final class Server: Sendable {
-        let process: ChildProcess
-        let port: Int
-
-        /// - Parameter tls: serve `wss://` with the tests' `localhost` certificate.
-        init(tls: Bool = false) throws {
-            let certificate = tls ? [TestCertificates.path("localhost.pem"), TestCertificates.path("localhost-key.pem")] : []
-            process = try ChildProcess(
-                InteropTests.python!, [WebSocketTests.script, "server"] + certificate, standardInput: .pipe, standardOutput: .pipe)
-            var line = Data()
-            while let byte = try process.standardOutput!.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
-            port = Int(String(decoding: line, as: UTF8.self)) ?? 0
-        }
-
-        func stop() {
-            try? process.standardInput?.close()
-            _ = process.wait()
-        }
+    /// The echo server, in a child process until its standard input closes; with `tls`, serving
+    /// `wss://` with the tests' `localhost` certificate.
+    static func server(tls: Bool = false) throws -> AnnouncedServer {
+        let certificate = tls ? [TestCertificates.path("localhost.pem"), TestCertificates.path("localhost-key.pem")] : []
+        return try AnnouncedServer(InteropTests.python!, [script, "server"] + certificate)
     }
 
     static func policy(backendPort: Int, keyStatus: String = "active") -> String {
@@ -121,9 +107,9 @@ struct WebSocketTests {
     }
 
     static func withGateway(
-        logger: Logger? = nil, _ body: (_ gateway: TestGateway, _ server: Server) async throws -> Void
+        logger: Logger? = nil, _ body: (_ gateway: TestGateway, _ server: AnnouncedServer) async throws -> Void
     ) async throws {
-        let server = try Server()
+        let server = try Self.server()
         defer { server.stop() }
         try #require(server.port > 0)
         let gateway = try await TestGateway.start(policy: policy(backendPort: server.port), logger: logger)
@@ -203,7 +189,7 @@ struct WebSocketTests {
         "maxUpgraded refuses a second stream with 429; the gateway's shutdown closes the open one with 1001",
         .enabled(if: installed))
     func limitAndShutdown() async throws {
-        let server = try Server()
+        let server = try Self.server()
         defer { server.stop() }
         let gateway = try await TestGateway.start(policy: Self.policy(backendPort: server.port))
         let port = gateway.port
@@ -247,7 +233,7 @@ struct WebSocketTests {
 
     @Test("over TLS at both ends: wss:// to the gateway, and the gateway to an https:// backend it verifies", .enabled(if: installed))
     func tlsBothWays() async throws {
-        let server = try Server(tls: true)
+        let server = try Self.server(tls: true)
         defer { server.stop() }
         try #require(server.port > 0)
         let gateway = try await TestGateway.start(
