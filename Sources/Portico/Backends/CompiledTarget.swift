@@ -12,6 +12,9 @@ final class CompiledTarget: Sendable {
     /// The `Host` field sent to it (RFC 9110 §7.2): the host, with `:port` only when it is not the
     /// scheme's default.
     let hostHeader: String
+    /// The host as the policy names it (no port, no brackets): what a TLS connection to it sends as
+    /// SNI and requires of its certificate, when ``origin`` holds the address it resolved to.
+    let serverName: String
     let weight: Int
     let state: TargetState
 
@@ -24,6 +27,7 @@ final class CompiledTarget: Sendable {
         urlPrefix = origin + url.basePath
         let defaultPort = url.scheme == "https" ? 443 : 80
         hostHeader = url.port == defaultPort ? url.hostForURL : "\(url.hostForURL):\(url.port)"
+        serverName = url.host
         weight = target.weight
         self.state = state
     }

@@ -58,14 +58,13 @@ struct WebSocketProxy: Sendable {
             versionedPrefix: exchange.versionedPrefix, traced: exchange.trace != nil)
         request.headers.add(name: "Connection", value: "Upgrade")
         request.headers.add(name: "Upgrade", value: "websocket")
-        let serverName = Self.hostName(target.hostHeader)
         exchange.outcome.backend = backend.name
         exchange.outcome.attempts = 1
         if backend.targets.count > 1 { exchange.outcome.target = target.origin }
         let attempt = UpgradeAttempt()
         exchange.task = attempt
         let started = NIODeadline.now()
-        UpstreamUpgrade.open(request, serverName: serverName, tls: tls, on: eventLoop).assumeIsolated().whenComplete { result in
+        UpstreamUpgrade.open(request, serverName: target.serverName, tls: tls, on: eventLoop).assumeIsolated().whenComplete { result in
             let metrics = UpstreamMetrics(duration: .nanoseconds((NIODeadline.now() - started).nanoseconds), newConnections: 1)
             switch result {
             case .failure(let error):
@@ -92,13 +91,6 @@ struct WebSocketProxy: Sendable {
             }
         }
         return nil
-    }
-
-    /// The host of a `Host` value (`name`, `name:port`, `[v6]:port`): the name a TLS target's
-    /// certificate must hold.
-    static func hostName(_ host: String) -> String {
-        if host.hasPrefix("["), let close = host.firstIndex(of: "]") { return String(host[host.index(after: host.startIndex)..<close]) }
-        return String(host.split(separator: ":", maxSplits: 1).first ?? Substring(host))
     }
 }
 
