@@ -3,6 +3,7 @@
 #if defined(__linux__)
 #include <dlfcn.h>
 #include <pthread.h>
+#include <string.h>
 
 // libcurl's prototypes, written out: the variadic ones are called through variadic pointers so the
 // calling convention is the one libcurl was compiled for.
@@ -14,6 +15,20 @@ typedef int (*easy_setopt_fn)(void *, int, ...);
 typedef int (*easy_getinfo_fn)(void *, int, ...);
 typedef void *(*slist_append_fn)(void *, const char *);
 typedef void (*slist_free_all_fn)(void *);
+
+// The first members of libcurl's curl_version_info_data, unchanged since its first age.
+struct portico_curl_version_info {
+    int age;
+    const char *version;
+    unsigned int version_num;
+    const char *host;
+    int features;
+    const char *ssl_version;
+    long ssl_version_num;
+    const char *libz_version;
+    const char *const *protocols;
+};
+typedef struct portico_curl_version_info *(*version_info_fn)(int);
 
 struct portico_curl_blob {
     void *data;
@@ -30,6 +45,7 @@ static struct {
     easy_getinfo_fn easy_getinfo;
     slist_append_fn slist_append;
     slist_free_all_fn slist_free_all;
+    version_info_fn version_info;
     int loaded;
 } curl;
 
@@ -46,6 +62,7 @@ static void load(void) {
     curl.easy_getinfo = (easy_getinfo_fn)dlsym(library, "curl_easy_getinfo");
     curl.slist_append = (slist_append_fn)dlsym(library, "curl_slist_append");
     curl.slist_free_all = (slist_free_all_fn)dlsym(library, "curl_slist_free_all");
+    curl.version_info = (version_info_fn)dlsym(library, "curl_version_info");
     curl.loaded = curl.easy_init && curl.easy_cleanup && curl.easy_perform && curl.easy_strerror && curl.easy_setopt &&
                   curl.easy_getinfo && curl.slist_append && curl.slist_free_all;
 }
@@ -53,6 +70,16 @@ static void load(void) {
 int portico_client_curl_load(void) {
     pthread_once(&load_once, load);
     return curl.loaded;
+}
+
+int portico_client_curl_supports_websockets(void) {
+    if (!portico_client_curl_load() || curl.version_info == NULL) return 0;
+    struct portico_curl_version_info *info = curl.version_info(0 /* CURLVERSION_FIRST */);
+    if (info == NULL || info->protocols == NULL) return 0;
+    for (const char *const *protocol = info->protocols; *protocol != NULL; protocol++) {
+        if (strcmp(*protocol, "ws") == 0) return 1;
+    }
+    return 0;
 }
 
 void *portico_client_curl_easy_init(void) { return portico_client_curl_load() ? curl.easy_init() : NULL; }

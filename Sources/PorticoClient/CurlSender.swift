@@ -54,7 +54,40 @@ struct CurlSender: HTTPSender {
         }
     }
 
-    private func perform(_ request: URLRequest, transfer: CurlTransfer) throws -> HTTPAnswer {
+    /// An event stream: the head is returned as soon as it has arrived, and the body's chunks
+    /// are yielded as libcurl receives them. No total timeout: the request's `timeoutInterval`
+    /// bounds connecting and each silence (libcurl's low-speed limit of one byte a second).
+    func stream(_ request: URLRequest) async throws -> StreamedAnswer {
+        let (body, chunks) = AsyncThrowingStream<Data, any Error>.makeStream()
+        let transfer = CurlTransfer()
+        chunks.onTermination = { _ in transfer.cancelled.withLock { $0 = true } }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (head: CheckedContinuation<StreamedAnswer, any Error>) in
+                transfer.streaming = CurlTransfer.Streaming(
+                    head: { status, headers in head.resume(returning: StreamedAnswer(status: status, headers: headers, body: body)) },
+                    chunks: chunks)
+                let thread = Thread {
+                    do {
+                        let answer = try perform(request, transfer: transfer, streaming: true)
+                        // A head not passed on yet (an answer libcurl ended before its blank line).
+                        transfer.streaming?.deliverHead(status: answer.status, headers: answer.headers)
+                        chunks.finish()
+                    } catch {
+                        if !transfer.streaming!.headDelivered { head.resume(throwing: error) }
+                        chunks.finish(throwing: error)
+                    }
+                }
+                thread.name = "portico-curl-stream"
+                thread.start()
+            }
+        } onCancel: {
+            transfer.cancelled.withLock { $0 = true }
+        }
+    }
+
+    var webSocketSession: URLSession? { nil }
+
+    private func perform(_ request: URLRequest, transfer: CurlTransfer, streaming: Bool = false) throws -> HTTPAnswer {
         guard let url = request.url, let handle = portico_client_curl_easy_init() else {
             throw URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: "libcurl could not be loaded"])
         }
@@ -70,7 +103,13 @@ struct CurlSender: HTTPSender {
         }
         set(PORTICO_CURLOPT_NOSIGNAL, 1)
         set(PORTICO_CURLOPT_SSLVERSION, Int(PORTICO_CURL_SSLVERSION_TLSv1_2))
-        set(PORTICO_CURLOPT_TIMEOUT_MS, Int(max(request.timeoutInterval, 0.001) * 1000))
+        if streaming {
+            set(PORTICO_CURLOPT_CONNECTTIMEOUT_MS, Int(max(request.timeoutInterval, 0.001) * 1000))
+            set(PORTICO_CURLOPT_LOW_SPEED_LIMIT, 1)
+            set(PORTICO_CURLOPT_LOW_SPEED_TIME, max(Int(request.timeoutInterval.rounded(.up)), 1))
+        } else {
+            set(PORTICO_CURLOPT_TIMEOUT_MS, Int(max(request.timeoutInterval, 0.001) * 1000))
+        }
         if code == PORTICO_CURLE_OK {
             code = "http,https".withCString { portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_PROTOCOLS_STR, $0) }
         }
@@ -179,21 +218,57 @@ struct CurlSender: HTTPSender {
 }
 
 /// What one transfer has received; written only by the thread performing it, read after
-/// `curl_easy_perform` returned, except ``cancelled``.
+/// `curl_easy_perform` returned, except ``cancelled``. A streamed transfer hands its head and body
+/// on as they arrive instead (``streaming``).
 final class CurlTransfer: @unchecked Sendable {
+    /// Where a streamed transfer's head and chunks go. The head's closure holds the body until
+    /// it is handed on, then is let go: the reader dropping the body must end the stream.
+    struct Streaming {
+        private var head: ((Int, [String: String]) -> Void)?
+        let chunks: AsyncThrowingStream<Data, any Error>.Continuation
+        private(set) var headDelivered = false
+
+        init(head: @escaping (Int, [String: String]) -> Void, chunks: AsyncThrowingStream<Data, any Error>.Continuation) {
+            self.head = head
+            self.chunks = chunks
+        }
+
+        mutating func deliverHead(status: Int, headers: [String: String]) {
+            guard let head else { return }
+            self.head = nil
+            headDelivered = true
+            head(status, headers)
+        }
+    }
+
     var body = Data()
     var headers: [String: String] = [:]
+    /// The status line's code of the answer being received.
+    var status = 0
+    var streaming: Streaming?
     let cancelled = Locked(false)
 
-    /// One header line; a status line starts a new answer (after a 100 Continue, say).
+    /// One header line; a status line starts a new answer (after a 100 Continue, say), and the
+    /// blank line ending a final answer's head passes it on when streaming.
     func received(headerLine: String) {
         let line = headerLine.trimmingCharacters(in: .whitespacesAndNewlines)
         if line.hasPrefix("HTTP/") {
             headers = [:]
+            status = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        } else if line.isEmpty {
+            if status >= 200 { streaming?.deliverHead(status: status, headers: headers) }
         } else if let colon = line.firstIndex(of: ":") {
             let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
             let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             headers[name] = headers[name].map { "\($0), \(value)" } ?? value
+        }
+    }
+
+    func received(body bytes: UnsafeRawPointer, count: Int) {
+        if let streaming {
+            streaming.chunks.yield(Data(bytes: bytes, count: count))
+        } else {
+            body.append(bytes.assumingMemoryBound(to: UInt8.self), count: count)
         }
     }
 }
@@ -201,7 +276,7 @@ final class CurlTransfer: @unchecked Sendable {
 private func curlWriteBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
     guard let data, let context else { return 0 }
     let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
-    transfer.body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: size * count)
+    transfer.received(body: UnsafeRawPointer(data), count: size * count)
     return size * count
 }
 

@@ -11,14 +11,44 @@ struct HTTPAnswer: Sendable {
     var body: Data
 }
 
+/// An answer whose body is read as it arrives (an event stream's).
+struct StreamedAnswer: Sendable {
+    var status: Int
+    /// Field names lowercased.
+    var headers: [String: String]
+    /// The body's chunks as they arrive; it ends with the answer, or throws the transfer's
+    /// failure. Ending its iteration, or dropping it, cancels the transfer.
+    var body: AsyncThrowingStream<Data, any Error>
+}
+
 /// How the façade sends a request: through a `URLSession`, or (on Linux, for a ``ServerTrust``
 /// URLSession cannot honour there) through libcurl. Throws a `URLError` when no answer arrived.
 protocol HTTPSender: Sendable {
     func send(_ request: URLRequest) async throws -> HTTPAnswer
+    /// Sends `request` and returns once the answer's head has arrived; the body follows. The
+    /// request's `timeoutInterval` bounds the wait for each next byte, not the whole answer.
+    func stream(_ request: URLRequest) async throws -> StreamedAnswer
+    /// The session a WebSocket task can be made in; `nil` where URLSession does not send (libcurl
+    /// for a server trust on Linux).
+    var webSocketSession: URLSession? { get }
 }
 
 struct URLSessionSender: HTTPSender {
     let session: URLSession
+    /// A session of the same configuration whose delegate hands on each body chunk: on Linux
+    /// FoundationNetworking has no `bytes(for:)` and calls no per-task delegate.
+    let streaming: StreamingSession
+
+    init(session: URLSession, trust: ServerTrust = .system) {
+        self.session = session
+        self.streaming = StreamingSession(configuration: session.configuration, trust: trust)
+    }
+
+    func stream(_ request: URLRequest) async throws -> StreamedAnswer {
+        try await streaming.start(request)
+    }
+
+    var webSocketSession: URLSession? { session }
 
     func send(_ request: URLRequest) async throws -> HTTPAnswer {
         let (data, response) = try await session.data(for: request)

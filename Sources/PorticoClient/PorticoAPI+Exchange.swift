@@ -58,7 +58,7 @@ extension PorticoAPI {
     /// The service's URL. A locator refused only because its genuine signature was made ahead of
     /// the device clock teaches the clock offset (that signed moment is the gateway's time), and
     /// the lookup is tried once more.
-    private func endpoint(of request: APIRequest) async throws(PorticoAPIError) -> URL {
+    func endpoint(of request: APIRequest) async throws(PorticoAPIError) -> URL {
         var resynced = false
         while true {
             do {
@@ -78,7 +78,7 @@ extension PorticoAPI {
         }
     }
 
-    private func credentialFields(for request: APIRequest) async throws(PorticoAPIError) -> [String: String] {
+    func credentialFields(for request: APIRequest) async throws(PorticoAPIError) -> [String: String] {
         guard let credentials else { return [:] }
         do {
             return try await credentials.fields(for: request)
@@ -118,7 +118,7 @@ extension PorticoAPI {
     }
 
     /// The gateway's time: its `Date`, or the problem's `serverTime` (seconds since 1970).
-    private static func serverTime(of answer: APIResponseData) -> Date? {
+    static func serverTime(of answer: APIResponseData) -> Date? {
         if let date = answer.date { return date }
         return answer.problem?.extensions["serverTime"].flatMap(TimeInterval.init).map(Date.init(timeIntervalSince1970:))
     }
@@ -127,27 +127,8 @@ extension PorticoAPI {
         _ request: APIRequest, url: URL, credentials: [String: String], ifNoneMatch: String?
     ) async throws(PorticoAPIError) -> APIResponseData {
         if Task.isCancelled { throw .cancelled }
-        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: configuration.timeout)
-        urlRequest.httpMethod = request.method
-        urlRequest.setValue("application/json", forHTTPHeaderField: "Accept")
-        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
-        if let body = request.body {
-            urlRequest.httpBody = body
-            if urlRequest.value(forHTTPHeaderField: "Content-Type") == nil {
-                urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            }
-        }
-        for (name, value) in credentials { urlRequest.setValue(value, forHTTPHeaderField: name) }
-        if let ifNoneMatch { urlRequest.setValue(ifNoneMatch, forHTTPHeaderField: "If-None-Match") }
-
-        var signer = try await loadSigner()
-        signer.coveredFields = ["content-type"] + credentials.keys.sorted().map { $0.lowercased() } + configuration.coveredFields
-        do {
-            try urlRequest.sign(with: signer)
-        } catch {
-            throw .signing(error)
-        }
-
+        var urlRequest = try await signedRequest(request, url: url, credentials: credentials, ifNoneMatch: ifNoneMatch)
+        urlRequest.timeoutInterval = configuration.timeout
         let answer: HTTPAnswer
         do {
             answer = try await sender.send(urlRequest)
@@ -156,6 +137,39 @@ extension PorticoAPI {
             throw .transport(error)
         }
         return APIResponseData(status: answer.status, headers: answer.headers, body: answer.body)
+    }
+
+    /// `request` at `url`, with its fields, the credentials' fields and `extra` (an event stream's
+    /// `Last-Event-ID`), signed: the identity fields, `Content-Type`, the credentials' fields, the
+    /// configuration's covered fields and `extra`'s are covered, and `Content-Digest` for a body.
+    func signedRequest(
+        _ request: APIRequest, url: URL, credentials: [String: String], ifNoneMatch: String? = nil, accept: String? = "application/json",
+        extra: [String: String] = [:]
+    ) async throws(PorticoAPIError) -> URLRequest {
+        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: configuration.timeout)
+        urlRequest.httpMethod = request.method
+        if let accept { urlRequest.setValue(accept, forHTTPHeaderField: "Accept") }
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        if let body = request.body {
+            urlRequest.httpBody = body
+            if urlRequest.value(forHTTPHeaderField: "Content-Type") == nil {
+                urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            }
+        }
+        for (name, value) in credentials { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        for (name, value) in extra { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        if let ifNoneMatch { urlRequest.setValue(ifNoneMatch, forHTTPHeaderField: "If-None-Match") }
+
+        var signer = try await loadSigner()
+        signer.coveredFields =
+            ["content-type"] + credentials.keys.sorted().map { $0.lowercased() } + configuration.coveredFields
+            + extra.keys.sorted().map { $0.lowercased() }
+        do {
+            try urlRequest.sign(with: signer)
+        } catch {
+            throw .signing(error)
+        }
+        return urlRequest
     }
 
     /// The signer, made once from the secret; its clock is the device's plus the learnt offset.

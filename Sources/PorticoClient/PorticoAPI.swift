@@ -194,7 +194,7 @@ public final class PorticoAPI: Sendable {
         #if os(Linux)
         if !trust.isSystem { return CurlSender(trust: trust) }
         #endif
-        return URLSessionSender(session: session ?? .porticoSession(trust: trust))
+        return URLSessionSender(session: session ?? .porticoSession(trust: trust), trust: trust)
     }
 
     static func encode(_ body: some Encodable) throws(PorticoAPIError) -> Data {

@@ -22,7 +22,7 @@
 public struct PorticoAPIError: Error, CustomStringConvertible, Equatable {
     private enum Reason: Sendable, Hashable {
         case upgradeRequired, rateLimited, unavailable, unauthorized, forbidden, problem, httpStatus
-        case transport, locator, signing, credentials, encoding, decoding, invalidRequest, cancelled
+        case transport, locator, signing, credentials, encoding, decoding, invalidRequest, cancelled, unsupported
     }
 
     private let reason: Reason
@@ -79,12 +79,16 @@ public struct PorticoAPIError: Error, CustomStringConvertible, Equatable {
     public static let credentials = PorticoAPIError(.credentials)
     /// The body could not be encoded as JSON.
     public static let encoding = PorticoAPIError(.encoding)
-    /// A 2xx answer whose body is not the expected type.
+    /// A 2xx answer whose body is not the expected type (for an event stream: an
+    /// ``EventStreamError`` underneath).
     public static let decoding = PorticoAPIError(.decoding)
     /// The call cannot make a valid URL (a path that is not a path, say).
     public static let invalidRequest = PorticoAPIError(.invalidRequest)
     /// The calling task was cancelled.
     public static let cancelled = PorticoAPIError(.cancelled)
+    /// This platform cannot do what was asked: a WebSocket task on Linux, where FoundationNetworking
+    /// needs a libcurl built with WebSockets, or where a server trust sends through libcurl.
+    public static let unsupported = PorticoAPIError(.unsupported)
 
     /// The error for a gateway answer that is not 2xx.
     static func answer(_ response: APIResponseData, retryAfter: Duration?) -> PorticoAPIError {
@@ -131,6 +135,10 @@ public struct PorticoAPIError: Error, CustomStringConvertible, Equatable {
 
     static func invalidRequest(_ detail: String) -> PorticoAPIError {
         PorticoAPIError(.invalidRequest, detail: detail)
+    }
+
+    static func unsupported(_ detail: String) -> PorticoAPIError {
+        PorticoAPIError(.unsupported, detail: detail)
     }
 
     public var description: String { detail.isEmpty ? "\(reason)" : detail }

@@ -9,8 +9,9 @@ import NIOWebSocket
 /// - a WebSocket handshake on any path opens an echo: each text or binary message comes back as
 ///   it was sent, a ping gets its pong, a close is answered with the same code;
 /// - `GET /ticks` answers a server-sent event stream (`text/event-stream`) with one event a second,
-///   `id: N` and `data: {"tick":N,"time":"…"}`, for as long as the client reads; a client's
-///   `Last-Event-ID` resumes after that event, as an EventSource does when it reconnects.
+///   `id: N` and `data: {"tick":N,"time":"…"}`, for as long as the client reads (or, with
+///   `?count=N`, for N events, then the stream ends cleanly); a client's `Last-Event-ID` resumes
+///   after that event, as an EventSource does when it reconnects.
 ///
 /// The WebSocket side is SwiftNIO's own (`NIOWebSocketServerUpgrader`), so the gateway is checked
 /// against a server it did not write.
@@ -77,6 +78,9 @@ final class TickingEvents: ChannelInboundHandler, RemovableChannelHandler {
 
     private let interval: TimeAmount
     private var ticker: RepeatedTask?
+    /// The last event's number, and the one the stream ends at (`?count=`).
+    private var tick = 0
+    private var last: Int?
 
     init(interval: TimeAmount) {
         self.interval = interval
@@ -97,14 +101,32 @@ final class TickingEvents: ChannelInboundHandler, RemovableChannelHandler {
         headers.add(name: "Cache-Control", value: "no-store")
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "retry: 2000\n\n")))), promise: nil)
-        var tick = head.headers.first(name: "last-event-id").flatMap(Int.init) ?? 0
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        ticker = context.eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: interval) { [self] _ in
-            let context = bound.value
-            tick += 1
-            let event = "id: \(tick)\ndata: {\"tick\":\(tick),\"time\":\"\(Date().formatted(.iso8601))\"}\n\n"
-            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: event)))), promise: nil)
+        tick = head.headers.first(name: "last-event-id").flatMap(Int.init) ?? 0
+        last = Self.count(in: head.uri).map { tick + $0 }
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        ticker = context.eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: interval) { _ in
+            bound.value.handler.sendTick(context: bound.value.context)
         }
+    }
+
+    private func sendTick(context: ChannelHandlerContext) {
+        tick += 1
+        let event = "id: \(tick)\ndata: {\"tick\":\(tick),\"time\":\"\(Date().formatted(.iso8601))\"}\n\n"
+        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: event)))), promise: nil)
+        if let last, tick >= last {
+            ticker?.cancel()
+            ticker = nil
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+    }
+
+    /// The `count` query parameter: how many events this stream sends before it ends.
+    static func count(in uri: String) -> Int? {
+        guard let query = uri.split(separator: "?", maxSplits: 1).dropFirst().first else { return nil }
+        for pair in query.split(separator: "&") where pair.hasPrefix("count=") {
+            return Int(pair.dropFirst("count=".count)).flatMap { $0 > 0 ? $0 : nil }
+        }
+        return nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {

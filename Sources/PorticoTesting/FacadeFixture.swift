@@ -22,20 +22,63 @@ public enum FacadeFixture {
         .trimmingCharacters(in: .whitespacesAndNewlines)
     public static let pinned = LocatorKeys.pinned
 
-    /// - Parameter secure: the locator's base URL is `https://localhost:PORT` (the listener serves TLS).
+    /// The ports of the backends behind the streaming services: `ticks` (an event stream, the demo's
+    /// live backend) and `chat` (a WebSocket echo).
+    public struct StreamBackends: Sendable {
+        public var ticks: Int
+        public var chat: Int
+
+        public init(ticks: Int, chat: Int) {
+            self.ticks = ticks
+            self.chat = chat
+        }
+    }
+
+    /// - Parameters:
+    ///   - secure: the locator's base URL is `https://localhost:PORT` (the listener serves TLS).
+    ///   - streams: adds the signed `ticks` (event stream) and `chat` (WebSocket) services.
     public static func policy(
-        quotesPort: Int, echoPort: Int, gatewayPort: Int?, quotesMaxConcurrent: Int = 64, secure: Bool = false
+        quotesPort: Int, echoPort: Int, gatewayPort: Int?, quotesMaxConcurrent: Int = 64, secure: Bool = false,
+        streams: StreamBackends? = nil
     ) -> String {
         let keys = try! String(contentsOf: root.appendingPathComponent("keys.yaml"), encoding: .utf8)
             .replacingOccurrences(of: "secretFile: secrets/demo-app.secret", with: "secret: \"\(demoSecret)\"")
-            // The demo's WebSocket service is not among this fixture's.
-            .replacingOccurrences(of: "services: [stockQuote, echo, chat]", with: "services: [stockQuote, echo]")
+            // The demo's WebSocket service is among this fixture's only with `streams`.
+            .replacingOccurrences(
+                of: "services: [stockQuote, echo, chat]",
+                with: streams == nil ? "services: [stockQuote, echo]" : "services: [stockQuote, echo, chat, ticks]")
+        let streamServices =
+            streams == nil
+            ? ""
+            : """
+              ticks:
+                path: /ticks
+                auth: signature
+                limits: { streamIdleTimeout: 60s }
+                versions:
+                  1: { proxy: { backend: live, rewrite: /ticks } }
+              chat:
+                path: /chat
+                auth: signature
+                websocket: true
+                versions:
+                  1: { proxy: { backend: chat, rewrite: /room } }
+
+            """
+        let streamBackends =
+            streams.map {
+                """
+                  live: { url: "http://127.0.0.1:\($0.ticks)" }
+                  chat: { url: "http://127.0.0.1:\($0.chat)" }
+
+                """
+            } ?? ""
         let base = gatewayPort.map { secure ? "https://localhost:\($0)" : "http://127.0.0.1:\($0)" } ?? "http://127.0.0.1:1"
         return """
             backends:
               quotes: { url: "http://127.0.0.1:\(quotesPort)", maxConcurrent: \(quotesMaxConcurrent) }
               echo: { url: "http://127.0.0.1:\(echoPort)" }
-            signatures: { maxClockSkew: 300s, requireNonce: true }
+            \(streamBackends)signatures: { maxClockSkew: 300s, requireNonce: true }
             locator:
               maxAge: 300s
               signatureGrace: 300s
@@ -59,7 +102,7 @@ public enum FacadeFixture {
                 auth: signature
                 versions:
                   1: { proxy: { backend: echo, rewrite: / } }
-            \(keys)
+            \(streamServices)\(keys)
             """
     }
 
@@ -78,10 +121,11 @@ public enum FacadeFixture {
 
     /// Runs `body` with the demo policy's gateway, a quotes backend (`quotes`, defaults to the demo
     /// one) and the demo echo backend. With `tls` (a listener `tls` mapping) the gateway serves
-    /// HTTPS and the locator URL given to `body` is `https://localhost:PORT/…`.
+    /// HTTPS and the locator URL given to `body` is `https://localhost:PORT/…`. With `streams`,
+    /// the policy has the signed `ticks` and `chat` services on those backends.
     public static func run(
         quotes: @escaping BackendServer.Handler = DemoBackends.quotes, quotesPort: Int? = nil, quotesMaxConcurrent: Int = 64,
-        rateLimiter: RateLimiter = RateLimiter(), tls: String? = nil,
+        rateLimiter: RateLimiter = RateLimiter(), tls: String? = nil, streams: StreamBackends? = nil,
         logger: Logger? = nil, _ body: (TestGateway, URL, [BackendServer]) async throws -> Void
     ) async throws {
         let backends = [try await BackendServer.start(handler: quotes), try await BackendServer.start(handler: DemoBackends.echo)]
@@ -89,7 +133,9 @@ public enum FacadeFixture {
         let gateway: TestGateway
         do {
             gateway = try await TestGateway.start(
-                policy: policy(quotesPort: ports.quotes, echoPort: ports.echo, gatewayPort: nil, quotesMaxConcurrent: quotesMaxConcurrent),
+                policy: policy(
+                    quotesPort: ports.quotes, echoPort: ports.echo, gatewayPort: nil, quotesMaxConcurrent: quotesMaxConcurrent,
+                    streams: streams),
                 logger: logger, tls: tls, rateLimiter: rateLimiter)
         } catch {
             for backend in backends { try? await backend.shutdown() }
@@ -99,7 +145,7 @@ public enum FacadeFixture {
             // The locator must name the port the gateway got: a reload, as an operator's would.
             let located = policy(
                 quotesPort: ports.quotes, echoPort: ports.echo, gatewayPort: gateway.port, quotesMaxConcurrent: quotesMaxConcurrent,
-                secure: tls != nil)
+                secure: tls != nil, streams: streams)
             gateway.gateway.store.replace(with: try TestGateway.snapshot(policy: located, accessLog: logger != nil, tls: tls))
             let base = tls == nil ? "http://127.0.0.1:\(gateway.port)" : "https://localhost:\(gateway.port)"
             try await body(gateway, URL(string: base + "/serviceLocator.json")!, backends)

@@ -9,10 +9,7 @@ import Testing
 struct InteropTests {
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
-    static let python: String? = {
-        let path = repositoryRoot.appendingPathComponent(".build/interop/bin/python").path
-        return FileManager.default.isExecutableFile(atPath: path) ? path : nil
-    }()
+    static let python = Repository.interopPython
 
     struct Signing: Encodable {
         var method: String

@@ -13,7 +13,8 @@ import PackageDescription
 // The gateway target drives internal types (the connection pipeline, `GatewayServices`) through
 // `@testable import Portico`, so the package is built with `-enable-testing`. Those types are the
 // server's inside, not an API anyone should program against; widening their access for a fuzzer
-// would make them one. FuzzSignatureFields reaches the signing module's internal dictionary parser
+// would make them one. FuzzEventStream reads the client library's internal event stream parser
+// the same way. FuzzSignatureFields reaches the signing module's internal dictionary parser
 // the same way, to check it against swift-http-structured-headers'. The other targets use public API only.
 let nio: Package.Dependency = .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2")
 
@@ -106,6 +107,12 @@ let package = Package(
                 .product(name: "PorticoPolicy", package: "Portico"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // A text/event-stream body as the client library reads it, whole and cut (PorticoClient).
+        .executableTarget(
+            name: "FuzzEventStream",
+            dependencies: ["FuzzSupport", .product(name: "PorticoClient", package: "Portico")],
             swiftSettings: swiftSettings
         ),
         // Request bytes through the gateway's real connection pipeline on an EmbeddedChannel (Portico).

@@ -29,6 +29,9 @@ client refused URL HEADERS_JSON
 client greeted URL HEADERS_JSON
     Reads the first message without sending anything, then closes.
 
+client whoami URL HEADERS_JSON
+    Asks `whoami` once, reports the server's answer, and closes with 1000.
+
 client echo-fixed-key URL HEADERS_JSON
     Sends HEADERS_JSON's X-Fixed-Key as its Sec-WebSocket-Key (so that a signature made beforehand
     can cover it), then one message, checks its echo, and closes.
@@ -145,6 +148,10 @@ async def run_client(mode, url, headers):
                 except ConnectionClosed:
                     pass
                 report.update(closed_info(ws))
+            elif mode == "whoami":
+                await ws.send("whoami")
+                report["whoami"] = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                await ws.close(1000)
             elif mode == "echo-fixed-key":
                 await ws.send("signed hello")
                 report["echoed"] = 1 if await asyncio.wait_for(ws.recv(), 60) == "signed hello" else 0

@@ -17,6 +17,8 @@
 #define PORTICO_CURLOPT_WRITEFUNCTION 20011
 #define PORTICO_CURLOPT_HTTPHEADER 10023
 #define PORTICO_CURLOPT_HEADERDATA 10029
+#define PORTICO_CURLOPT_LOW_SPEED_LIMIT 19
+#define PORTICO_CURLOPT_LOW_SPEED_TIME 20
 #define PORTICO_CURLOPT_SSLVERSION 32
 #define PORTICO_CURLOPT_CUSTOMREQUEST 10036
 #define PORTICO_CURLOPT_NOPROGRESS 43
@@ -28,6 +30,7 @@
 #define PORTICO_CURLOPT_ACCEPT_ENCODING 10102
 #define PORTICO_CURLOPT_POSTFIELDSIZE_LARGE 30120
 #define PORTICO_CURLOPT_TIMEOUT_MS 155
+#define PORTICO_CURLOPT_CONNECTTIMEOUT_MS 156
 #define PORTICO_CURLOPT_COPYPOSTFIELDS 10165
 #define PORTICO_CURLOPT_XFERINFOFUNCTION 20219
 #define PORTICO_CURLOPT_PINNEDPUBLICKEY 10230
@@ -59,6 +62,10 @@ typedef int (*portico_client_curl_progress_callback)(void *userdata, int64_t dow
 /// Finds libcurl (libcurl.so.4, already mapped by FoundationNetworking) and its entry points; 1 on
 /// success. Safe to call from any thread, any number of times.
 int portico_client_curl_load(void);
+
+/// 1 when the loaded libcurl lists the `ws` protocol: FoundationNetworking's URLSessionWebSocketTask
+/// works only then.
+int portico_client_curl_supports_websockets(void);
 
 void *portico_client_curl_easy_init(void);
 void portico_client_curl_easy_cleanup(void *handle);

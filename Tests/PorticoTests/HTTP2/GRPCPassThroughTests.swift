@@ -9,10 +9,7 @@ import Testing
 @Suite("gRPC passes through", .timeLimit(.minutes(2)))
 struct GRPCPassThroughTests {
     static let script = InteropTests.repositoryRoot.appendingPathComponent("scripts/interop/grpc-peer.py").path
-    static let grpcInstalled: Bool = {
-        guard let python = InteropTests.python else { return false }
-        return (try? ChildProcess.run(python, ["-c", "import grpc"]).termination) == .exited(0)
-    }()
+    static let grpcInstalled = Repository.interopPythonImports("grpc")
 
     struct Call: Decodable {
         var code: String

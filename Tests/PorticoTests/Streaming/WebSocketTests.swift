@@ -15,10 +15,7 @@ import Testing
 @Suite("WebSocket through the gateway", .timeLimit(.minutes(4)))
 struct WebSocketTests {
     static let script = InteropTests.repositoryRoot.appendingPathComponent("scripts/interop/websocket-peer.py").path
-    static let installed: Bool = {
-        guard let python = InteropTests.python else { return false }
-        return (try? ChildProcess.run(python, ["-c", "import websockets"]).termination) == .exited(0)
-    }()
+    static let installed = Repository.interopPythonImports("websockets")
     static let appKey = "app-one.\(SignedServicesFixture.appSecret)"
 
     /// What the Python client printed.

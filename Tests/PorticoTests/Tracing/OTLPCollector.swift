@@ -1,16 +1,14 @@
 import Foundation
 import NIOConcurrencyHelpers
 import PorticoTestSupport
+import PorticoTesting
 import Testing
 
 /// A real OTLP/HTTP receiver in a child process: Python decoding what the gateway posts with
 /// OpenTelemetry's own protobuf definitions (`scripts/interop/otlp-receiver.py`).
 final class OTLPCollector: Sendable {
     static let script = InteropTests.repositoryRoot.appendingPathComponent("scripts/interop/otlp-receiver.py").path
-    static let installed: Bool = {
-        guard let python = InteropTests.python else { return false }
-        return (try? ChildProcess.run(python, ["-c", "import opentelemetry.proto"]).termination) == .exited(0)
-    }()
+    static let installed = Repository.interopPythonImports("opentelemetry.proto")
 
     /// One span as the receiver decoded it.
     struct Span: Decodable, Sendable {
