@@ -324,20 +324,21 @@ struct BackendPoolTests {
         let policy = Self.policy(
             backends.map { String($0.port) }, backend: "balance: leastRequest\nmaxConcurrentPerTarget: 1\noutlierDetection: off")
         try await Self.withPool(policy) { gateway in
-            let first = try gateway.connect()
-            let second = try gateway.connect()
+            // Generous read bounds: a loaded machine may take long to answer once released.
+            let first = try gateway.connect(receiveTimeout: 90)
+            let second = try gateway.connect(receiveTimeout: 90)
             try first.send("GET /api/a HTTP/1.1\r\nHost: t\r\n\r\n")
             #expect(await eventually { backends.map(\.requestsReceived).reduce(0, +) == 1 })
             try second.send("GET /api/b HTTP/1.1\r\nHost: t\r\n\r\n")
             #expect(await eventually { backends.map(\.requestsReceived).reduce(0, +) == 2 })
             #expect(backends.map(\.requestsReceived) == [1, 1], "the second request went to the busy target")
-            let third = try gateway.connect().request("GET", "/api/c")
+            let third = try gateway.connect(receiveTimeout: 90).request("GET", "/api/c")
             #expect(third.status == 503)
             #expect(third.json?["type"] as? String == "urn:portico:problem:backend-busy")
             for backend in backends { backend.release() }
             #expect(try first.readResponse().status == 200)
             #expect(try second.readResponse().status == 200)
-            #expect(try gateway.connect().request("GET", "/api/d").status == 200, "the places were given back")
+            #expect(try gateway.connect(receiveTimeout: 90).request("GET", "/api/d").status == 200, "the places were given back")
         }
         for backend in backends { try await backend.shutdown() }
     }

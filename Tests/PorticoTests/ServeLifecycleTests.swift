@@ -72,7 +72,7 @@ struct ServeLifecycleTests {
           - { name: public, address: 127.0.0.1, port: 0 }
         admin: { address: 127.0.0.1, port: 0 }
         backends:
-          slow: { url: "http://127.0.0.1:\(backend.port)", client: nio }
+          slow: { url: "http://127.0.0.1:\(backend.port)", client: nio, timeout: 120s }
         services:
           slow: { path: /slow, versions: { 1: { proxy: { backend: slow } } } }
         """.write(toFile: directory + "/gateway.yaml", atomically: true, encoding: .utf8)
@@ -81,6 +81,8 @@ struct ServeLifecycleTests {
         // The drain must outlast what the test observes during it (readiness, the closed listener,
         // the three answers) on a loaded machine; the fourth request is cut when it ends. (6 s was
         // once too short: a CI run's polling of /readyz first ran after the process had exited.)
+        // The backend's timeout is longer than any of it: the answers wait for the test's release,
+        // and a loaded run once took over 30 s (the default) to get there.
         let serve = try ServeProcess(arguments: ["--policies", directory, "--access-log", accessLog, "--drain-timeout", "20"])
         defer { if serve.process.isRunning { serve.signal(SIGKILL) } }
         #expect(await eventually { serve.port("serving", listener: "public") != nil && serve.port("admin") != nil })

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drives headless Chromium through the DevTools protocol, for the console's browser tests.
 
-    console-browser.py URL [--chromium PATH]
+    console-browser.py URL [--chromium PATH] [--flag=CHROMIUM_FLAG]...
 
 Chromium runs with `--remote-debugging-pipe` (the protocol over file descriptors 3 and 4, no port
 and no package needed) and a fresh profile in a temporary directory, opened on URL. The driver
@@ -32,7 +32,7 @@ import time
 
 
 class Browser:
-    def __init__(self, chromium):
+    def __init__(self, chromium, flags=()):
         self.profile = tempfile.mkdtemp(prefix="portico-console-browser.")
         to_child_read, self.to_child = os.pipe()
         self.from_child, from_child_write = os.pipe()
@@ -49,7 +49,7 @@ class Browser:
         self.process = subprocess.Popen(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
              "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
-             "--user-data-dir=" + self.profile, "--remote-debugging-pipe", "--window-size=1280,900", "about:blank"],
+             "--user-data-dir=" + self.profile, "--remote-debugging-pipe", "--window-size=1280,900", *flags, "about:blank"],
             close_fds=False, preexec_fn=descriptors,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_child_read)
@@ -150,8 +150,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("url")
     parser.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser") or "chromium")
+    # Extra command-line flags for Chromium (`--ignore-certificate-errors` for a test CA, say).
+    parser.add_argument("--flag", action="append", default=[])
     arguments = parser.parse_args()
-    browser = Browser(arguments.chromium)
+    browser = Browser(arguments.chromium, arguments.flag)
     try:
         loaded = browser.open(arguments.url)
         print(json.dumps({"ready": True} if not loaded.get("timeout") else {"error": "the page did not load"}), flush=True)

@@ -89,6 +89,9 @@ final class Exchange: FramedExchange {
 
     /// The request body, collected whole (a signed body is checked before anything is forwarded).
     var body: ByteBuffer?
+    /// What an HTTP/2 stream's extended CONNECT asked to tunnel (its `:protocol`, RFC 8441);
+    /// `nil` for every other request.
+    var tunnelProtocol: String?
     /// The handler's work in flight, cancelled if the client goes away; nil again once it ended.
     var task: (any UpstreamTask)?
     /// The backend concurrency slot this exchange holds while forwarding.

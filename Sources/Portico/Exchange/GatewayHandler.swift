@@ -40,10 +40,19 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     /// The response under way is an event stream: its heartbeat and lifetime.
     private var eventStream: (exchange: Exchange, keeper: EventStreamKeeper?)?
 
-    /// - Parameter client: what is known of the client before the first request: an HTTP/2
-    ///   stream's connection has completed its TLS handshake already.
-    init(services: GatewayServices, timeouts: TimeoutHandler, stages: RequestStages, client: ClientConnection = ClientConnection()) {
+    /// An HTTP/2 stream's note of its extended CONNECT (RFC 8441); `nil` on an HTTP/1.1 connection.
+    private let tunnel: ExtendedConnect?
+
+    /// - Parameters:
+    ///   - client: what is known of the client before the first request: an HTTP/2 stream's
+    ///     connection has completed its TLS handshake already.
+    ///   - tunnel: on an HTTP/2 stream, where its ``ExtendedConnectReader`` notes a `:protocol`.
+    init(
+        services: GatewayServices, timeouts: TimeoutHandler, stages: RequestStages, client: ClientConnection = ClientConnection(),
+        tunnel: ExtendedConnect? = nil
+    ) {
         self.client = client
+        self.tunnel = tunnel
         self.services = services
         self.policy = PolicyStore.Reader(services.store)
         self.stages = stages
@@ -95,6 +104,12 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             let trusted = compiled.snapshot.policy.trustedProxies
             let client = trusted.isEmpty ? client : ClientAddressRule.resolve(client, headers: head.headers, trusted: trusted)
             let exchange = Exchange(head: head, requestID: RequestID.of(head), policy: compiled, client: client)
+            if let tunnelled = tunnel?.requestedProtocol {
+                // An extended CONNECT's stream carries the tunnel's bytes, not a body: the request
+                // is whole with its head, and the handler may start.
+                exchange.tunnelProtocol = tunnelled
+                exchange.framing.requestEnded = true
+            }
             if let tracer = compiled.tracer { exchange.trace = ExchangeTrace(tracer, head: head, client: client) }
             perform(machine.headReceived(exchange), context: context)
         case .body(let part):
@@ -299,13 +314,22 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         exchange.releaseConcurrencySlot()
         var head = ResponseDecoration.head(upstreamHead, for: exchange, closing: false)
         head.headers.remove(name: "connection")
-        head.headers.add(name: "Connection", value: "Upgrade")
-        head.headers.add(name: "Upgrade", value: "websocket")
+        let tunnelled = exchange.tunnelProtocol != nil
+        if tunnelled {
+            // RFC 8441 §5: an HTTP/2 stream's WebSocket opens with a 2xx, and no accept to prove.
+            head.status = .ok
+            exchange.outcome.status = 200
+            for name in ["upgrade", "sec-websocket-accept"] { head.headers.remove(name: name) }
+        } else {
+            head.headers.add(name: "Connection", value: "Upgrade")
+            head.headers.add(name: "Upgrade", value: "websocket")
+        }
         context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
         let accessLog = self.accessLog
         let limits = exchange.routed?.service.policy.streams ?? ServiceStreamLimits()
         do {
-            let stream = try StreamJoin.join(client: context, backend: backend, limits: limits) { stream in
+            let join = tunnelled ? StreamJoin.joinTunnel : StreamJoin.join
+            let stream = try join(context, backend, limits) { stream in
                 exchange.outcome.bytesSent = stream.bytesFromBackend
                 exchange.outcome.bytesReceived = stream.bytesFromClient
                 exchange.outcome.streamEnding = stream.ending?.rawValue

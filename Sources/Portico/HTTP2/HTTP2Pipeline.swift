@@ -10,7 +10,8 @@ import PorticoPolicy
 /// windows, and its own defences: reset, control-frame and empty-DATA floods, CONTINUATION counts,
 /// header blocks bounded as they arrive, malformed requests refused per stream), NIO's connection
 /// management handler (a quiescing gateway's two-step GOAWAY, the close once the last stream is
-/// done) and ``HTTP2IdleHandler``. Each stream: NIO's HTTP/2-to-HTTP/1 codec, a
+/// done) and ``HTTP2IdleHandler``. Each stream: an ``ExtendedConnectReader`` (the `:protocol` of
+/// an RFC 8441 WebSocket, which the codec drops), NIO's HTTP/2-to-HTTP/1 codec, a
 /// ``TimeoutHandler`` for its body and its sends, and a ``GatewayHandler``, so a stream runs
 /// exactly the exchange, stages and handlers an HTTP/1.1 request does.
 struct HTTP2Pipeline: Sendable {
@@ -28,6 +29,8 @@ struct HTTP2Pipeline: Sendable {
             HTTP2Setting(parameter: .maxHeaderListSize, value: limits.maxHeaderListSize),
             HTTP2Setting(parameter: .headerTableSize, value: limits.headerTableSize),
             HTTP2Setting(parameter: .initialWindowSize, value: limits.initialWindowSize),
+            // RFC 8441: a client may open a WebSocket on a stream with an extended CONNECT.
+            HTTP2Setting(parameter: .enableConnectProtocol, value: 1),
         ]
         configuration.targetWindowSize = limits.connectionWindowSize
         // Control frames the gateway owes a client that does not read (PING and SETTINGS acks, resets).
@@ -109,9 +112,11 @@ extension ConnectionPipeline {
         let timeouts = StreamTimeoutHandler(
             headTimeout: TimeAmount(limits.headTimeout), idleTimeout: TimeAmount(limits.idleTimeout),
             sendTimeout: TimeAmount(limits.sendTimeout), minBodyRate: limits.minBodyRate)
+        let tunnel = ExtendedConnect()
+        try pipeline.addHandler(ExtendedConnectReader(note: tunnel))
         try pipeline.addHandler(HTTP2EmptyBodyCoalescer())
         try pipeline.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
         try pipeline.addHandler(timeouts)
-        try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts, stages: stages, client: client))
+        try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts, stages: stages, client: client, tunnel: tunnel))
     }
 }

@@ -37,6 +37,13 @@ struct ExchangeHandlers: Sendable {
     /// it) → compression → the connection's handler. A stored response is compressed by
     /// ``CachedAnswer`` itself, once per coding.
     func start(_ exchange: Exchange, on eventLoop: any EventLoop, responder connection: some ExchangeResponder) -> Problem? {
+        // An HTTP/2 extended CONNECT: a WebSocket to a proxied service that takes them, or nothing.
+        if let tunnel = exchange.tunnelProtocol {
+            guard tunnel.lowercased() == "websocket", case .proxy(let policy, let backend) = exchange.destination,
+                exchange.routed?.service.policy.websocket == true, let upgrading = connection as? any UpgradeResponder
+            else { return .tunnelNotOffered(tunnel, service: exchange.routed?.service.name) }
+            return webSocket.start(exchange, proxy: policy, backend: backend, on: eventLoop, responder: upgrading)
+        }
         // A WebSocket handshake to a service that takes them: no cache, no compression, its own path.
         if exchange.framing.switchesProtocols, case .proxy(let policy, let backend) = exchange.destination,
             exchange.routed?.service.policy.websocket == true, WebSocketHandshake.isRequested(exchange.head),

@@ -45,4 +45,17 @@ extension Problem {
             type: typePrefix + "too-many-streams", title: "Too many open streams", status: .tooManyRequests, detail: detail,
             extensions: extensions)
     }
+
+    /// 501 for an HTTP/2 extended CONNECT (RFC 8441) the route does not tunnel: a protocol other
+    /// than `websocket`, or a service that does not take WebSocket connections (`websocket: true`
+    /// on a proxied version).
+    static func tunnelNotOffered(_ requested: String, service: String?) -> Problem {
+        let detail =
+            requested.lowercased() == "websocket"
+            ? "The service \(service ?? "at this path") does not take WebSocket connections."
+            : "The gateway tunnels only WebSocket over HTTP/2 (RFC 8441), not \(requested)."
+        return Problem(
+            type: typePrefix + "tunnel-not-offered", title: "Tunnel not offered", status: .notImplemented, detail: detail,
+            extensions: [("protocol", requested)])
+    }
 }

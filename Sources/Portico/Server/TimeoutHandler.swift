@@ -284,7 +284,7 @@ final class ConnectionTimeoutHandler: TimeoutHandler, ChannelDuplexHandler, Remo
 /// the request is whole-headed when the stream opens, so the timers that matter are the body's and
 /// the send timer (a client that holds the stream's window at zero). Cutting off resets the
 /// stream only; the connection carries on.
-final class StreamTimeoutHandler: TimeoutHandler, ChannelDuplexHandler {
+final class StreamTimeoutHandler: TimeoutHandler, ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart

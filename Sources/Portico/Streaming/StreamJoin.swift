@@ -19,12 +19,7 @@ enum StreamJoin {
         client context: ChannelHandlerContext, backend: any Channel, limits: ServiceStreamLimits,
         finished: @escaping (UpgradedStream) -> Void
     ) throws -> UpgradedStream {
-        precondition(backend.eventLoop === context.eventLoop, "a stream's two connections share one event loop")
-        let stream = UpgradedStream(
-            eventLoop: context.eventLoop, idleTimeout: limits.idleTimeout, maxLifetime: limits.maxLifetime, finished: finished)
-        let clientRelay = StreamRelayHandler(side: .client, stream: stream)
-        let backendRelay = StreamRelayHandler(side: .backend, stream: stream)
-        stream.join(client: clientRelay, backend: backendRelay)
+        let (stream, clientRelay, backendRelay) = relays(client: context, backend: backend, limits: limits, finished: finished)
         let pipeline = context.pipeline.syncOperations
         let backendPipeline = backend.pipeline.syncOperations
         // Everything that can fail, before anything changes: on a failure the connection is still
@@ -54,5 +49,44 @@ enum StreamJoin {
             channel.read()
         }
         return stream
+    }
+
+    /// Joins an HTTP/2 stream that opened a WebSocket with extended CONNECT (RFC 8441) and
+    /// `backend`. NIO's HTTP/2-to-HTTP/1 codec stays (it cannot be removed): a
+    /// ``TunnelStreamAdapter`` in the gateway handler's place turns its body parts into the relay's
+    /// bytes and back. The stream's timeouts leave with the gateway handler; its flow control
+    /// paces the relay as a TCP connection's buffer does.
+    static func joinTunnel(
+        client context: ChannelHandlerContext, backend: any Channel, limits: ServiceStreamLimits,
+        finished: @escaping (UpgradedStream) -> Void
+    ) throws -> UpgradedStream {
+        let (stream, clientRelay, backendRelay) = relays(client: context, backend: backend, limits: limits, finished: finished)
+        let pipeline = context.pipeline.syncOperations
+        let backendPipeline = backend.pipeline.syncOperations
+        let held = try backendPipeline.context(handlerType: UpgradedBytesBuffer.self)
+        let timeouts = try pipeline.context(handlerType: StreamTimeoutHandler.self)
+        try backendPipeline.addHandler(backendRelay)
+        try pipeline.addHandler(TunnelStreamAdapter())
+        try pipeline.addHandler(clientRelay)
+        pipeline.removeHandler(context: timeouts, promise: nil)
+        pipeline.removeHandler(context: context, promise: nil)
+        backendPipeline.removeHandler(context: held, promise: nil)
+        backend.read()
+        context.channel.read()
+        return stream
+    }
+
+    /// The stream and the relay for each side, joined to each other, not yet in any pipeline.
+    private static func relays(
+        client context: ChannelHandlerContext, backend: any Channel, limits: ServiceStreamLimits,
+        finished: @escaping (UpgradedStream) -> Void
+    ) -> (UpgradedStream, client: StreamRelayHandler, backend: StreamRelayHandler) {
+        precondition(backend.eventLoop === context.eventLoop, "a stream's two connections share one event loop")
+        let stream = UpgradedStream(
+            eventLoop: context.eventLoop, idleTimeout: limits.idleTimeout, maxLifetime: limits.maxLifetime, finished: finished)
+        let clientRelay = StreamRelayHandler(side: .client, stream: stream)
+        let backendRelay = StreamRelayHandler(side: .backend, stream: stream)
+        stream.join(client: clientRelay, backend: backendRelay)
+        return (stream, clientRelay, backendRelay)
     }
 }

@@ -208,6 +208,8 @@ final class StreamRelayHandler: ChannelDuplexHandler {
         // A quiescing gateway lets streams run until its drain time is up; then it closes them
         // (see `close(context:mode:promise:)`).
         if event is ChannelShouldQuiesceEvent { return }
+        // An HTTP/2 stream's END_STREAM (``TunnelStreamAdapter``): this side has ended.
+        if let channelEvent = event as? ChannelEvent, channelEvent == .inputClosed { return stream.sideEnded(side, failed: false) }
         context.fireUserInboundEventTriggered(event)
     }
 

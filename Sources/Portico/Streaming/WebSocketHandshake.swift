@@ -49,6 +49,35 @@ struct WebSocketHandshake: Sendable, Equatable {
         return .success(WebSocketHandshake(key: String(key), protocols: protocols, extensions: extensions))
     }
 
+    /// The handshake an HTTP/2 stream's extended CONNECT opens (RFC 8441 §5): `Sec-WebSocket-Version:
+    /// 13`, the offered subprotocols and extensions, and no key of the client's, since HTTP/2 has
+    /// no `101` to prove: the gateway draws the key it sends the backend (`key`, 16 random bytes,
+    /// as a client does) and checks the backend's accept against it.
+    static func extendedConnect(_ head: HTTPRequestHead, key: String = randomKey()) -> Result<WebSocketHandshake, RequestError> {
+        guard head.headers["sec-websocket-version"].map({ String($0[...].trimmingOptionalWhitespace()) }) == ["13"] else {
+            return .failure(.unsupportedVersion)
+        }
+        let protocols = head.headers[canonicalForm: "sec-websocket-protocol"].map(String.init)
+        let extensions = Set(head.headers[canonicalForm: "sec-websocket-extensions"].map(Self.extensionName))
+        return .success(WebSocketHandshake(key: key, protocols: protocols, extensions: extensions))
+    }
+
+    /// A fresh `Sec-WebSocket-Key`: 16 random bytes in base64 (RFC 6455 §4.1, item 7).
+    static func randomKey() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return Data((0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) }).base64EncodedString()
+    }
+
+    /// The HTTP/1.1 request that opens the same WebSocket with the backend: `head` as a GET with this
+    /// handshake's key (an extended CONNECT's head is a CONNECT without one).
+    func backendHead(from head: HTTPRequestHead) -> HTTPRequestHead {
+        var head = head
+        head.method = .GET
+        head.version = .http1_1
+        head.headers.replaceOrAdd(name: "Sec-WebSocket-Key", value: key)
+        return head
+    }
+
     /// What `Sec-WebSocket-Accept` must hold for this key: base64 of the SHA-1 of the key and the
     /// protocol's GUID (§4.2.2, step 5.4).
     var expectedAccept: String {

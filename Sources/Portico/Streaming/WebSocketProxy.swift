@@ -13,7 +13,8 @@ protocol UpgradeResponder: ExchangeResponder {
     func handlerSwitched(_ exchange: Exchange, head: UpstreamResponseHead, backend: any Channel, lease: StreamLease)
 }
 
-/// The `proxy` handler's path for a WebSocket handshake on a service with `websocket: true`: the
+/// The `proxy` handler's path for a WebSocket handshake on a service with `websocket: true` (an
+/// HTTP/1.1 upgrade, or an HTTP/2 stream's extended CONNECT, RFC 8441): the
 /// request has passed every stage (routing, authentication, version, rate limits) as any request
 /// does; here the handshake is checked, a place is taken within `maxUpgraded`, and the request goes
 /// to a target of the backend over a connection of its own (``UpstreamUpgrade``). A `101` that
@@ -30,8 +31,15 @@ struct WebSocketProxy: Sendable {
         _ exchange: Exchange, proxy: ProxyPolicy, backend: CompiledBackend, on eventLoop: any EventLoop, responder: any UpgradeResponder
     ) -> Problem? {
         guard let routed = exchange.routed else { return .badGateway(backend: proxy.backend) }
+        // Over HTTP/1.1 an Upgrade with the client's key; over HTTP/2 an extended CONNECT
+        // (RFC 8441), for which the gateway draws the key it sends the backend.
+        let tunnelled = exchange.tunnelProtocol != nil
+        let checked =
+            tunnelled
+            ? WebSocketHandshake.extendedConnect(exchange.head)
+            : WebSocketHandshake.request(exchange.head, hasBody: exchange.framing.expectsBody)
         let handshake: WebSocketHandshake
-        switch WebSocketHandshake.request(exchange.head, hasBody: exchange.framing.expectsBody) {
+        switch checked {
         case .success(let valid): handshake = valid
         case .failure(let error): return .webSocketHandshake(error)
         }
@@ -53,7 +61,8 @@ struct WebSocketProxy: Sendable {
         }
         let lease = StreamLease(place: place, streams: streams, backend: backend, target: target, metrics: metrics)
         var request = ProxyForwarding.upstreamRequest(
-            head: exchange.head, body: nil, routed: routed, proxy: proxy, backend: backend, target: target,
+            head: tunnelled ? handshake.backendHead(from: exchange.head) : exchange.head, body: nil, routed: routed, proxy: proxy,
+            backend: backend, target: target,
             clientAddress: exchange.client.address, scheme: scheme, requestID: exchange.requestID, credentials: exchange.credentialFields,
             versionedPrefix: exchange.versionedPrefix, traced: exchange.trace != nil)
         request.headers.add(name: "Connection", value: "Upgrade")

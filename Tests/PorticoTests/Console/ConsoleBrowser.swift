@@ -14,11 +14,12 @@ final class ConsoleBrowser: @unchecked Sendable {
     private let process: ChildProcess
     private var pending = Data()
 
-    /// Opens `url`; throws if the page does not load.
-    init(_ url: String) throws {
+    /// Opens `url`, with Chromium's command line extended by `flags`; throws if the page does not load.
+    init(_ url: String, flags: [String] = []) throws {
         let python = InteropTests.python ?? "/usr/bin/python3"
         process = try ChildProcess(
-            python, [Self.script, url, "--chromium", Self.chromium ?? "chromium"], standardInput: .pipe, standardOutput: .pipe)
+            python, [Self.script, url, "--chromium", Self.chromium ?? "chromium"] + flags.map { "--flag=\($0)" }, standardInput: .pipe,
+            standardOutput: .pipe)
         let first = try line()
         guard first["ready"] as? Bool == true else { throw BrowserError(message: "the page did not load: \(first)") }
     }

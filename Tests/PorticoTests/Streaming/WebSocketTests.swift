@@ -103,13 +103,14 @@ struct WebSocketTests {
         return try JSONDecoder().decode(Report.self, from: result.output)
     }
 
+    /// - Parameter listener: the test listener's extra settings (`protocols: [http/1.1, h2c]`).
     static func withGateway(
-        logger: Logger? = nil, _ body: (_ gateway: TestGateway, _ server: AnnouncedServer) async throws -> Void
+        logger: Logger? = nil, listener: String? = nil, _ body: (_ gateway: TestGateway, _ server: AnnouncedServer) async throws -> Void
     ) async throws {
         let server = try Self.server()
         defer { server.stop() }
         try #require(server.port > 0)
-        let gateway = try await TestGateway.start(policy: policy(backendPort: server.port), logger: logger)
+        let gateway = try await TestGateway.start(policy: policy(backendPort: server.port), logger: logger, listener: listener)
         do {
             try await body(gateway, server)
         } catch {
