@@ -56,7 +56,7 @@ struct CurlSender: HTTPSender {
 
     /// An event stream: the head is returned as soon as it has arrived, and the body's chunks
     /// are yielded as libcurl receives them. No total timeout: the request's `timeoutInterval`
-    /// bounds connecting and each silence (libcurl's low-speed limit of one byte a second).
+    /// bounds connecting and each silence.
     func stream(_ request: URLRequest) async throws -> StreamedAnswer {
         let (body, chunks) = AsyncThrowingStream<Data, any Error>.makeStream()
         let transfer = CurlTransfer()
@@ -102,11 +102,15 @@ struct CurlSender: HTTPSender {
             if code == PORTICO_CURLE_OK { code = portico_client_curl_setopt_long(handle, option, value) }
         }
         set(PORTICO_CURLOPT_NOSIGNAL, 1)
+        // Through an `https_proxy`, the proxy's own `200 Connection established` is not the answer.
+        set(PORTICO_CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         set(PORTICO_CURLOPT_SSLVERSION, Int(PORTICO_CURL_SSLVERSION_TLSv1_2))
         if streaming {
+            // No total: connecting is bounded, then each silence, by the progress callback
+            // (libcurl's low-speed limit averages over its window, so a short heartbeat would not
+            // count as a sign of life).
             set(PORTICO_CURLOPT_CONNECTTIMEOUT_MS, Int(max(request.timeoutInterval, 0.001) * 1000))
-            set(PORTICO_CURLOPT_LOW_SPEED_LIMIT, 1)
-            set(PORTICO_CURLOPT_LOW_SPEED_TIME, max(Int(request.timeoutInterval.rounded(.up)), 1))
+            transfer.idleLimit = .milliseconds(Int64(max(request.timeoutInterval, 0.001) * 1000))
         } else {
             set(PORTICO_CURLOPT_TIMEOUT_MS, Int(max(request.timeoutInterval, 0.001) * 1000))
         }
@@ -175,6 +179,9 @@ struct CurlSender: HTTPSender {
             // libcurl must not keep the buffer's address past this closure.
             _ = portico_client_curl_setopt_pointer(handle, PORTICO_CURLOPT_ERRORBUFFER, nil)
             return result
+        }
+        if code == PORTICO_CURLE_ABORTED_BY_CALLBACK, transfer.idledOut, let idle = transfer.idleLimit {
+            throw URLError(.timedOut, userInfo: [NSLocalizedDescriptionKey: "no byte from the server within \(idle)"])
         }
         guard code == PORTICO_CURLE_OK else {
             throw Self.error(code, detail: String(decoding: errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
@@ -247,10 +254,23 @@ final class CurlTransfer: @unchecked Sendable {
     var status = 0
     var streaming: Streaming?
     let cancelled = Locked(false)
+    /// A stream's longest silence, checked by the progress callback; and whether it ran out.
+    var idleLimit: Duration?
+    private(set) var idledOut = false
+    private var lastActivity = ContinuousClock.now
+
+    /// Whether the progress callback should abort the transfer: cancelled, or silent too long.
+    func shouldAbort() -> Bool {
+        if cancelled.withLock({ $0 }) { return true }
+        guard let idleLimit, ContinuousClock.now - lastActivity > idleLimit else { return false }
+        idledOut = true
+        return true
+    }
 
     /// One header line; a status line starts a new answer (after a 100 Continue, say), and the
     /// blank line ending a final answer's head passes it on when streaming.
     func received(headerLine: String) {
+        lastActivity = ContinuousClock.now
         let line = headerLine.trimmingCharacters(in: .whitespacesAndNewlines)
         if line.hasPrefix("HTTP/") {
             headers = [:]
@@ -265,6 +285,7 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     func received(body bytes: UnsafeRawPointer, count: Int) {
+        lastActivity = ContinuousClock.now
         if let streaming {
             streaming.chunks.yield(Data(bytes: bytes, count: count))
         } else {
@@ -288,9 +309,10 @@ private func curlWriteHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, 
     return size * count
 }
 
-/// Non-zero aborts the transfer (`CURLE_ABORTED_BY_CALLBACK`): how a cancelled task stops it.
+/// Non-zero aborts the transfer (`CURLE_ABORTED_BY_CALLBACK`): how a cancelled task stops it, and
+/// a stream that has been silent too long. libcurl calls it about once a second, even when idle.
 private func curlProgress(_ context: UnsafeMutableRawPointer?, _: Int64, _: Int64, _: Int64, _: Int64) -> Int32 {
     guard let context else { return 0 }
-    return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().cancelled.withLock { $0 } ? 1 : 0
+    return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().shouldAbort() ? 1 : 0
 }
 #endif

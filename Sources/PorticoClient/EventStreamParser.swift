@@ -8,14 +8,19 @@
 ///   `data` appends a line to the event's data, `event` sets its type, `id` sets the last event
 ///   ID unless the value holds NUL, `retry` sets the reconnection time when it is all digits;
 ///   other fields are ignored;
-/// - a blank line dispatches the event, when it has data; at the end of the stream an event
-///   without its blank line is dropped.
+/// - a blank line makes the last `id:` the stream's last event ID and dispatches the event, when
+///   it has data; at the end of the stream an event without its blank line is dropped, and so is
+///   an `id:` read since the last blank line.
 ///
 /// A line, or an event's data, longer than `maximumEventBytes` is refused: a stream is untrusted
 /// input, and an app must not grow its memory for a server that never ends a line.
 struct EventStreamParser: Sendable {
-    /// The last `id:` seen, kept across events and across reconnections.
+    /// The stream's last event ID: the last `id:` as of the latest blank line, kept across events
+    /// and reconnections; what a reconnection sends.
     private(set) var lastEventID: String
+    /// The last `id:` read, which becomes ``lastEventID`` at the next blank line: an event cut off
+    /// before its end must not move the ID a reconnection resumes after.
+    private var idBuffer: String
     /// The reconnection time the stream last asked for with `retry:`.
     private(set) var retry: Duration?
     let maximumEventBytes: Int
@@ -31,6 +36,7 @@ struct EventStreamParser: Sendable {
 
     init(lastEventID: String = "", maximumEventBytes: Int = 1 << 20) {
         self.lastEventID = lastEventID
+        self.idBuffer = lastEventID
         self.maximumEventBytes = maximumEventBytes
     }
 
@@ -54,13 +60,14 @@ struct EventStreamParser: Sendable {
     }
 
     /// The stream ended (or the connection was lost): an event not yet ended by its blank line is
-    /// dropped, and the next bytes start a new stream (a reconnection's), keeping the last event
-    /// ID and the reconnection time.
+    /// dropped, with any `id:` it carried, and the next bytes start a new stream (a
+    /// reconnection's), keeping the last event ID and the reconnection time.
     mutating func restart() {
         line.removeAll(keepingCapacity: true)
         data.removeAll(keepingCapacity: true)
         hasData = false
         type = ""
+        idBuffer = lastEventID
         afterCR = false
         firstLine = true
     }
@@ -91,7 +98,7 @@ struct EventStreamParser: Sendable {
         case "event":
             type = String(decoding: value, as: UTF8.self)
         case "id" where !value.contains(0):
-            lastEventID = String(decoding: value, as: UTF8.self)
+            idBuffer = String(decoding: value, as: UTF8.self)
         case "retry" where !value.isEmpty && value.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }):
             // Digits only; a value too long for an Int is a reconnection time no one waits for.
             retry = Int(String(decoding: value, as: UTF8.self)).map { .milliseconds($0) } ?? retry
@@ -102,6 +109,8 @@ struct EventStreamParser: Sendable {
     }
 
     private mutating func dispatch() -> ServerSentEvent? {
+        // Every blank line commits the ID, with or without an event to dispatch.
+        lastEventID = idBuffer
         defer {
             data.removeAll(keepingCapacity: true)
             hasData = false

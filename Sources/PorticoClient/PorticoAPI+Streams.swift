@@ -57,7 +57,9 @@ extension PorticoAPI {
     /// The opening request of a WebSocket to `service` at `path`, signed like any call, for the
     /// WebSocket client of the app's choice: a `ws://` or `wss://` URL, the identity fields, the
     /// credentials' fields, `Sec-WebSocket-Protocol` when `protocols` are given, and the signature
-    /// over the method, authority, path and query and those fields.
+    /// over the method, authority, path and query and those fields. It is an HTTP/1.1 upgrade's
+    /// (`GET`): a client that opens its WebSocket over HTTP/2 sends `CONNECT` (RFC 8441), which
+    /// this signature does not cover.
     ///
     /// The signature cannot cover `Sec-WebSocket-Key`, which the WebSocket client draws when it
     /// sends; its nonce makes the request good for one handshake, so a new connection needs a
@@ -142,8 +144,10 @@ extension PorticoAPI {
             }
             if (200..<300).contains(answer.status) {
                 if answer.status == 204 { return nil }
+                // The HTML standard reads a stream from a 200 of this media type only.
                 let type = answer.headers["content-type"]
-                guard type?.lowercased().hasPrefix("text/event-stream") == true else {
+                let mediaType = type?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+                guard answer.status == 200, mediaType == "text/event-stream" else {
                     throw .decoding(EventStreamError.notEventStream(contentType: type), status: answer.status)
                 }
                 return answer.body

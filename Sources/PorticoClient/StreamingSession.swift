@@ -62,12 +62,29 @@ final class StreamingDelegate: NSObject, URLSessionDataDelegate, Sendable {
         // The body's end, or its reader going away, ends the transfer; after a normal end the
         // task is already complete and cancelling it does nothing.
         chunks.onTermination = { _ in task.task.cancel() }
+        let id = task.task.taskIdentifier
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { head in
-                transfers.withLock { $0[task.task.taskIdentifier] = Transfer(head: head, body: body, chunks: chunks) }
+                transfers.withLock { $0[id] = Transfer(head: head, body: body, chunks: chunks) }
+                // Cancelled before this point, the handler below found no transfer to end: the
+                // task is never started, and the caller is told here.
+                if Task.isCancelled, let transfer = transfers.withLock({ $0.removeValue(forKey: id) }) {
+                    transfer.chunks.finish(throwing: URLError(.cancelled))
+                    return head.resume(throwing: URLError(.cancelled))
+                }
                 task.task.resume()
             }
         } onCancel: {
+            // A head still awaited is answered now: a task cancelled before it started may report
+            // its completion before, or never after, its transfer is known.
+            let waiting = transfers.withLock { transfers -> Transfer? in
+                guard transfers[id]?.head != nil else { return nil }
+                return transfers.removeValue(forKey: id)
+            }
+            if let waiting {
+                waiting.chunks.finish(throwing: URLError(.cancelled))
+                waiting.head?.resume(throwing: URLError(.cancelled))
+            }
             task.task.cancel()
         }
     }

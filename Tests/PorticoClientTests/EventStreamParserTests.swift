@@ -81,6 +81,14 @@ struct EventStreamParserTests {
         parser.restart()
         let events = try parser.feed(Array("data: fresh\n\n".utf8))
         #expect(events == [ServerSentEvent(data: "fresh", lastEventID: "3")])
+        // An id whose event was cut off is not the one a reconnection resumes after.
+        _ = try parser.feed(Array("id: 4\ndata: lost".utf8))
+        #expect(parser.lastEventID == "3")
+        parser.restart()
+        #expect(parser.lastEventID == "3")
+        // A blank line commits an id even without data to dispatch.
+        _ = try parser.feed(Array("id: 5\n\n".utf8))
+        #expect(parser.lastEventID == "5")
         #expect(parser.retry == .milliseconds(99))
         // A CR that ended the lost connection does not join the next one's first LF into one line
         // end, and the new stream's byte order mark is dropped too.

@@ -130,8 +130,10 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        perform(machine.channelInactive(), context: context)
+        // First, so that an event stream's line in the access log, written as the exchange ends
+        // here, says how it ended.
         eventStreamEnded(.clientClosed)
+        perform(machine.channelInactive(), context: context)
         context.fireChannelInactive()
     }
 
@@ -341,7 +343,9 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             lease.opened { reason in loop.execute { bound.value.close(reason) } }
             stream.start()
         } catch {
-            // Nothing was changed on the client's side: its close ends the exchange (logged once).
+            // The connection is still this handler's (a join changes nothing before what can
+            // fail has passed): its close ends the exchange, logged once. An HTTP/2 stream has had
+            // its 200 already; the close resets it.
             exchange.outcome.failure = "joining the WebSocket connections: \(error)"
             backend.close(promise: nil)
             lease.end()

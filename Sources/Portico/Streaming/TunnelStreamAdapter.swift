@@ -64,12 +64,14 @@ final class TunnelStreamAdapter: ChannelDuplexHandler {
         gatewayEnded = true
         let channel = context.channel
         let ended = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        guard !clientEnded else {
+        // However it goes, the stream is reset after the linger: a client that ended its side and
+        // never opens its window would otherwise hold its END_STREAM, and the stream, for ever.
+        pendingClose = (promise, context.eventLoop.scheduleTask(in: Self.lingerLimit) { channel.close(promise: nil) })
+        if clientEnded {
             // Both sides ended: NIO closes the stream once the END_STREAM has left; closing it
             // before would reset it with the frame still queued.
-            return ended.whenComplete { _ in channel.close(promise: promise) }
+            ended.whenComplete { _ in channel.close(promise: nil) }
         }
-        pendingClose = (promise, context.eventLoop.scheduleTask(in: Self.lingerLimit) { channel.close(promise: nil) })
     }
 
     func channelInactive(context: ChannelHandlerContext) {

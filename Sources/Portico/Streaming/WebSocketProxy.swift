@@ -82,6 +82,13 @@ struct WebSocketProxy: Sendable {
                 responder.handlerReceived(UpstreamEvents(result: .failure(upstreamError)), for: exchange)
             case .success(.answered(let head, let body)):
                 lease.end()
+                // Over HTTP/2 a 2xx (or any answer short of a refusal) would tell the client the
+                // tunnel is open (RFC 8441 §5): only the backend's refusals are relayed as they came.
+                if tunnelled, head.status < 400 {
+                    let reason = "it answered \(head.status) instead of 101"
+                    exchange.outcome.failure = "WebSocket handshake: \(reason)"
+                    return responder.handlerAnswered(.webSocketAnswer(backend: backend.name, reason: reason), for: exchange)
+                }
                 responder.handlerReceived(UpstreamEvents(head: head, body: body, result: .success(metrics)), for: exchange)
             case .success(.switched(let head, let channel)):
                 guard attempt.connected(channel) else {

@@ -274,8 +274,9 @@ struct HTTP2ExchangeTests {
                   held: { path: /held, versions: { 1: { proxy: { backend: held } } } }
                 """, listener: "protocols: [h2c]")
         let port = gateway.port
+        // Reads wait up to 90 s: the shutdown task may start late on a loaded machine.
         let client = try await offThePool { () -> RawHTTP2Client in
-            let client = try RawHTTP2Client(port: port)
+            let client = try RawHTTP2Client(port: port, receiveTimeout: 90)
             try client.request(stream: 1, path: "/held/x")
             return client
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PorticoDemoBackends
 import PorticoTestSupport
 import PorticoTesting
 import Testing
@@ -115,6 +116,26 @@ struct WebSocketOverHTTP2Tests {
             #expect(plain.body?.contains("tunnel-not-offered") == true, "\(plain)")
             #expect(plain.headers["content-type"] == "application/problem+json")
         }
+    }
+
+    @Test(
+        "a backend that answers the handshake with a 200 instead of a 101 is a 502 over HTTP/2, never a tunnel",
+        .enabled(if: installed))
+    func backendWithoutWebSocket() async throws {
+        let backend = try await BackendServer.start(handler: DemoBackends.echo)
+        let gateway = try await TestGateway.start(
+            policy: """
+                backends:
+                  echo: { url: "http://127.0.0.1:\(backend.port)" }
+                services:
+                  fake: { path: /fake, websocket: true, versions: { 1: { proxy: { backend: echo } } } }
+                """, listener: "protocols: [http/1.1, h2c]")
+        let report = try await Self.client("refused", port: gateway.port, path: "/fake/x")
+        #expect(report.status == 502, "\(report)")
+        #expect(report.body?.contains("instead of 101") == true, "\(report)")
+        #expect(backend.requestsReceived == 1)
+        await gateway.shutdown()
+        try await backend.shutdown()
     }
 
     @Test(
