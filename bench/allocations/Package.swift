@@ -12,7 +12,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
-        // malloc and friends, counted per thread and forwarded to glibc (Linux only).
+        // malloc and friends, counted per thread and forwarded to glibc, and the Swift runtime's
+        // retains, releases, exclusivity checks and dynamic casts on the same threads (Linux only).
         .target(name: "CMallocCounter"),
         // The system OpenSSL, for the benchmark's own TLS client.
         .target(name: "CClientTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
@@ -23,6 +24,8 @@ let package = Package(
                 "CClientTLS",
                 .product(name: "Portico", package: "Portico"),
                 .product(name: "PorticoPolicy", package: "Portico"),
+                // The signed route's request, signed as an app would.
+                .product(name: "PorticoClient", package: "Portico"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

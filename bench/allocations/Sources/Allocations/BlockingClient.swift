@@ -95,9 +95,10 @@ final class BlockingHTTPClient {
     private let request: [UInt8]
     private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
 
-    init(stream: any ByteStream, path: String) {
+    init(stream: any ByteStream, path: String, headers: [(name: String, value: String)] = []) {
         self.stream = stream
-        self.request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
+        let fields = headers.map { "\($0.name): \($0.value)\r\n" }.joined()
+        self.request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\(fields)\r\n".utf8)
     }
 
     /// One exchange; returns the status code.

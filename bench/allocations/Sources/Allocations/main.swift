@@ -1,20 +1,25 @@
-// Allocations per proxied request, counted on the gateway's own threads.
+// What a request costs the gateway in machine-independent units, counted on its own threads:
+// allocations, and the Swift runtime's dynamic exclusivity checks and dynamic casts.
 //
 //   Allocations [requests] [warm-up] [certificate key]
 //
 // Starts, in this process: a small backend (its own event loop), the real `Gateway` with a policy
 // like bench/run.sh's (its own event loop, the only threads marked for counting), and a blocking
 // client on the main thread. Runs the requests on one keep-alive connection each: straight to the
-// backend, then through the gateway over HTTP, then over TLS (when a certificate is given).
+// backend, then through the gateway over HTTP (the open proxy, a route signed with RFC 9421, a
+// facade over the same backend, a 404 answered without one), then over TLS (when a certificate is
+// given).
 //
-// Two figures per run: allocations on the gateway's threads alone, and on every thread of the
+// Two allocation figures per run: on the gateway's threads alone, and on every thread of the
 // process. The second, minus the direct run's (client and backend alone), is a check on the first
 // that needs no thread marking; over TLS it also holds the client's own TLS work.
 import CMallocCounter
+import Foundation
 import Logging
 import NIOCore
 import NIOPosix
 import Portico
+import PorticoClient
 import PorticoPolicy
 
 #if canImport(Glibc)
@@ -35,6 +40,7 @@ let gatewayGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 let backend = try await QuoteBackend.start(group: backendGroup)
 let backendPort = backend.localAddress!.port!
 
+let benchSecret = "portico-allocations-bench-secret-0123456789"
 let tlsListener = certificate.map { ", tls: { certificate: \($0), privateKey: \(privateKey!) }" }
 let policy = """
     listeners:
@@ -48,6 +54,27 @@ let policy = """
         path: /api/{version}/stockquote
         versions:
           1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+      signedQuote:
+        path: /signed/{version}/stockquote
+        auth: signature
+        versions:
+          1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
+      facadeQuote:
+        path: /facade/{version}/stockquote
+        versions:
+          1:
+            facade:
+              parameters: /{symbol}
+              contract: { symbol: string, price: number }
+              sources:
+                quotes: { backend: quotes, request: "/v1/quotes/{symbol}", format: json, fields: { symbol: /symbol, price: /currentPrice } }
+              active: quotes
+    # One signature replayed by the client: no nonce (the store's insert is the micro-benchmarks').
+    signatures: { maxClockSkew: 1h, requireNonce: false }
+    tiers:
+      bench: { rate: 1000000000/s, burst: 1000000 }
+    keys:
+      bench: { secret: "\(benchSecret)", demo: true, services: [signedQuote], tier: bench }
     """
 var logger = Logger(label: "portico.bench")
 logger.logLevel = .warning
@@ -63,34 +90,51 @@ struct Row {
     let gateway: Double
     let gatewayReallocations: Double
     let gatewayFrees: Double
+    let accesses: Double
+    let casts: Double
 }
 
 /// Lets the last answer's write completions and callbacks run before the counters are read.
 func settle() { usleep(50_000) }
 
-func measure(_ name: String, _ client: BlockingHTTPClient) throws -> Row {
+func measure(_ name: String, _ client: BlockingHTTPClient, expecting expected: Int = 200) throws -> Row {
     for _ in 0..<warmUp { _ = try client.exchange() }
     settle()
     let all = malloc_counts_all()
     let marked = malloc_counts_marked()
+    let runtime = runtime_counts_marked()
     for _ in 0..<requests {
         let status = try client.exchange()
-        guard status == 200 else { throw ClientError(description: "\(name): status \(status)") }
+        guard status == expected else { throw ClientError(description: "\(name): status \(status)") }
     }
     settle()
     let allAfter = malloc_counts_all()
     let markedAfter = malloc_counts_marked()
+    let runtimeAfter = runtime_counts_marked()
     let perRequest = { (before: UInt64, after: UInt64) in Double(after - before) / Double(requests) }
     return Row(
         name: name, all: perRequest(all.allocations, allAfter.allocations),
         gateway: perRequest(marked.allocations, markedAfter.allocations),
         gatewayReallocations: perRequest(marked.reallocations, markedAfter.reallocations),
-        gatewayFrees: perRequest(marked.frees, markedAfter.frees))
+        gatewayFrees: perRequest(marked.frees, markedAfter.frees), accesses: perRequest(runtime.accesses, runtimeAfter.accesses),
+        casts: perRequest(runtime.casts, runtimeAfter.casts))
 }
 
 let path = "/api/1/stockquote/AAPL"
 var rows = [try measure("direct to the backend", BlockingHTTPClient(stream: try PlainStream(port: backendPort), path: "/v1/quotes/AAPL"))]
-rows.append(try measure("through Portico, HTTP", BlockingHTTPClient(stream: try PlainStream(port: gateway.boundPorts["plain"]!), path: path)))
+let plainPort = gateway.boundPorts["plain"]!
+rows.append(try measure("through Portico, HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: path)))
+// Signed once, as an app's RequestSigner signs (method, authority, path), replayed.
+let signedPath = "/signed/1/stockquote/AAPL"
+var signer = RequestSigner(keyID: "bench", secret: benchSecret)
+signer.includesNonce = false
+let signature = try signer.sign(method: "GET", url: URL(string: "http://localhost\(signedPath)")!)
+rows.append(
+    try measure("signed (RFC 9421), HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: signedPath, headers: signature)))
+rows.append(
+    try measure("facade, HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: "/facade/1/stockquote/AAPL")))
+rows.append(
+    try measure("404 without a backend", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: "/nowhere"), expecting: 404))
 if certificate != nil {
     rows.append(try measure("through Portico, TLS", BlockingHTTPClient(stream: try TLSStream(port: gateway.boundPorts["tls"]!), path: path)))
 }
@@ -101,15 +145,21 @@ func format(_ value: Double) -> String {
 }
 func pad(_ text: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - text.count)) + text }
 
-print("\(requests) requests per run (after \(warmUp) to warm up), one keep-alive connection each; allocations per request")
-print("run".padding(24) + pad("all threads", 13) + pad("all − direct", 14) + pad("gateway", 10) + pad("reallocs", 10) + pad("frees", 8))
+print("\(requests) requests per run (after \(warmUp) to warm up), one keep-alive connection each; per request")
+print(
+    "run".padding(26) + pad("all threads", 13) + pad("all − direct", 14) + pad("gateway", 10) + pad("reallocs", 10) + pad("frees", 8)
+        + pad("accesses", 10) + pad("casts", 7))
 for row in rows {
     let isDirect = row.name.hasPrefix("direct")
-    print(
-        row.name.padding(24) + pad(format(row.all), 13) + pad(isDirect ? "-" : format(row.all - rows[0].all), 14)
-            + pad(isDirect ? "-" : format(row.gateway), 10) + pad(isDirect ? "-" : format(row.gatewayReallocations), 10)
-            + pad(isDirect ? "-" : format(row.gatewayFrees), 8))
+    let gatewayColumns =
+        isDirect
+        ? [String](repeating: "-", count: 6)
+        : [row.all - rows[0].all, row.gateway, row.gatewayReallocations, row.gatewayFrees, row.accesses, row.casts].map(format)
+    let widths = [14, 10, 10, 8, 10, 7]
+    print(row.name.padding(26) + pad(format(row.all), 13) + zip(gatewayColumns, widths).map { pad($0, $1) }.joined())
 }
+print("gateway: allocations on the gateway's thread; accesses, casts: swift_beginAccess, and swift_dynamicCast with")
+print("swift_dynamicCastClass, called there")
 
 await gateway.shutdown(gracePeriod: .seconds(1))
 try await backend.close().get()

@@ -2,8 +2,10 @@
 // library's calls (Swift's runtime, Foundation, OpenSSL) to these, which count and forward to
 // glibc's own implementations. Counting per thread is what separates the gateway's event loops
 // from the backend and the client running in the same process.
+#define _GNU_SOURCE
 #include "CMallocCounter.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
 
@@ -83,4 +85,43 @@ static malloc_counts load(malloc_counts *counts) {
 malloc_counts malloc_counts_all(void) { return load(&all); }
 malloc_counts malloc_counts_marked(void) { return load(&onMarked); }
 void malloc_counter_mark_thread(void) { marked = 1; }
+
+static runtime_counts onRuntime;
+
+#define COUNT_RUNTIME(field) \
+    do { if (marked) __atomic_fetch_add(&onRuntime.field, 1, __ATOMIC_RELAXED); } while (0)
+
+// Defined here, these are what the executable's Swift code calls; each counts and forwards to
+// libswiftCore's (the next definition in the lookup order).
+typedef void (*begin_access_fn)(void *, void *, uintptr_t, void *);
+typedef _Bool (*dynamic_cast_fn)(void *, void *, const void *, const void *, uintptr_t);
+typedef const void *(*dynamic_cast_class_fn)(const void *, const void *);
+
+void swift_beginAccess(void *pointer, void *buffer, uintptr_t flags, void *pc) {
+    static begin_access_fn real;
+    if (real == NULL) real = (begin_access_fn)dlsym(RTLD_NEXT, "swift_beginAccess");
+    COUNT_RUNTIME(accesses);
+    real(pointer, buffer, flags, pc);
+}
+
+_Bool swift_dynamicCast(void *dest, void *src, const void *srcType, const void *targetType, uintptr_t flags) {
+    static dynamic_cast_fn real;
+    if (real == NULL) real = (dynamic_cast_fn)dlsym(RTLD_NEXT, "swift_dynamicCast");
+    COUNT_RUNTIME(casts);
+    return real(dest, src, srcType, targetType, flags);
+}
+
+const void *swift_dynamicCastClass(const void *object, const void *targetType) {
+    static dynamic_cast_class_fn real;
+    if (real == NULL) real = (dynamic_cast_class_fn)dlsym(RTLD_NEXT, "swift_dynamicCastClass");
+    COUNT_RUNTIME(casts);
+    return real(object, targetType);
+}
+
+runtime_counts runtime_counts_marked(void) {
+    runtime_counts copy;
+    copy.accesses = __atomic_load_n(&onRuntime.accesses, __ATOMIC_RELAXED);
+    copy.casts = __atomic_load_n(&onRuntime.casts, __ATOMIC_RELAXED);
+    return copy;
+}
 #endif

@@ -21,4 +21,20 @@ malloc_counts malloc_counts_marked(void);
 /// From now on, this thread's allocations also count in `malloc_counts_marked`.
 void malloc_counter_mark_thread(void);
 
+/// Swift runtime calls made on the marked threads.
+typedef struct {
+    /// swift_beginAccess: a dynamic exclusivity check.
+    uint64_t accesses;
+    /// swift_dynamicCast and swift_dynamicCastClass: `as?`, `is`, `as!` the compiler could not
+    /// resolve.
+    uint64_t casts;
+} runtime_counts;
+
+/// Counted by this library's own definitions of those runtime entry points, which the
+/// executable's Swift code binds to ahead of libswiftCore's (and which forward to it). Retains and
+/// releases are not counted here: libswiftCore's instrumentation hooks crash when replaced on
+/// Linux (its entry points use another calling convention than the hooks'); `bench/retains.sh`
+/// counts them with uprobes instead.
+runtime_counts runtime_counts_marked(void);
+
 #endif
