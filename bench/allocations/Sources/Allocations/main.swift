@@ -120,10 +120,29 @@ func measure(_ name: String, _ client: BlockingHTTPClient, expecting expected: I
         casts: perRequest(runtime.casts, runtimeAfter.casts))
 }
 
+/// With ACCESS_SITES=N in the environment: the N access sites that ran most during `body`, as
+/// offsets in this executable with their counts per request (bench/allocations.sh symbolizes them).
+func recordingSites(_ name: String, _ body: () throws -> Row) rethrows -> Row {
+    guard let wanted = ProcessInfo.processInfo.environment["ACCESS_SITES"].flatMap(Int.init), wanted > 0 else { return try body() }
+    runtime_counter_record_sites(1)
+    let row = try body()
+    runtime_counter_record_sites(0)
+    var offsets = [UInt](repeating: 0, count: wanted)
+    var counts = [UInt64](repeating: 0, count: wanted)
+    let found = Int(runtime_counter_sites(&offsets, &counts, Int32(wanted)))
+    for index in 0..<found {
+        print("site \(name): 0x\(String(offsets[index], radix: 16)) \(format(Double(counts[index]) / Double(requests + warmUp)))")
+    }
+    return row
+}
+
 let path = "/api/1/stockquote/AAPL"
 var rows = [try measure("direct to the backend", BlockingHTTPClient(stream: try PlainStream(port: backendPort), path: "/v1/quotes/AAPL"))]
 let plainPort = gateway.boundPorts["plain"]!
-rows.append(try measure("through Portico, HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: path)))
+rows.append(
+    try recordingSites("open") {
+        try measure("through Portico, HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: path))
+    })
 // Signed once, as an app's RequestSigner signs (method, authority, path), replayed.
 let signedPath = "/signed/1/stockquote/AAPL"
 var signer = RequestSigner(keyID: "bench", secret: benchSecret)

@@ -97,10 +97,53 @@ typedef void (*begin_access_fn)(void *, void *, uintptr_t, void *);
 typedef _Bool (*dynamic_cast_fn)(void *, void *, const void *, const void *, uintptr_t);
 typedef const void *(*dynamic_cast_class_fn)(const void *, const void *);
 
+// Access sites, by the address the check returns to: an open-addressed table, filled
+// only on marked threads while recording (the gateway's one event loop in this harness).
+#define SITE_SLOTS 8192
+static struct { uintptr_t pc; uint64_t count; } sites[SITE_SLOTS];
+static int recordingSites;
+
+static void record_site(uintptr_t pc) {
+    uintptr_t slot = (pc >> 2) % SITE_SLOTS;
+    for (int probe = 0; probe < SITE_SLOTS; probe++, slot = (slot + 1) % SITE_SLOTS) {
+        if (sites[slot].pc == pc || sites[slot].pc == 0) {
+            sites[slot].pc = pc;
+            sites[slot].count++;
+            return;
+        }
+    }
+}
+
+void runtime_counter_record_sites(int enabled) { __atomic_store_n(&recordingSites, enabled, __ATOMIC_SEQ_CST); }
+
+int runtime_counter_sites(uintptr_t *offsets, uint64_t *counts, int capacity) {
+    Dl_info info;
+    uintptr_t base = dladdr((void *)&runtime_counter_sites, &info) ? (uintptr_t)info.dli_fbase : 0;
+    int written = 0;
+    // A selection of the largest, `capacity` times: the table is small and this runs once.
+    static char taken[SITE_SLOTS];
+    for (int round = 0; round < capacity; round++) {
+        int best = -1;
+        for (int slot = 0; slot < SITE_SLOTS; slot++) {
+            if (sites[slot].pc == 0 || taken[slot]) continue;
+            if (best < 0 || sites[slot].count > sites[best].count) best = slot;
+        }
+        if (best < 0) break;
+        taken[best] = 1;
+        offsets[written] = sites[best].pc - base;
+        counts[written] = sites[best].count;
+        written++;
+    }
+    return written;
+}
+
 void swift_beginAccess(void *pointer, void *buffer, uintptr_t flags, void *pc) {
     static begin_access_fn real;
     if (real == NULL) real = (begin_access_fn)dlsym(RTLD_NEXT, "swift_beginAccess");
     COUNT_RUNTIME(accesses);
+    // The caller: its return address lies in the function that made the access (`pc` is null in
+    // optimised code).
+    if (marked && recordingSites) record_site((uintptr_t)__builtin_return_address(0));
     real(pointer, buffer, flags, pc);
 }
 

@@ -37,4 +37,12 @@ typedef struct {
 /// counts them with uprobes instead.
 runtime_counts runtime_counts_marked(void);
 
+/// From now on (or no longer), each exclusivity check on a marked thread also counts under the
+/// address of its access site.
+void runtime_counter_record_sites(int enabled);
+
+/// The access sites recorded, most frequent first: up to `capacity` of them, as offsets from the
+/// executable's load address (for addr2line) and counts; returns how many were written.
+int runtime_counter_sites(uintptr_t *offsets, uint64_t *counts, int capacity);
+
 #endif
