@@ -138,23 +138,37 @@ func recordingSites(_ name: String, _ body: () throws -> Row) rethrows -> Row {
 
 let path = "/api/1/stockquote/AAPL"
 var rows = [try measure("direct to the backend", BlockingHTTPClient(stream: try PlainStream(port: backendPort), path: "/v1/quotes/AAPL"))]
+/// ROUTE=open|signed|facade|404|tls in the environment runs that route only after the direct run
+/// (ROUTE=direct: none): bench/retains.sh counts the runtime's calls per route from outside.
+let onlyRoute = ProcessInfo.processInfo.environment["ROUTE"]
+func runs(_ route: String) -> Bool { onlyRoute == nil || onlyRoute == route }
+
 let plainPort = gateway.boundPorts["plain"]!
-rows.append(
-    try recordingSites("open") {
-        try measure("through Portico, HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: path))
-    })
+if runs("open") {
+    rows.append(
+        try recordingSites("open") {
+            try measure("through Portico, HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: path))
+        })
+}
 // Signed once, as an app's RequestSigner signs (method, authority, path), replayed.
 let signedPath = "/signed/1/stockquote/AAPL"
 var signer = RequestSigner(keyID: "bench", secret: benchSecret)
 signer.includesNonce = false
 let signature = try signer.sign(method: "GET", url: URL(string: "http://localhost\(signedPath)")!)
-rows.append(
-    try measure("signed (RFC 9421), HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: signedPath, headers: signature)))
-rows.append(
-    try measure("facade, HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: "/facade/1/stockquote/AAPL")))
-rows.append(
-    try measure("404 without a backend", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: "/nowhere"), expecting: 404))
-if certificate != nil {
+if runs("signed") {
+    rows.append(
+        try measure(
+            "signed (RFC 9421), HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: signedPath, headers: signature)))
+}
+if runs("facade") {
+    rows.append(
+        try measure("facade, HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: "/facade/1/stockquote/AAPL")))
+}
+if runs("404") {
+    rows.append(
+        try measure("404 without a backend", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: "/nowhere"), expecting: 404))
+}
+if certificate != nil, runs("tls") {
     rows.append(try measure("through Portico, TLS", BlockingHTTPClient(stream: try TLSStream(port: gateway.boundPorts["tls"]!), path: path)))
 }
 

@@ -33,7 +33,7 @@ typedef struct {
 /// Counted by this library's own definitions of those runtime entry points, which the
 /// executable's Swift code binds to ahead of libswiftCore's (and which forward to it). Retains and
 /// releases are not counted here: libswiftCore's instrumentation hooks crash when replaced on
-/// Linux (its entry points use another calling convention than the hooks'); `bench/retains.sh`
+/// Linux (in the runtime's adapter between the hooks and its entry points); `bench/retains.sh`
 /// counts them with uprobes instead.
 runtime_counts runtime_counts_marked(void);
 
