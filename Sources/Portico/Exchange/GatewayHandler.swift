@@ -273,8 +273,16 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         if let upstreamHead = events.head {
             let closing = machine.responseBegins(exchange, lengthKnown: upstreamHead.contentLength != nil)
             context.write(wrapOutboundOut(.head(ResponseDecoration.head(upstreamHead, for: exchange, closing: closing))), promise: nil)
-            if upstreamHead.isEventStream, events.result == nil {
-                eventStreamBegins(exchange, head: upstreamHead)
+            if upstreamHead.isEventStream {
+                if events.result == nil {
+                    eventStreamBegins(exchange, head: upstreamHead)
+                } else if exchange.outcome.streamEnding == nil {
+                    // The whole stream came at once (a short one, or a loaded gateway): nothing to
+                    // keep open, but its line says how it ended, as any stream's does.
+                    let ending: UpgradedStream.Ending
+                    if case .success = events.result { ending = .backendClosed } else { ending = .failed }
+                    exchange.outcome.streamEnding = ending.rawValue
+                }
             }
         }
         if let body = events.body {
