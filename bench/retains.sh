@@ -16,7 +16,7 @@ REQUESTS=${1:-2000}
 shift || true
 ROUTES=${*:-open signed facade 404 tls}
 WORK=$(mktemp -d /tmp/portico-retains.XXXXXX)
-trap 'rm -rf "$WORK"; perf probe -q -d "probe_libswiftCore:swift_re*" 2>/dev/null || true' EXIT
+trap 'rm -rf "$WORK"; perf probe -q -d "probe_libswiftCore:*" 2>/dev/null || true' EXIT
 LIBSWIFTCORE=$(dirname "$(dirname "$(readlink -f "$(command -v swift)")")")/lib/swift/linux/libswiftCore.so
 for symbol in swift_retain swift_release; do
   perf probe -q -x "$LIBSWIFTCORE" --add "$symbol" 2>/dev/null || true
