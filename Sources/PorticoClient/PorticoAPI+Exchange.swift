@@ -96,10 +96,8 @@ extension PorticoAPI {
         var waited = false
         while true {
             let answer = try await sendSigned(request, url: url, credentials: credentials, ifNoneMatch: ifNoneMatch)
-            if answer.status == 401, !resynced, answer.problem?.porticoType == "clock-skew", let serverTime = Self.serverTime(of: answer) {
+            if !resynced, learnsClockOffset(from: answer) {
                 resynced = true
-                // The offset also serves later calls, a POST's included.
-                clockOffset.withLock { $0 = serverTime.timeIntervalSince(clock()) }
                 if request.isIdempotent { continue }
             }
             if answer.status == 429 || answer.status == 503, request.isIdempotent, !waited,
@@ -117,8 +115,23 @@ extension PorticoAPI {
         }
     }
 
+    /// A clock-skew refusal sets the clock offset from the gateway's time (for later calls too, a
+    /// POST's included); true when `answer` was one.
+    func learnsClockOffset(from answer: APIResponseData) -> Bool {
+        guard answer.status == 401, answer.problem?.porticoType == "clock-skew", let serverTime = Self.serverTime(of: answer) else {
+            return false
+        }
+        clockOffset.withLock { $0 = serverTime.timeIntervalSince(clock()) }
+        return true
+    }
+
+    /// What a sender's failure means to the caller: the task's cancellation, or no answer.
+    static func sendingFailed(_ error: any Error) -> PorticoAPIError {
+        Task.isCancelled || (error as? URLError)?.code == .cancelled ? .cancelled : .transport(error)
+    }
+
     /// The gateway's time: its `Date`, or the problem's `serverTime` (seconds since 1970).
-    static func serverTime(of answer: APIResponseData) -> Date? {
+    private static func serverTime(of answer: APIResponseData) -> Date? {
         if let date = answer.date { return date }
         return answer.problem?.extensions["serverTime"].flatMap(TimeInterval.init).map(Date.init(timeIntervalSince1970:))
     }
@@ -133,8 +146,7 @@ extension PorticoAPI {
         do {
             answer = try await sender.send(urlRequest)
         } catch {
-            if Task.isCancelled || (error as? URLError)?.code == .cancelled { throw .cancelled }
-            throw .transport(error)
+            throw Self.sendingFailed(error)
         }
         return APIResponseData(status: answer.status, headers: answer.headers, body: answer.body)
     }

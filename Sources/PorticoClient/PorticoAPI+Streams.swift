@@ -139,8 +139,7 @@ extension PorticoAPI {
             do {
                 answer = try await sender.stream(urlRequest)
             } catch {
-                if Task.isCancelled || (error as? URLError)?.code == .cancelled { throw .cancelled }
-                throw .transport(error)
+                throw Self.sendingFailed(error)
             }
             if (200..<300).contains(answer.status) {
                 if answer.status == 204 { return nil }
@@ -153,10 +152,8 @@ extension PorticoAPI {
                 return answer.body
             }
             let refusal = APIResponseData(status: answer.status, headers: answer.headers, body: await Self.collect(answer.body))
-            if refusal.status == 401, !resynced, refusal.problem?.porticoType == "clock-skew", let serverTime = Self.serverTime(of: refusal)
-            {
+            if !resynced, learnsClockOffset(from: refusal) {
                 resynced = true
-                clockOffset.withLock { $0 = serverTime.timeIntervalSince(clock()) }
                 continue
             }
             throw .answer(refusal, retryAfter: refusal.retryAfter(now: clock()))
