@@ -14,12 +14,14 @@ import Testing
 struct FacadeFallbackTests {
     /// `first` (JSON, on `primary`) is active; `second` (the demo CSV feed, on `secondary`) is its fallback.
     /// The primary's timeout is short only where a test needs it to pass: on a loaded machine a
-    /// short one could turn any test's answer into a timeout and a fallback.
+    /// short one could turn any test's answer into a timeout and a fallback. The connect timeouts
+    /// and the secondary's are long for the same reason: a 1 s connect timeout (a `.timedOut`, so
+    /// a 504) once failed the fallback on CI while Chromium and builds shared its two cores.
     static func policy(primary: Int, secondary: Int, extra: String = "", primaryTimeout: String = "10s") -> String {
         """
         backends:
-          primary: { url: "http://127.0.0.1:\(primary)", connectTimeout: 1s, timeout: \(primaryTimeout) }
-          secondary: { url: "http://127.0.0.1:\(secondary)", connectTimeout: 1s, timeout: 5s }
+          primary: { url: "http://127.0.0.1:\(primary)", connectTimeout: 10s, timeout: \(primaryTimeout) }
+          secondary: { url: "http://127.0.0.1:\(secondary)", connectTimeout: 10s, timeout: 20s }
         services:
           quote:
             path: /quote
@@ -80,7 +82,8 @@ struct FacadeFallbackTests {
         let timeout = failure == .timingOut ? "300ms" : "10s"
         let gateway = try await TestGateway.start(
             policy: Self.policy(primary: primaryPort, secondary: secondary.port, primaryTimeout: timeout), logger: logger)
-        let response = try gateway.connect().request("GET", "/quote/AAPL")
+        let client = try gateway.connect(receiveTimeout: 60)
+        let response = try await offThePool { try client.request("GET", "/quote/AAPL") }
         #expect(response.status == 200, "\(response.bodyText)")
         #expect(response.bodyText == Self.answer)
         if let primary { #expect(primary.requestsReceived == 1) }
