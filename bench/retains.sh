@@ -6,6 +6,9 @@
 # is subtracted.
 #
 #   bench/retains.sh [requests] [routes…]     (default 2,000; routes open signed facade 404 tls)
+#   SITES=30 bench/retains.sh 300 open        where they are: the 30 functions that call swift_retain
+#                                             and swift_release most on the gateway's event loop, a
+#                                             request's share of each (perf record with DWARF call chains)
 #
 # A probe hit traps into the kernel, so the runs are slow (1.5 min a route); the counts do not
 # depend on speed. swift_retain_n, swift_release_n and the non-atomic variants are not counted.
@@ -44,6 +47,20 @@ per_request() {
   read -r r2 l2 < <(count "$1" $((REQUESTS * 2)))
   awk -v n="$REQUESTS" -v r1="$r1" -v r2="$r2" -v l1="$l1" -v l2="$l2" 'BEGIN { printf "%.1f %.1f\n", (r2 - r1) / n, (l2 - l1) / n }'
 }
+
+# Which functions make the calls: each probe hit's first frame outside the runtime, on the gateway's
+# thread, counted over a run of N requests after a warm-up of 200, then divided by those N + 200.
+if [ -n "${SITES:-}" ]; then
+  for route in $ROUTES; do
+    ROUTE=$route perf record -q -e probe_libswiftCore:swift_retain,probe_libswiftCore:swift_release \
+      --call-graph dwarf,4096 -o "$WORK/perf.data" \
+      "$BINARY" "$REQUESTS" 200 "$WORK/certs/server.pem" "$WORK/certs/server-key.pem" >/dev/null 2>&1
+    echo "== $route: the functions calling swift_retain / swift_release, per request"
+    perf script -i "$WORK/perf.data" -F comm,event,ip,sym,dso 2>/dev/null | python3 bench/retain-sites.py \
+      "$((REQUESTS + 200))" "$SITES"
+  done
+  exit 0
+fi
 
 read -r direct_r direct_l < <(per_request direct)
 printf '%-8s %10s %10s   (direct to the backend: %s retains, %s releases per request)\n' route retains releases "$direct_r" "$direct_l"

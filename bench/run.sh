@@ -18,6 +18,8 @@
 #                               worktree at BASELINE_DIR, default /tmp/portico-baseline, built there in
 #                               release with the same flags; later runs build incrementally), with the
 #                               same policy, in the same alternating rounds: a change's cost, as a ratio
+#   BASELINE_BUILD_FLAGS=...    the baseline's build flags instead (BASELINE=HEAD with other flags for HEAD
+#                               measures a compiler flag, e.g. -enforce-exclusivity=unchecked)
 #
 # Caddy (Debian's caddy, Go: the class of Tyk, KrakenD and Traefik) runs as a third peer with the same
 # routes, unless CADDY=0.
@@ -77,7 +79,7 @@ if [ -n "$BASELINE" ]; then
   echo "== building the baseline, $BASELINE_REV (release, in $BASELINE_DIR)"
   if [ ! -e "$BASELINE_DIR/.git" ]; then git worktree add --detach "$BASELINE_DIR" "$BASELINE_REV" >/dev/null; fi
   git -C "$BASELINE_DIR" checkout -q --detach "$BASELINE_REV"
-  (cd "$BASELINE_DIR" && swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null)
+  (cd "$BASELINE_DIR" && swift build -c release --product portico ${BASELINE_BUILD_FLAGS-${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization}} >/dev/null)
 fi
 
 mkdir -p "$WORK/backend" "$WORK/proxy" "$WORK/policies"
