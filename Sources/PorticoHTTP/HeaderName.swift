@@ -15,6 +15,16 @@ public enum HeaderName {
         } ?? equal(Array(name.utf8), lowercase.utf8)
     }
 
+    /// ``matches(_:_:)`` for a piece of a field value (a `Connection` token, say), without
+    /// making it a `String` first.
+    @inline(__always)
+    public static func matches(_ name: Substring, _ lowercase: String) -> Bool {
+        guard name.utf8.count == lowercase.utf8.count else { return false }
+        return name.utf8.withContiguousStorageIfAvailable { nameBytes in
+            lowercase.utf8.withContiguousStorageIfAvailable { equal(nameBytes, $0) } ?? equal(nameBytes, lowercase.utf8)
+        } ?? equal(Array(name.utf8), lowercase.utf8)
+    }
+
     @inline(__always)
     private static func equal(_ name: some RandomAccessCollection<UInt8>, _ lowercase: some Collection<UInt8>) -> Bool {
         var index = name.startIndex

@@ -59,16 +59,16 @@ public struct PathTemplate: Sendable, Hashable {
     }
 
     public func match(_ path: Substring) -> Match? {
-        guard path.first == "/" else { return nil }
+        // Segments are split at "/" bytes, as a URL's are: the `Character` view would run grapheme
+        // breaking over every path, and would not split where a combining mark follows a "/".
+        guard path.utf8.first == UInt8(ascii: "/") else { return nil }
         var rest = path
         var version: Substring?
         for segment in segments {
             // What is left of the path is empty or starts with "/". Empty: the path ended before the
             // template did (`/api` against `/api/{version}/quotes`), so it cannot match.
             guard !rest.isEmpty else { return nil }
-            let afterSlash = rest.index(after: rest.startIndex)
-            let end = rest[afterSlash...].firstIndex(of: "/") ?? rest.endIndex
-            let text = rest[afterSlash..<end]
+            let (text, end) = Self.segment(after: rest)
             switch segment {
             case .literal(let literal):
                 guard text == literal else { return nil }
@@ -79,5 +79,15 @@ public struct PathTemplate: Sendable, Hashable {
             rest = rest[end...]
         }
         return Match(version: version, remainder: rest)
+    }
+
+    /// The text between the "/" that starts `rest` (not empty) and the next "/", and where that
+    /// next one is (or the end).
+    @inline(__always)
+    static func segment(after rest: Substring) -> (text: Substring, end: Substring.Index) {
+        let bytes = rest.utf8
+        let afterSlash = bytes.index(after: bytes.startIndex)
+        let end = bytes[afterSlash...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+        return (rest[afterSlash..<end], end)
     }
 }

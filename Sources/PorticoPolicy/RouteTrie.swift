@@ -80,7 +80,7 @@ struct RouteTrie: Sendable {
     /// The lowest-ranked service whose template matches `path` (the request path without its
     /// query) and whose host, if it has one, is `host` (lowercased, without port).
     func match(path: Substring, host: Substring?) -> Found? {
-        guard path.first == "/" else { return nil }
+        guard path.utf8.first == UInt8(ascii: "/") else { return nil }
         var best: Found?
         visit(0, rest: path, version: nil, host: host, best: &best)
         return best
@@ -97,9 +97,7 @@ struct RouteTrie: Sendable {
         }
         // The same segment split as PathTemplate.match: the text between this "/" and the next.
         guard !rest.isEmpty else { return }
-        let afterSlash = rest.index(after: rest.startIndex)
-        let end = rest[afterSlash...].firstIndex(of: "/") ?? rest.endIndex
-        let text = rest[afterSlash..<end]
+        let (text, end) = PathTemplate.segment(after: rest)
         // Neither a literal segment nor `{version}` matches an empty one (`//`).
         guard !text.isEmpty else { return }
         let next = rest[end...]

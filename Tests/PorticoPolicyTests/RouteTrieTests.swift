@@ -90,6 +90,24 @@ struct RouteTrieTests {
         #expect(checked > 80_000)
     }
 
+    @Test("segments end at a \"/\" byte, even where a combining mark follows it, in the trie and the scan alike")
+    func splitsAtSlashBytes() throws {
+        for path in ["/api/v1/quotes/\u{301}AAPL", "/api/v1/quotes/\u{301}", "/api/v2\u{301}/quotes"] {
+            let found = Self.table.match(path: path[...], host: nil)
+            let expected = Self.scan(Self.table, path: path[...], host: nil)
+            #expect(found?.service.name == expected?.service, "\(path)")
+            #expect(found?.path.remainder == expected?.remainder, "\(path)")
+        }
+        let combining = try #require(Self.table.match(path: "/api/v1/quotes/\u{301}AAPL", host: nil))
+        #expect(combining.service.name == "quotesV1")
+        #expect(combining.path.remainder == "/\u{301}AAPL")
+        // A version segment may hold any text but "/": here "v2" and the mark.
+        let marked = try #require(Self.table.match(path: "/api/v2\u{301}/quotes", host: nil))
+        #expect(marked.service.name == "quotes")
+        #expect(marked.path.version == "v2\u{301}")
+        #expect(Self.table.match(path: "\u{301}/api", host: nil) == nil)
+    }
+
     @Test("a literal segment beats {version} at the same length, and a longer prefix beats both")
     func specificity() throws {
         let v1 = try #require(Self.table.match(path: "/api/v1/quotes/AAPL", host: nil))

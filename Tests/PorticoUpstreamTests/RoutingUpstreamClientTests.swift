@@ -62,7 +62,16 @@ struct RoutingUpstreamClientTests {
         let v6 = try UpstreamOrigin.parse("http://[::1]:9/x").get()
         #expect(v6.origin == UpstreamOrigin(host: "::1", port: 9))
         #expect(v6.authority == "[::1]:9")
-        for bad in ["https://example.test/", "ftp://x/", "http://", "http://user@host/", "http://host:99999/", "http://[::1/"] {
+        let emptyPort = try UpstreamOrigin.parse("http://example.test:/x").get()
+        #expect(emptyPort.origin == UpstreamOrigin(host: "example.test", port: 80))
+        let bareV6 = try UpstreamOrigin.parse("http://[fe80::1]").get()
+        #expect(bareV6.origin == UpstreamOrigin(host: "fe80::1", port: 80))
+        let bad = [
+            "https://example.test/", "ftp://x/", "http://", "http://user@host/", "http://host:99999/", "http://[::1/",
+            "http://host:0/", "http://host:+80/", "http://host:8a/", "http://host:000080/", "http://:80/", "http://[::1]x/",
+            "http://[]:80/",
+        ]
+        for bad in bad {
             guard case .failure(let error) = UpstreamOrigin.parse(bad) else {
                 Issue.record("\(bad) should be refused")
                 continue

@@ -44,9 +44,14 @@ enum ProxyForwarding {
     static func connectionListed(_ fields: some Sequence<(name: String, value: String)>) -> [String] {
         var listed: [String] = []
         for (fieldName, value) in fields where HeaderName.matches(fieldName, "connection") {
-            for token in value.split(separator: ",") {
-                let name = token.trimmingOptionalWhitespace()
-                if name.isEmpty || HeaderName.matches(String(name), "close") || HeaderName.matches(String(name), "keep-alive") { continue }
+            // Split at the commas' bytes: a backend's `Connection: keep-alive` comes with nearly
+            // every response, and the `Character` view's split would run grapheme breaking on it.
+            var rest = value[...]
+            while !rest.isEmpty {
+                let comma = rest.utf8.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
+                let name = rest[..<comma].trimmingOptionalWhitespace()
+                rest = comma == rest.endIndex ? rest[comma...] : rest[rest.utf8.index(after: comma)...]
+                if name.isEmpty || HeaderName.matches(name, "close") || HeaderName.matches(name, "keep-alive") { continue }
                 listed.append(name.lowercased())
             }
         }

@@ -55,11 +55,14 @@ enum Route {
     /// Hosts usually arrive in lowercase already; then the field's own text is sliced rather than
     /// copied into a new string.
     static func hostWithoutPort(_ host: String) -> Substring {
+        // Found among the bytes: the `Character` view's search ran grapheme breaking over every
+        // request's `Host`.
+        let bytes = host.utf8
         let name: Substring
-        if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
+        if bytes.first == UInt8(ascii: "["), let close = bytes.firstIndex(of: UInt8(ascii: "]")) {
             name = host[...close]
         } else {
-            name = host.firstIndex(of: ":").map { host[..<$0] } ?? host[...]
+            name = bytes.firstIndex(of: UInt8(ascii: ":")).map { host[..<$0] } ?? host[...]
         }
         let alreadyLowercase = name.utf8.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
         return alreadyLowercase ? name : Substring(name.lowercased())
