@@ -21,7 +21,11 @@ public struct PolicySnapshot: Sendable {
 }
 
 /// A service compiled for routing.
-public struct CompiledService: Sendable {
+///
+/// A class, immutable: every routed request holds its service (``RouteTable/Match``, the routed
+/// request, the stages), and a struct holding the whole ``ServicePolicy`` cost some fifteen
+/// reference-count operations at each of those copies where a class costs one.
+public final class CompiledService: Sendable {
     public let policy: ServicePolicy
     public let template: PathTemplate
     /// Highest version number; what `default: latest` serves.
@@ -29,6 +33,13 @@ public struct CompiledService: Sendable {
     /// Its position in ``RouteTable/services``: what the gateway indexes its own per-service data
     /// by, so that a routed request finds it without a lookup by name.
     public let index: Int
+
+    init(policy: ServicePolicy, template: PathTemplate, latestVersion: Int, index: Int) {
+        self.policy = policy
+        self.template = template
+        self.latestVersion = latestVersion
+        self.index = index
+    }
 
     public var name: String { policy.name }
 

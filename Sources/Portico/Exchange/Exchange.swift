@@ -5,21 +5,82 @@ import PorticoTLS
 import PorticoUpstream
 
 /// What the connection knows about its client before any request: the same for every exchange on it.
+///
+/// A value whose fields live in one shared box, copied on write: every exchange takes a copy of
+/// its connection's, and a copy of seven separate fields was seven retains and seven releases per
+/// request where the box costs one of each. The fields change only while the connection is set up
+/// (its address, its TLS handshake) and where `trustedProxies` names another client address.
 struct ClientConnection {
+    /// The fields. Never changed while shared (``update(_:)`` copies a shared box first), so a
+    /// copy may cross threads as a plain value would.
+    private final class Storage: @unchecked Sendable {
+        var address: String?
+        var addressSubject: String?
+        var addressBytes: [UInt8]?
+        var peerBytes: [UInt8]?
+        var listener: String?
+        var tls: TLSConnectionInfo?
+        var certificate: TLSCertificateChoice?
+
+        init(listener: String?) { self.listener = listener }
+
+        init(copying other: Storage) {
+            address = other.address
+            addressSubject = other.addressSubject
+            addressBytes = other.addressBytes
+            peerBytes = other.peerBytes
+            listener = other.listener
+            tls = other.tls
+            certificate = other.certificate
+        }
+    }
+
+    private var storage: Storage
+
+    init(listener: String? = nil) {
+        storage = Storage(listener: listener)
+    }
+
+    private mutating func update<Value>(_ field: ReferenceWritableKeyPath<Storage, Value>, to value: Value) {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage) }
+        storage[keyPath: field] = value
+    }
+
     /// The peer's address, for `X-Forwarded-For` and the access log.
-    var address: String?
+    var address: String? {
+        get { storage.address }
+        set { update(\.address, to: newValue) }
+    }
     /// What the per-address rate limit counts this client as (its /64 for IPv6).
-    var addressSubject: String?
+    var addressSubject: String? {
+        get { storage.addressSubject }
+        set { update(\.addressSubject, to: newValue) }
+    }
     /// The client address's bytes (4, or 16), for the address lists.
-    var addressBytes: [UInt8]?
+    var addressBytes: [UInt8]? {
+        get { storage.addressBytes }
+        set { update(\.addressBytes, to: newValue) }
+    }
     /// The TCP peer's bytes, kept when `trustedProxies` may replace the address (``ClientAddressRule``).
-    var peerBytes: [UInt8]?
+    var peerBytes: [UInt8]? {
+        get { storage.peerBytes }
+        set { update(\.peerBytes, to: newValue) }
+    }
     /// The listener the connection came in on (nil for connections made without one: harnesses).
-    var listener: String?
+    var listener: String? {
+        get { storage.listener }
+        set { update(\.listener, to: newValue) }
+    }
     /// What the TLS handshake established; nil on a plain-HTTP listener.
-    var tls: TLSConnectionInfo?
+    var tls: TLSConnectionInfo? {
+        get { storage.tls }
+        set { update(\.tls, to: newValue) }
+    }
     /// The certificate SNI chose for the connection; a request's `Host` must choose the same.
-    var certificate: TLSCertificateChoice?
+    var certificate: TLSCertificateChoice? {
+        get { storage.certificate }
+        set { update(\.certificate, to: newValue) }
+    }
 }
 
 /// What the authenticate stage changes in the fields a request is forwarded with.

@@ -110,7 +110,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
                 exchange.tunnelProtocol = tunnelled
                 exchange.framing.requestEnded = true
             }
-            if let tracer = compiled.tracer { exchange.trace = ExchangeTrace(tracer, head: head, client: client) }
+            if let tracer = compiled.tracer { exchange.trace = ExchangeTrace(tracer, head: head, client: exchange.client) }
             perform(machine.headReceived(exchange), context: context)
         case .body(let part):
             perform(machine.bodyReceived(part), context: context)
