@@ -52,10 +52,15 @@ per_request() {
 # thread, counted over a run of N requests after a warm-up of 200, then divided by those N + 200.
 if [ -n "${SITES:-}" ]; then
   for route in $ROUTES; do
-    ROUTE=$route perf record -q -e probe_libswiftCore:swift_retain,probe_libswiftCore:swift_release \
+    ROUTE=$route perf record -e probe_libswiftCore:swift_retain,probe_libswiftCore:swift_release \
       --call-graph dwarf,4096 -o "$WORK/perf.data" \
-      "$BINARY" "$REQUESTS" 200 "$WORK/certs/server.pem" "$WORK/certs/server-key.pem" >/dev/null 2>&1
+      "$BINARY" "$REQUESTS" 200 "$WORK/certs/server.pem" "$WORK/certs/server-key.pem" >/dev/null 2>"$WORK/record.log"
     echo "== $route: the functions calling swift_retain / swift_release, per request"
+    # perf drops samples when it cannot keep up (a busy machine): then the figures are too low.
+    if grep -qi "lost" "$WORK/record.log"; then
+      echo "   (perf lost samples, so these are too low: run it again on a quiet machine)"
+      grep -i "lost" "$WORK/record.log" | head -3 | sed 's/^/   /'
+    fi
     perf script -i "$WORK/perf.data" -F comm,event,ip,sym,dso 2>/dev/null | python3 bench/retain-sites.py \
       "$((REQUESTS + 200))" "$SITES"
   done
