@@ -281,11 +281,17 @@ struct HTTP2ExchangeTests {
             return client
         }
         #expect(await eventually { held.requestsReceived == 1 })
-        let shutdown = Task { await gateway.gateway.shutdown(gracePeriod: .seconds(30)) }
-        let first = try await offThePool { try client.readGoAway() }
+        // The grace period only bounds a failure: the stream ends when the test releases it. It
+        // once ran out (30 s) on a loaded machine while this task waited for a cooperative
+        // thread between the two reads below, so the connection closed before the second GOAWAY:
+        // both reads now happen on one thread, without a hop between them.
+        let shutdown = Task { await gateway.gateway.shutdown(gracePeriod: .seconds(120)) }
+        let (first, second) = try await offThePool { () -> (RawHTTP2Client.Frame?, RawHTTP2Client.Frame?) in
+            let first = try client.readGoAway()
+            // After the PING's acknowledgement (readFrame answers it), the GOAWAY names stream 1.
+            return (first, try client.readGoAway())
+        }
         #expect(first?.errorCode == RawHTTP2Client.ErrorCode.noError)
-        // After the PING's acknowledgement (readFrame answers it), the GOAWAY names stream 1.
-        let second = try await offThePool { try client.readGoAway() }
         #expect(second.map { UInt32(bytes: $0.payload[0..<4]) } == 1)
         held.release()
         let (frames, closed) = try await offThePool { client.readUntilClosed() }
