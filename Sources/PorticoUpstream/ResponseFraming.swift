@@ -132,9 +132,7 @@ public struct ResponseFraming: Equatable, Sendable {
     /// One `Content-Length` element: `1*DIGIT` between optional whitespace; nil for anything else
     /// (empty, a sign, a hexadecimal prefix, more digits than any real body needs).
     static func decimal(_ element: Substring.UTF8View) -> Int? {
-        var digits = element
-        while let first = digits.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { digits.removeFirst() }
-        while let last = digits.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { digits.removeLast() }
+        let digits = Substring(element).trimmingOptionalWhitespace().utf8
         // 18 digits always fit an Int64, and no body comes near that.
         return DecimalDigits.value(of: digits, maxDigits: 18)
     }

@@ -1,3 +1,5 @@
+import PorticoHTTP
+
 /// The host and port an `http://` request goes to: what picks its connection pool.
 ///
 /// Parsed by hand rather than with Foundation's `URL`: the gateway builds every upstream URL itself
@@ -73,21 +75,10 @@ struct UpstreamOrigin: Hashable, Sendable, CustomStringConvertible {
         guard !host.isEmpty else { return nil }
         var port = 80
         if let portText, !portText.isEmpty {
-            guard let value = decimal(portText), (1...65535).contains(value) else { return nil }
+            guard let value = DecimalDigits.value(of: portText, maxDigits: 5), (1...65535).contains(value) else { return nil }
             port = value
         }
         return UpstreamOrigin(host: String(Substring(host)), port: port)
-    }
-
-    /// ASCII digits alone (no sign, no spaces), at most five of them; nil otherwise.
-    private static func decimal(_ digits: Substring.UTF8View) -> Int? {
-        guard digits.count <= 5 else { return nil }
-        var value = 0
-        for byte in digits {
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-            value = value * 10 + Int(byte - UInt8(ascii: "0"))
-        }
-        return value
     }
 
     @inline(__always)
