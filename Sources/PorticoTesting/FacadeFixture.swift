@@ -34,6 +34,10 @@ public enum FacadeFixture {
         }
     }
 
+    /// The locator's signature lasts `maxAge + signatureGrace` (20 minutes) and is made anew every
+    /// `maxAge` (5 minutes): a client whose clock is 10 minutes fast (the clock-skew tests) accepts
+    /// any document the gateway serves, however long a loaded machine takes between fetches.
+    ///
     /// - Parameters:
     ///   - secure: the locator's base URL is `https://localhost:PORT` (the listener serves TLS).
     ///   - streams: adds the signed `ticks` (event stream) and `chat` (WebSocket) services.
@@ -81,7 +85,7 @@ public enum FacadeFixture {
             \(streamBackends)signatures: { maxClockSkew: 300s, requireNonce: true }
             locator:
               maxAge: 300s
-              signatureGrace: 300s
+              signatureGrace: 900s
               environments:
                 production: { publicBaseURL: "\(base)", listeners: [test] }
               signingKey: "\(LocatorKeys.signing.file)"

@@ -322,7 +322,11 @@ struct BackendPoolTests {
     func perTargetCap() async throws {
         let backends = [try await HeldBackend.start(body: "{}"), try await HeldBackend.start(body: "{}")]
         let policy = Self.policy(
-            backends.map { String($0.port) }, backend: "balance: leastRequest\nmaxConcurrentPerTarget: 1\noutlierDetection: off")
+            backends.map { String($0.port) },
+            // The held requests must outlast the whole test however loaded the machine is (a CI run
+            // once spent over 30 s, the default timeout, before the third request): the timeout
+            // only bounds a failure here.
+            backend: "balance: leastRequest\nmaxConcurrentPerTarget: 1\noutlierDetection: off\ntimeout: 600s")
         try await Self.withPool(policy) { gateway in
             // Generous read bounds: a loaded machine may take long to answer once released.
             let first = try gateway.connect(receiveTimeout: 90)
@@ -332,13 +336,14 @@ struct BackendPoolTests {
             try second.send("GET /api/b HTTP/1.1\r\nHost: t\r\n\r\n")
             #expect(await eventually { backends.map(\.requestsReceived).reduce(0, +) == 2 })
             #expect(backends.map(\.requestsReceived) == [1, 1], "the second request went to the busy target")
-            let third = try gateway.connect(receiveTimeout: 90).request("GET", "/api/c")
+            let third = try await offThePool { try gateway.connect(receiveTimeout: 90).request("GET", "/api/c") }
             #expect(third.status == 503)
             #expect(third.json?["type"] as? String == "urn:portico:problem:backend-busy")
             for backend in backends { backend.release() }
-            #expect(try first.readResponse().status == 200)
-            #expect(try second.readResponse().status == 200)
-            #expect(try gateway.connect(receiveTimeout: 90).request("GET", "/api/d").status == 200, "the places were given back")
+            let released = try await offThePool { (try first.readResponse().status, try second.readResponse().status) }
+            #expect(released.0 == 200 && released.1 == 200, "\(released)")
+            let after = try await offThePool { try gateway.connect(receiveTimeout: 90).request("GET", "/api/d").status }
+            #expect(after == 200, "the places were given back")
         }
         for backend in backends { try await backend.shutdown() }
     }

@@ -59,7 +59,9 @@ class Browser:
         self.session = None
         self.logged = []
 
-    def send(self, method, params=None, session=True, timeout=30):
+    # The bound only ends a test that has already failed: on a loaded 2-core machine Chromium
+    # has taken over 30 s to answer Page.navigate (which it does once the document is committed).
+    def send(self, method, params=None, session=True, timeout=120):
         self.next_id += 1
         message = {"id": self.next_id, "method": method, "params": params or {}}
         if session and self.session:
@@ -112,7 +114,7 @@ class Browser:
         for domain in ("Page.enable", "Runtime.enable", "Log.enable"):
             self.send(domain)
         self.send("Page.navigate", {"url": url})
-        return self.wait("document.readyState === 'complete'", 60)
+        return self.wait("document.readyState === 'complete'", 120)
 
     def evaluate(self, expression):
         result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
