@@ -69,7 +69,9 @@ public final class NIOUpstreamClient: UpstreamClient {
         case .success(let parsed): target = parsed
         case .failure(let error): return Self.failed(error, eventLoop: eventLoop, handler: handler)
         }
-        let (head, keepAlive) = request.http1Head(for: target)
+        guard let (head, keepAlive) = request.http1Head(for: target) else {
+            return Self.failed(UpstreamError(.invalidRequest, detail: UpstreamError.unsendableHead), eventLoop: eventLoop, handler: handler)
+        }
         let exchange = UpstreamExchange(
             eventLoop: eventLoop, origin: target.origin, head: head, body: request.body, keepAlive: keepAlive,
             timeout: request.timeout, connectTimeout: request.connectTimeout, eventIdleTimeout: request.eventIdleTimeout, handler: handler)

@@ -77,6 +77,12 @@ public struct ResponseFraming: Equatable, Sendable {
     /// fails (the client gets 502) and the connection is discarded.
     public static let bodyBeforeHead = UpstreamError(.badResponse, detail: "the backend sent body bytes before a final response head")
 
+    /// A response head with a field that cannot be written to an HTTP/1.1 client as it is (a
+    /// control byte in a value, a name that is not a token): the exchange fails (502) rather than
+    /// pass it on.
+    public static let unsendableHead = UpstreamError(
+        .badResponse, detail: "the response head holds a field HTTP/1.1 cannot carry (a control byte, or a name that is not a token)")
+
     /// Reads the framing of a final (non-1xx) response head.
     /// - Parameters:
     ///   - status: the response's status code.

@@ -170,8 +170,9 @@ final class UpstreamConnectionPool: NIOScheduledCallbackHandler {
                     // drop any number of them).
                     let decoder = HTTPResponseDecoder(leftOverBytesStrategy: .fireError, informationalResponseStrategy: .forward)
                     try channel.pipeline.syncOperations.addHandlers([
-                        HTTPRequestEncoder(configuration: encoder), ByteToMessageHandler(decoder), NIOHTTPRequestHeadersValidator(),
-                        bound.value,
+                        // No NIOHTTPRequestHeadersValidator: the head was checked as it was made
+                        // (``UpstreamRequest/http1Head(for:)``).
+                        HTTPRequestEncoder(configuration: encoder), ByteToMessageHandler(decoder), bound.value,
                     ])
                 }
             }

@@ -12,14 +12,22 @@ extension UpstreamRequest {
     /// the caller passed is dropped, since two framings disagreeing is how requests get smuggled.
     /// A request without `Host` gets one from the URL, as HTTP/1.1 requires (RFC 9112 §3.2).
     ///
-    /// - Returns: the head, and whether the request allows keep-alive (no `Connection: close`).
-    func http1Head(for target: UpstreamOrigin.Parsed) -> (head: HTTPRequestHead, keepAlive: Bool) {
+    /// The head is checked here, as it is put together (``WireSyntax``), rather than by a channel
+    /// handler on every connection: a method that is not a token, a request-target with a byte it
+    /// cannot carry, a field name that is not a token or a value with a control byte (a CR LF that
+    /// would start a second request) makes no head at all.
+    ///
+    /// - Returns: the head, and whether the request allows keep-alive (no `Connection: close`);
+    ///   nil when the request cannot be written as it is.
+    func http1Head(for target: UpstreamOrigin.Parsed) -> (head: HTTPRequestHead, keepAlive: Bool)? {
+        guard HeaderName.isToken(self.method), WireSyntax.isRequestTarget(target.requestTarget) else { return nil }
         let method = HTTPMethod(rawValue: self.method)
         var headers = self.headers
         var hasHost = false
         var keepAlive = true
         var hasFraming = false
         for (name, value) in headers {
+            guard HeaderName.isToken(name), WireSyntax.isFieldValue(value) else { return nil }
             switch name.utf8.count {
             case 4 where HeaderName.matches(name, "host"):
                 hasHost = true
@@ -35,7 +43,11 @@ extension UpstreamRequest {
             headers.remove(name: "content-length")
             headers.remove(name: "transfer-encoding")
         }
-        if !hasHost { headers.replaceOrAdd(name: "Host", value: String(target.authority)) }
+        if !hasHost {
+            let host = String(target.authority)
+            guard WireSyntax.isFieldValue(host) else { return nil }
+            headers.replaceOrAdd(name: "Host", value: host)
+        }
         let length = body?.readableBytes ?? 0
         if length > 0 {
             headers.add(name: "Content-Length", value: String(length))
@@ -55,4 +67,26 @@ extension UpstreamRequest {
         }
         return false
     }
+}
+
+extension HTTPRequestHead {
+    /// Whether the head can be written on an HTTP/1.1 connection as it is (``WireSyntax``): the
+    /// check ``UpstreamRequest/http1Head(for:)`` makes as it goes, for a head made elsewhere.
+    var isSendable: Bool {
+        HeaderName.isToken(method.rawValue) && WireSyntax.isRequestTarget(uri) && headers.areSendable
+    }
+}
+
+extension HTTPHeaders {
+    /// Whether every field can be written on an HTTP/1.1 connection as it is: its name a token,
+    /// its value without a control byte (``WireSyntax``). The gateway checks the heads it writes
+    /// where they are made or received, instead of through NIO's validating channel handlers.
+    public var areSendable: Bool {
+        allSatisfy { HeaderName.isToken($0.name) && WireSyntax.isFieldValue($0.value) }
+    }
+}
+
+extension UpstreamError {
+    /// The detail of the `.invalidRequest` a head that fails ``WireSyntax``'s checks gets.
+    static let unsendableHead = "the request's method, target or a header field holds bytes HTTP/1.1 cannot carry"
 }

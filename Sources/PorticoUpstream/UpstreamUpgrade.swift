@@ -51,6 +51,9 @@ public enum UpstreamUpgrade {
         headers.remove(name: "transfer-encoding")
         let head = HTTPRequestHead(
             version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: target.requestTarget, headers: headers)
+        guard head.isSendable else {
+            return eventLoop.makeFailedFuture(UpstreamError(.invalidRequest, detail: UpstreamError.unsendableHead))
+        }
         let promise = eventLoop.makePromise(of: Outcome.self)
         guard let bootstrap = ClientBootstrap(validatingGroup: eventLoop) else {
             return eventLoop.makeFailedFuture(UpstreamError(.invalidRequest, detail: "an upgrade needs a NIOPosix event loop"))
@@ -149,6 +152,9 @@ final class UpgradeAnswerHandler: ChannelInboundHandler, RemovableChannelHandler
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            // The answer's head goes to the client as it is (decorated): checked here, since the
+            // client's pipeline has no validating handler (``HTTPHeaders/areSendable``).
+            guard head.headers.areSendable else { return fail(ResponseFraming.unsendableHead, channel: context.channel) }
             var headers = head.headers
             let length = headers.first(name: "content-length").flatMap(Int.init)
             if head.status == .switchingProtocols {

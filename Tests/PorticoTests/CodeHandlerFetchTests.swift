@@ -45,6 +45,14 @@ struct CodeHandlerFetchTests {
         }
     }
 
+    /// Answers at once, with a content type of its own making.
+    struct Typed: CodeHandler {
+        let contentType: String
+        func respond(to request: CodeHandlerRequest, context: CodeHandlerContext) -> EventLoopFuture<CodeHandlerResponse> {
+            context.eventLoop.makeSucceededFuture(CodeHandlerResponse(status: 200, contentType: contentType, body: Data("typed".utf8)))
+        }
+    }
+
     static func start(
         handlers: [String: any CodeHandler], quotes: Int, spare: Int, spareTimeout: String = "120s", limits: String = "",
         logger: Logger? = nil
@@ -109,6 +117,35 @@ struct CodeHandlerFetchTests {
         let logged = recorder.records.filter { $0.message == "code handler failed" }
         #expect(logged.count == targets.count)
         #expect(logged.allSatisfy { $0.metadata["error"]?.description.contains("single '/'") == true })
+    }
+
+    @Test("a content type with a line break or a control byte is the handler's error (500): no field of its making reaches the client")
+    func contentTypeChecked() async throws {
+        let quotes = try await BackendServer.start(handler: DemoBackends.echo)
+        let recorder = RecordingLogHandler()
+        let handlers: [String: any CodeHandler] = [
+            "a": Typed(contentType: "text/plain\r\nSet-Cookie: session=handler"), "b": Typed(contentType: "text/plain\u{0}"),
+            "c": Typed(contentType: "text/plain; charset=utf-8"),
+        ]
+        let (gateway, port) = try await Self.start(
+            handlers: handlers, quotes: quotes.port, spare: quotes.port, logger: Logger(label: "portico.test") { _ in recorder })
+        let answers = try await offThePool {
+            let client = try RawHTTPClient(port: port, receiveTimeout: 60)
+            return try (1...3).map { try client.request("GET", "/probe?apiVersion=\($0)") }
+        }
+        for refused in answers.prefix(2) {
+            #expect(refused.status == 500, "\(refused.bodyText)")
+            #expect(refused.header("Content-Type") == "application/problem+json")
+            #expect(refused.header("Set-Cookie") == nil)
+        }
+        #expect(answers[2].status == 200)
+        #expect(answers[2].header("Content-Type") == "text/plain; charset=utf-8")
+        #expect(answers[2].bodyText == "typed")
+        await gateway.shutdown()
+        try await quotes.shutdown()
+        let logged = recorder.records.filter { $0.message == "code handler failed" }
+        #expect(logged.count == 2)
+        #expect(logged.allSatisfy { $0.metadata["error"]?.description.contains("content type") == true })
     }
 
     @Test("a backend's limit refusing a code handler's fetch is the client's 429 with Retry-After, as a facade answers it")

@@ -88,6 +88,42 @@ struct NIOUpstreamClientTests {
         try await server.shutdown()
     }
 
+    @Test(
+        "a method, target, field name or value HTTP/1.1 cannot carry is refused as invalidRequest before any connection; the next request goes"
+    )
+    func unsendableHeads() async throws {
+        let server = try await BackendServer.start(handler: DemoBackends.echo)
+        let client = NIOUpstreamClient()
+        defer { client.shutdown() }
+        let loop = group.next()
+        let base = "http://127.0.0.1:\(server.port)"
+        let unsendable: [(String, UpstreamRequest)] = [
+            ("CR LF in a value", UpstreamRequest(method: "GET", url: "\(base)/a", headers: [("X-Claim", "1\r\nX-Admin: yes")])),
+            ("a lone LF in a value", UpstreamRequest(method: "GET", url: "\(base)/a", headers: [("X-Claim", "1\nGET /b HTTP/1.1")])),
+            ("NUL in a value", UpstreamRequest(method: "GET", url: "\(base)/a", headers: [("X-Claim", "a\u{0}b")])),
+            ("a space in a name", UpstreamRequest(method: "GET", url: "\(base)/a", headers: [("X Claim", "1")])),
+            ("a colon in a name", UpstreamRequest(method: "GET", url: "\(base)/a", headers: [("X-Claim:", "1")])),
+            ("an empty name", UpstreamRequest(method: "GET", url: "\(base)/a", headers: [("", "1")])),
+            ("a space in the target", UpstreamRequest(method: "GET", url: "\(base)/a b")),
+            ("a quote in the target", UpstreamRequest(method: "GET", url: "\(base)/a\"b")),
+            ("a method with a space", UpstreamRequest(method: "GET /x", url: "\(base)/a")),
+        ]
+        for (name, request) in unsendable {
+            let outcome = try await Exchanges.run(client, request, on: loop)
+            #expect(outcome.errorKind == .invalidRequest, "\(name)")
+            #expect(outcome.head == nil, "\(name)")
+        }
+        #expect(server.requestsReceived == 0)
+        // Tabs, obs-text and every sub-delimiter are fine.
+        let fine = try await Exchanges.run(
+            client,
+            UpstreamRequest(method: "GET", url: "\(base)/a;b=c,d!$&'()*+@:~?q=%20", headers: [("X-Claim", "a\tb caf\u{E9}")]), on: loop)
+        #expect(fine.head?.status == 200)
+        #expect(Self.headers(fine)["x-claim"] == "a\tb caf\u{E9}", "\(Self.headers(fine))")
+        #expect(server.requestsReceived == 1)
+        try await server.shutdown()
+    }
+
     @Test("sequential requests reuse one keep-alive connection")
     func keepAliveReuse() async throws {
         let server = try await BackendServer.start(handler: DemoBackends.echo)

@@ -197,9 +197,17 @@ final class Exchange: FramedExchange {
     /// What of the handler's `events` may be written. A body part is never written before a head:
     /// whatever such bytes are, they are not an answer the client can read, so the handler's work
     /// is cancelled and the exchange fails. (The upstream clients refuse this themselves; this is
-    /// the last line.)
+    /// the last line.) Nor is a head with a field that cannot be written as it is (a control byte
+    /// in a value, from a backend behind libcurl, say, or a code handler): every handler's head
+    /// passes here, which is why the client's pipeline needs no validating handler of NIO's, a hop
+    /// each response part would otherwise take.
     func screened(_ events: UpstreamEvents) -> UpstreamEvents {
-        guard events.head == nil, events.body != nil, !outcome.responseStarted else { return events }
+        if let head = events.head {
+            guard !head.headers.areSendable else { return events }
+            task?.cancel()
+            return UpstreamEvents(result: .failure(ResponseFraming.unsendableHead))
+        }
+        guard events.body != nil, !outcome.responseStarted else { return events }
         task?.cancel()
         return UpstreamEvents(result: .failure(ResponseFraming.bodyBeforeHead))
     }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import PorticoHTTP
 import PorticoPolicy
 import PorticoUpstream
 
@@ -40,6 +41,11 @@ struct CodeHandlerRunner: Sendable {
         exchange.body = nil
         handler.respond(to: request, context: context).hop(to: eventLoop).assumeIsolated().whenComplete { result in
             switch result {
+            case .success(let response) where !WireSyntax.isFieldValue(response.contentType):
+                // A type with a line break in it would be a field of the handler's making: its error.
+                let error = CodeHandlerError(
+                    message: "the response's content type is not a field value: \(response.contentType.debugDescription)")
+                responder.handlerAnswered(problem(for: error, policy: policy, exchange: exchange, context: context), for: exchange)
             case .success(let response):
                 responder.handlerFinished(exchange, status: response.status, body: response.body, contentType: response.contentType)
             case .failure(let error):

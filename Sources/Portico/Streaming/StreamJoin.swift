@@ -32,7 +32,6 @@ enum StreamJoin {
         let httpHandlers = [
             try? pipeline.context(handlerType: ConnectionTimeoutHandler.self),
             try? pipeline.context(handlerType: HTTPServerUpgradeHandler.self),
-            try? pipeline.context(handlerType: NIOHTTPResponseHeadersValidator.self),
             try? pipeline.context(handlerType: HTTPResponseEncoder.self),
         ]
         for case let handlerContext? in httpHandlers { pipeline.removeHandler(context: handlerContext, promise: nil) }
