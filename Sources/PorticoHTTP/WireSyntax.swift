@@ -8,6 +8,12 @@
 /// What these refuse is what those refuse, so that a value put together from a token's claim, a
 /// policy or a client's field cannot split one message into two.
 public enum WireSyntax {
+    /// Whether a field can be written as it is: its name a token, its value a field value.
+    @inline(__always)
+    public static func isField(name: String, value: String) -> Bool {
+        HeaderName.isToken(name) && isFieldValue(value)
+    }
+
     /// Whether `value` is an RFC 9110 §5.5 field value: visible ASCII, space, horizontal tab and
     /// obs-text (0x80–0xFF). Every other control byte is refused, CR, LF and NUL among them: the
     /// RFC allows some to be kept "in a safe context", which a proxy cannot know it writes into.

@@ -70,7 +70,7 @@ public final class NIOUpstreamClient: UpstreamClient {
         case .failure(let error): return Self.failed(error, eventLoop: eventLoop, handler: handler)
         }
         guard let (head, keepAlive) = request.http1Head(for: target) else {
-            return Self.failed(UpstreamError(.invalidRequest, detail: UpstreamError.unsendableHead), eventLoop: eventLoop, handler: handler)
+            return Self.failed(.unsendableRequest, eventLoop: eventLoop, handler: handler)
         }
         let exchange = UpstreamExchange(
             eventLoop: eventLoop, origin: target.origin, head: head, body: request.body, keepAlive: keepAlive,

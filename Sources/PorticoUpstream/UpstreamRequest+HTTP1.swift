@@ -27,7 +27,7 @@ extension UpstreamRequest {
         var keepAlive = true
         var hasFraming = false
         for (name, value) in headers {
-            guard HeaderName.isToken(name), WireSyntax.isFieldValue(value) else { return nil }
+            guard WireSyntax.isField(name: name, value: value) else { return nil }
             switch name.utf8.count {
             case 4 where HeaderName.matches(name, "host"):
                 hasHost = true
@@ -82,11 +82,13 @@ extension HTTPHeaders {
     /// its value without a control byte (``WireSyntax``). The gateway checks the heads it writes
     /// where they are made or received, instead of through NIO's validating channel handlers.
     public var areSendable: Bool {
-        allSatisfy { HeaderName.isToken($0.name) && WireSyntax.isFieldValue($0.value) }
+        allSatisfy { WireSyntax.isField(name: $0.name, value: $0.value) }
     }
 }
 
 extension UpstreamError {
-    /// The detail of the `.invalidRequest` a head that fails ``WireSyntax``'s checks gets.
-    static let unsendableHead = "the request's method, target or a header field holds bytes HTTP/1.1 cannot carry"
+    /// A request whose head fails ``WireSyntax``'s checks: it is not sent (the gateway answers 502).
+    /// Its twin for response heads is ``ResponseFraming/unsendableHead``.
+    static let unsendableRequest = UpstreamError(
+        .invalidRequest, detail: "the request's method, target or a header field holds bytes HTTP/1.1 cannot carry")
 }

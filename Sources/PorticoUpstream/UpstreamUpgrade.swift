@@ -52,7 +52,7 @@ public enum UpstreamUpgrade {
         let head = HTTPRequestHead(
             version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: target.requestTarget, headers: headers)
         guard head.isSendable else {
-            return eventLoop.makeFailedFuture(UpstreamError(.invalidRequest, detail: UpstreamError.unsendableHead))
+            return eventLoop.makeFailedFuture(UpstreamError.unsendableRequest)
         }
         let promise = eventLoop.makePromise(of: Outcome.self)
         guard let bootstrap = ClientBootstrap(validatingGroup: eventLoop) else {

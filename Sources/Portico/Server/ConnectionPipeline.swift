@@ -4,9 +4,9 @@ import PorticoPolicy
 
 /// The handlers every client connection gets above TLS: for HTTP/1.1, in order, timeouts, NIO's
 /// HTTP/1.1 codec with the policy's decoder limits, then the ``GatewayHandler`` (which checks the
-/// heads it writes, ``Exchange/screened(_:)``); for HTTP/2, ``HTTP2Pipeline``'s. Which one a connection gets is decided
-/// by ``configureAccepted(_:tls:)``: at once, after the TLS handshake (ALPN), or after the first
-/// bytes (a plain listener with both HTTP/1.1 and h2c).
+/// heads it writes, ``Exchange/screened(_:)``); for HTTP/2, ``HTTP2Pipeline``'s. Which one a
+/// connection gets is decided by ``configureAccepted(_:tls:)``: at once, after the TLS handshake
+/// (ALPN), or after the first bytes (a plain listener with both HTTP/1.1 and h2c).
 ///
 /// Built once per listener from the limits of the snapshot current at start, and applied to each
 /// accepted connection. It is its own type so that everything that drives the gateway's real
