@@ -38,10 +38,21 @@ bench_ticks() {
   echo $total
 }
 
-# bench_backend_conf DIR PORT: nginx.conf in DIR for one worker answering BENCH_BODY on PORT.
+# bench_backend_conf DIR PORT: nginx.conf in DIR for one worker answering BENCH_BODY on PORT; with
+# BENCH_BODY_BYTES=N set, a JSON string of N bytes instead (from a file it writes in DIR: nginx sends
+# it with sendfile, the proxies read and forward it).
 bench_backend_conf() {
   local dir=$1 port=$2
+  local answer="default_type application/json; return 200 '$BENCH_BODY';" user=""
+  if [ "${BENCH_BODY_BYTES:-0}" -gt 0 ]; then
+    # The workers read the file from under a mktemp directory (mode 700): as root, they run as root.
+    user="user root;"
+    mkdir -p "$dir/static"
+    python3 -c "import sys; n = int(sys.argv[1]); sys.stdout.write('\"' + 'x' * (n - 2) + '\"')" "$BENCH_BODY_BYTES" >"$dir/static/body.json"
+    answer="default_type application/json; root $dir/static; try_files /body.json =404;"
+  fi
   cat >"$dir/nginx.conf" <<CONF
+$user
 worker_processes 1;
 daemon off;
 pid $dir/nginx.pid;
@@ -54,7 +65,7 @@ http {
   keepalive_requests 1000000;
   server {
     listen 127.0.0.1:$port;
-    location / { default_type application/json; return 200 '$BENCH_BODY'; }
+    location / { $answer }
   }
 }
 CONF

@@ -18,6 +18,8 @@
 #                               worktree at BASELINE_DIR, default /tmp/portico-baseline, built there in
 #                               release with the same flags; later runs build incrementally), with the
 #                               same policy, in the same alternating rounds: a change's cost, as a ratio
+#   BENCH_BODY_BYTES=N bench/run.sh ...  the backend answers a body of N bytes (a file) instead of the small
+#                               JSON one: what large responses cost each proxy
 #   BASELINE_BUILD_FLAGS=...    the baseline's build flags instead (BASELINE=HEAD with other flags for HEAD
 #                               measures a compiler flag, e.g. -enforce-exclusivity=unchecked)
 #

@@ -5,6 +5,10 @@
 #
 #   bench/tls-idle-memory.sh [connections]     (default 5000)
 #   PLAIN=1 bench/tls-idle-memory.sh ...        the same over plain HTTP, for comparison
+#   BODY=65536 bench/tls-idle-memory.sh ...     each connection's one request is a POST of that many
+#                                               bytes, echoed back (so a bit more than twice that in
+#                                               its response): what an idle connection keeps of a
+#                                               large exchange it once carried
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNT=${1:-5000}
@@ -21,7 +25,8 @@ listeners:
     address: 127.0.0.1
     port: $PORT
     $([ "${PLAIN:-0}" = 1 ] || echo "tls: { certificate: $WORK/certs/server.pem, privateKey: $WORK/certs/server-key.pem }")
-limits: { idleTimeout: 600s }
+# Every connection comes from 127.0.0.1: lift the per-address and total caps above the count.
+limits: { idleTimeout: 600s, maxConnections: $((COUNT + 1000)), maxConnectionsPerAddress: $((COUNT + 1000)) }
 accessLog: { enabled: false }
 backends:
   echo: { url: "http://127.0.0.1:18082" }
@@ -32,9 +37,9 @@ YAML
 PORTICO=$!
 sleep 1.5
 
-python3 - "$PORTICO" "$PORT" "$COUNT" "$WORK/certs/ca.pem" "${PLAIN:-0}" <<'PY'
+python3 - "$PORTICO" "$PORT" "$COUNT" "$WORK/certs/ca.pem" "${PLAIN:-0}" "${BODY:-0}" <<'PY'
 import resource, socket, ssl, sys, time
-pid, port, count, ca, plain = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
+pid, port, count, ca, plain, body = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1", int(sys.argv[6])
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 def rss():
@@ -42,14 +47,21 @@ def rss():
         if line.startswith("VmRSS:"):
             return int(line.split()[1])  # KiB
 context = ssl.create_default_context(cafile=ca)
-request = b"GET /echo/x HTTP/1.1\r\nHost: localhost\r\n\r\n"
+if body:
+    request = b"POST /echo/x HTTP/1.1\r\nHost: localhost\r\ncontent-length: %d\r\n\r\n" % body + b"x" * body
+else:
+    request = b"GET /echo/x HTTP/1.1\r\nHost: localhost\r\n\r\n"
 def open_one():
     connection = socket.create_connection(("127.0.0.1", port))
     if not plain: connection = context.wrap_socket(connection, server_hostname="localhost")
     connection.sendall(request)
     data = b""
-    while b"\r\n\r\n" not in data or len(data) < 200:
+    while b"\r\n\r\n" not in data:
         data += connection.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")))
+    while len(rest) < length:
+        rest += connection.recv(65536)
     return connection
 # Warm up pools, buffers and the upstream connection with a first batch that is closed again.
 warm = [open_one() for _ in range(200)]
@@ -59,7 +71,7 @@ before = rss()
 connections = [open_one() for _ in range(count)]
 time.sleep(2)
 after = rss()
-print(f"{count} idle {'plain HTTP' if plain else 'TLS'} connections: RSS {before/1024:.1f} MiB -> {after/1024:.1f} MiB, "
+print(f"{count} idle {'plain HTTP' if plain else 'TLS'} connections{f' (each after a POST of {body} bytes)' if body else ''}: RSS {before/1024:.1f} MiB -> {after/1024:.1f} MiB, "
       f"{(after - before) * 1024 / count / 1024:.1f} KiB per connection")
 for connection in connections: connection.close()
 PY

@@ -180,6 +180,34 @@ BIO *portico_tls_memory_bio(void) {
     return bio;
 }
 
+int portico_tls_memory_bio_trim(BIO *bio, size_t keep) {
+    BUF_MEM *memory = NULL;
+    // BIO_get_mem_ptr first moves unread bytes to the front, so `length` is what is unread.
+    if (BIO_get_mem_ptr(bio, &memory) != 1 || memory == NULL) return 0;
+    if (memory->length != 0 || memory->max <= keep) return 0;
+    BUF_MEM *fresh = BUF_MEM_new();
+    if (fresh == NULL) return 0;
+    // The BIO lets go of the old buffer without freeing it (NOCLOSE while it is swapped), owns the
+    // new one, and keeps its other settings, such as the "retry when empty" of
+    // portico_tls_memory_bio. The old one is freed here, without BUF_MEM_free's wipe: it held
+    // ciphertext, no secret, and wiping it would cost a pass over every byte it grew to.
+    (void)BIO_set_close(bio, BIO_NOCLOSE);
+    if (BIO_set_mem_buf(bio, fresh, BIO_CLOSE) != 1) {
+        (void)BIO_set_close(bio, BIO_CLOSE);
+        BUF_MEM_free(fresh);
+        return 0;
+    }
+    OPENSSL_free(memory->data);
+    OPENSSL_free(memory);
+    return 1;
+}
+
+size_t portico_tls_memory_bio_capacity(BIO *bio) {
+    BUF_MEM *memory = NULL;
+    if (BIO_get_mem_ptr(bio, &memory) != 1 || memory == NULL) return 0;
+    return memory->max;
+}
+
 int portico_tls_set_host_name(SSL *ssl, const char *name) {
     return (int)SSL_set_tlsext_host_name(ssl, name);
 }

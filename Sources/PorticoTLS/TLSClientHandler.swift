@@ -56,6 +56,12 @@ public final class TLSClientHandler: ChannelDuplexHandler {
         }
     }
 
+    public func channelReadComplete(context: ChannelHandlerContext) {
+        // A pooled connection idles between exchanges: it keeps no storage grown for a large one.
+        connection.trimBuffers()
+        context.fireChannelReadComplete()
+    }
+
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let buffer = unwrapOutboundIn(data)
         switch state {
@@ -66,7 +72,12 @@ public final class TLSClientHandler: ChannelDuplexHandler {
     }
 
     public func flush(context: ChannelHandlerContext) {
-        if state == .active { context.flush() } else { flushPending = true }
+        guard state == .active else {
+            flushPending = true
+            return
+        }
+        connection.trimBuffers()
+        context.flush()
     }
 
     public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {

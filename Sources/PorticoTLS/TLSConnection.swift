@@ -136,7 +136,8 @@ final class TLSConnection {
     /// longer `SSL_write` into records of this size.
     static let maxRecordPlaintext = 16_384
 
-    /// Encrypts `buffers`, in order, into as few records as their total size allows.
+    /// Encrypts `buffers`, in order, into as few records as their total size allows, and appends
+    /// the ciphertext to `output` record by record.
     ///
     /// Each `SSL_write` ends in a record of its own, so writing a response's head and body
     /// separately costs a second record: its header, its tag, and a second encryption call. Small
@@ -145,9 +146,14 @@ final class TLSConnection {
     /// its rest too when nothing follows), so big bodies are never copied but for the piece that
     /// completes a record begun by the buffers before them.
     ///
-    /// - Parameter staging: scratch space for the copies, cleared first (its storage is reused when
-    ///   nothing else holds it); it holds nothing meaningful afterwards.
-    func write<Buffers: Collection<ByteBuffer>>(_ buffers: Buffers, staging: inout ByteBuffer) -> Step {
+    /// The ciphertext leaves the write BIO after each record, so that the BIO (whose storage never
+    /// shrinks on its own) holds at most one record at any time, however large the flush.
+    ///
+    /// - Parameters:
+    ///   - staging: scratch space for the copies, cleared first (its storage is reused when nothing
+    ///     else holds it); it holds nothing meaningful afterwards.
+    ///   - output: where the ciphertext goes, appended after what it holds.
+    func write<Buffers: Collection<ByteBuffer>>(_ buffers: Buffers, staging: inout ByteBuffer, into output: inout ByteBuffer) -> Step {
         let recordSize = Self.maxRecordPlaintext
         var total = 0
         for buffer in buffers { total += buffer.readableBytes }
@@ -161,8 +167,11 @@ final class TLSConnection {
                     let inPlace = buffer.readableBytes == left ? left : buffer.readableBytes - buffer.readableBytes % recordSize
                     if inPlace > 0 {
                         left -= inPlace
-                        let step = write(buffer.readSlice(length: inPlace)!)
-                        guard case .done = step else { return step }
+                        var records = buffer.readSlice(length: inPlace)!
+                        while records.readableBytes > 0 {
+                            let step = seal(records.readSlice(length: min(recordSize, records.readableBytes))!, into: &output)
+                            guard case .done = step else { return step }
+                        }
                         continue
                     }
                 }
@@ -174,13 +183,38 @@ final class TLSConnection {
                 left -= piece.readableBytes
                 staging.writeBuffer(&piece)
                 if staging.readableBytes == recordSize || left == 0 {
-                    let step = write(staging)
+                    let step = seal(staging, into: &output)
                     guard case .done = step else { return step }
                     staging.clear()
                 }
             }
         }
         return .done
+    }
+
+    /// Encrypts one record's plaintext and moves its ciphertext to `output`.
+    private func seal(_ record: ByteBuffer, into output: inout ByteBuffer) -> Step {
+        let step = write(record)
+        appendCiphertext(to: &output)
+        return step
+    }
+
+    /// The most an empty memory BIO keeps of the storage it grew to (``trimBuffers()``): enough for
+    /// a handshake's flight and a small request or response, so that keep-alive traffic of small
+    /// exchanges never gives storage back only to allocate it again.
+    static let keptBufferBytes = 4096
+
+    /// The storage the two memory BIOs hold between them.
+    var bufferStorage: Int {
+        portico_tls_memory_bio_capacity(readBIO) + portico_tls_memory_bio_capacity(writeBIO)
+    }
+
+    /// Gives back the storage a BIO grew to for a burst (a large request read, a large response
+    /// written) once it is empty again. A memory BIO never shrinks by itself, so an idle
+    /// keep-alive connection would otherwise hold the largest burst it ever carried.
+    func trimBuffers() {
+        portico_tls_memory_bio_trim(readBIO, Self.keptBufferBytes)
+        portico_tls_memory_bio_trim(writeBIO, Self.keptBufferBytes)
     }
 
     /// Queues close_notify.
@@ -199,15 +233,10 @@ final class TLSConnection {
         return buffer
     }
 
-    /// Moves the ciphertext OpenSSL has produced since the last call into `buffer`, which is
-    /// cleared first: its storage is reused when nothing else (a socket still writing it) holds it.
-    /// Returns false, leaving `buffer` alone, when there is none.
-    func takeCiphertext(into buffer: inout ByteBuffer) -> Bool {
+    /// Appends the ciphertext OpenSSL has produced since the last call, if any, to `buffer`.
+    func appendCiphertext(to buffer: inout ByteBuffer) {
         let pending = Int(BIO_ctrl_pending(writeBIO))
-        guard pending > 0 else { return false }
-        buffer.clear(minimumCapacity: pending)
-        readCiphertext(into: &buffer, count: pending)
-        return true
+        if pending > 0 { readCiphertext(into: &buffer, count: pending) }
     }
 
     private func readCiphertext(into buffer: inout ByteBuffer, count: Int) {

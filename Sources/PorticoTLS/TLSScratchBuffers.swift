@@ -19,8 +19,10 @@ import Glibc
 /// turns anyway. Each user takes a buffer out while using it, so a re-entrant user (a promise's
 /// callback flushing another connection) simply finds none and allocates.
 final class TLSScratchBuffers {
-    /// Plaintext gathered into records, then the ciphertext handed to the socket.
+    /// The ciphertext of a flush, handed to the socket.
     var outbound: ByteBuffer?
+    /// Small writes' plaintext gathered into a record.
+    var staging: ByteBuffer?
     /// Decrypted bytes handed up the pipeline.
     var inbound: ByteBuffer?
 

@@ -93,6 +93,9 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         self.closeTimeout = TimeAmount(context.configuration.closeTimeout)
     }
 
+    /// The storage the connection's memory BIOs hold (tests watch it stay small between exchanges).
+    var bufferStorage: Int { connection.bufferStorage }
+
     public func handlerAdded(context: ChannelHandlerContext) {
         scratch = TLSScratchBuffers.current
         if context.channel.isActive { startHandshakeTimer(context: context) }
@@ -190,6 +193,8 @@ public final class TLSServerHandler: ChannelDuplexHandler {
 
     public func channelReadComplete(context: ChannelHandlerContext) {
         guard case .active = state else { return }
+        // Once per batch of reads rather than per read: a large upload's reads reuse the storage.
+        connection.trimBuffers()
         context.fireChannelReadComplete()
     }
 
@@ -275,17 +280,25 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     /// ciphertext in one socket write, whose completion completes the writes' promises.
     private func encryptPendingWrites(context: ChannelHandlerContext) {
         guard !pendingWrites.isEmpty else { return }
-        // Taken out, so that `buffer` is its storage's only holder (unless a socket still is one).
+        var plaintext = 0
+        for write in pendingWrites { plaintext += write.data.readableBytes }
+        // Room for every record's framing too (a TLS 1.3 record adds 22 bytes, 1.2's GCM 29).
+        let ciphertext = plaintext + (plaintext / TLSConnection.maxRecordPlaintext + 1) * 32
+        // Both taken out, so that each is its storage's only holder (unless a socket still is one).
         var buffer: ByteBuffer
-        if let lent = scratch?.outbound.take() {
+        if var lent = scratch?.outbound.take() {
+            lent.clear(minimumCapacity: ciphertext)
             buffer = lent
         } else {
-            // Sized for this flush's first record and its framing (a TLS 1.3 record adds 22 bytes).
-            var plaintext = 0
-            for write in pendingWrites { plaintext += write.data.readableBytes }
-            buffer = context.channel.allocator.buffer(capacity: min(plaintext, TLSConnection.maxRecordPlaintext) + 32)
+            buffer = context.channel.allocator.buffer(capacity: ciphertext)
         }
-        let step = connection.write(pendingWrites.lazy.map(\.data), staging: &buffer)
+        var staging =
+            scratch?.staging.take() ?? context.channel.allocator.buffer(capacity: min(plaintext, TLSConnection.maxRecordPlaintext))
+        // Anything OpenSSL queued before (nothing, normally) goes first.
+        connection.appendCiphertext(to: &buffer)
+        let step = connection.write(pendingWrites.lazy.map(\.data), staging: &staging, into: &buffer)
+        if let scratch { TLSScratchBuffers.keep(staging, in: &scratch.staging) }
+        connection.trimBuffers()
         // The first promise goes with the socket write; any others follow it.
         var promise: EventLoopPromise<Void>?
         for write in pendingWrites {
@@ -299,7 +312,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
             fail(error, context: context)
             return
         }
-        guard connection.takeCiphertext(into: &buffer) else {
+        guard buffer.readableBytes > 0 else {
             // Only empty writes (an HTTP encoder's end of a body with a known length): nothing to
             // encrypt. A promise still goes down the pipeline with an empty buffer, so that the
             // socket completes it after the writes before it (NIO's encoder writes an empty end for

@@ -2,9 +2,10 @@ import CPorticoOpenSSL
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
-import PorticoTLS
 import PorticoTestSupport
 import Testing
+
+@testable import PorticoTLS
 
 /// The handler's state machine without sockets: an `EmbeddedChannel` on one side, an OpenSSL
 /// client over memory BIOs on the other, bytes moved by hand between them.
@@ -83,6 +84,33 @@ struct TLSServerHandlerTests {
             for buffer in writes { setup.client.give(buffer) }
             #expect(setup.client.read().text == parts.map { String(buffer: $0) }.joined())
         }
+        _ = try setup.channel.finish(acceptAlreadyClosed: true)
+    }
+
+    @Test("storage grown for a large request or response is given back once the read batch or the flush is over")
+    func burstStorageGivenBack() throws {
+        let setup = try Self.setUp()
+        try setup.pump()
+        let handler = try setup.channel.pipeline.syncOperations.handler(type: TLSServerHandler.self)
+        #expect(handler.bufferStorage <= 2 * TLSConnection.keptBufferBytes)
+
+        // 100 KB of request in one read, as a socket's batch of reads could bring it.
+        setup.client.write(String(repeating: "r", count: 100_000))
+        var ciphertext = ByteBuffer()
+        while var bytes = setup.client.take() { ciphertext.writeBuffer(&bytes) }
+        setup.channel.pipeline.syncOperations.fireChannelRead(NIOAny(ciphertext))
+        #expect(setup.recorder.plaintext.count == 100_000)
+        // Read, but the batch is not over: the read BIO still holds what the read needed.
+        #expect(handler.bufferStorage > 100_000)
+        setup.channel.pipeline.syncOperations.fireChannelReadComplete()
+        #expect(handler.bufferStorage <= 2 * TLSConnection.keptBufferBytes)
+
+        // 200 KB of response in one flush: it all arrives, and nothing grown for it stays.
+        let (writes, succeeded) = try Self.flushed([ByteBuffer(repeating: 0x73, count: 200_000)], setup: setup)
+        #expect(succeeded)
+        for buffer in writes { setup.client.give(buffer) }
+        #expect(setup.client.read().text == String(repeating: "s", count: 200_000))
+        #expect(handler.bufferStorage <= 2 * TLSConnection.keptBufferBytes)
         _ = try setup.channel.finish(acceptAlreadyClosed: true)
     }
 

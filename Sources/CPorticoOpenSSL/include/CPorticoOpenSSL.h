@@ -64,6 +64,12 @@ int portico_tls_ctx_copy_ticket_keys(SSL_CTX *from, SSL_CTX *to);
 
 // A memory BIO that reports "retry" rather than EOF when empty, as a non-blocking socket would.
 BIO *portico_tls_memory_bio(void);
+// Gives back the storage of an empty memory BIO whose buffer has grown past `keep` bytes: a memory
+// BIO never shrinks, so without this a connection would hold the largest burst it ever carried for
+// as long as it stays open. Returns 1 when it was given back.
+int portico_tls_memory_bio_trim(BIO *bio, size_t keep);
+// The bytes of storage a memory BIO holds (what it has grown to, read or not).
+size_t portico_tls_memory_bio_capacity(BIO *bio);
 // The SNI name a client sends (tests).
 int portico_tls_set_host_name(SSL *ssl, const char *name);
 

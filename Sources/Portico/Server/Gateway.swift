@@ -292,6 +292,10 @@ public final class Gateway: Sendable {
         return revision
     }
 
+    /// Client connections' receive buffers: NIO's adaptive sizes (from 2 KiB, growing while reads
+    /// fill them) up to 16 KiB.
+    static let receiveBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 16 * 1024)
+
     private func bootstrap(
         services: GatewayServices, limits: LimitsPolicy, protocols: [ListenerProtocol], tls: TLSContextStore?,
         connections: ListenerConnections
@@ -303,6 +307,11 @@ public final class Gateway: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 16)
+            // A connection keeps the buffer its reads last went into for as long as it lives (NIO
+            // reuses it rather than allocating each read), so the size its reads grow to is what it
+            // holds while idle: capped at 16 KiB (one TLS record) rather than NIO's 64 KiB, so that a
+            // keep-alive connection that once carried a large body does not keep 64 KiB for it.
+            .childChannelOption(.recvAllocator, value: Self.receiveBuffers)
             .childChannelInitializer { [self] channel in
                 // Over the listener's or the address's limit: closed before any state is made for it.
                 let address = ClientAddress.rateLimitSubject(channel.remoteAddress)
