@@ -6,9 +6,9 @@
 #   bench/tls-idle-memory.sh [connections]     (default 5000)
 #   PLAIN=1 bench/tls-idle-memory.sh ...        the same over plain HTTP, for comparison
 #   BODY=65536 bench/tls-idle-memory.sh ...     each connection's one request is a POST of that many
-#                                               bytes, echoed back (so a bit more than twice that in
-#                                               its response): what an idle connection keeps of a
-#                                               large exchange it once carried
+#                                               bytes, which the echo backend answers with inside its
+#                                               JSON: what an idle connection keeps of a large
+#                                               exchange it once carried
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNT=${1:-5000}
