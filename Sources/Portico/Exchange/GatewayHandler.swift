@@ -48,15 +48,15 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     ///     connection has completed its TLS handshake already.
     ///   - tunnel: on an HTTP/2 stream, where its ``ExtendedConnectReader`` notes a `:protocol`.
     init(
-        services: GatewayServices, timeouts: TimeoutHandler, stages: RequestStages, client: ClientConnection = ClientConnection(),
-        tunnel: ExtendedConnect? = nil
+        services: GatewayServices, handlers: ExchangeHandlers, timeouts: TimeoutHandler, stages: RequestStages,
+        client: ClientConnection = ClientConnection(), tunnel: ExtendedConnect? = nil
     ) {
         self.client = client
         self.tunnel = tunnel
         self.services = services
         self.policy = PolicyStore.Reader(services.store)
         self.stages = stages
-        self.handlers = ExchangeHandlers(services: services)
+        self.handlers = handlers
         self.accessLog = AccessLogObserver(logger: services.accessLogger, writer: services.accessLogWriter)
         self.timeouts = timeouts
     }

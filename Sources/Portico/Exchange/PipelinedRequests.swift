@@ -17,21 +17,24 @@ struct PipelinedRequests {
         case parserError(HTTPParserError)
     }
 
-    private var events = CircularBuffer<Event>()
+    /// Made at the first pipelined part: most clients never pipeline, and an empty queue made up
+    /// front would cost every connection its storage for as long as it lives.
+    private var events: CircularBuffer<Event>?
 
-    var isEmpty: Bool { events.isEmpty }
-    var first: Event? { events.first }
+    var isEmpty: Bool { events?.isEmpty ?? true }
+    var first: Event? { events?.first }
 
     mutating func append(_ event: Event) {
-        events.append(event)
+        if events == nil { events = CircularBuffer(initialCapacity: 4) }
+        events?.append(event)
     }
 
     mutating func removeFirst() {
-        _ = events.removeFirst()
+        _ = events?.removeFirst()
     }
 
     /// Forgets everything waiting (the connection is closing, or shutting down between requests).
     mutating func removeAll() {
-        events.removeAll()
+        events = nil
     }
 }

@@ -117,6 +117,7 @@ extension ConnectionPipeline {
         try pipeline.addHandler(HTTP2EmptyBodyCoalescer())
         try pipeline.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
         try pipeline.addHandler(timeouts)
-        try pipeline.addHandler(GatewayHandler(services: services, timeouts: timeouts, stages: stages, client: client, tunnel: tunnel))
+        try pipeline.addHandler(
+            GatewayHandler(services: services, handlers: handlers, timeouts: timeouts, stages: stages, client: client, tunnel: tunnel))
     }
 }

@@ -7,7 +7,12 @@ import PorticoUpstream
 /// the facade or the code handler, with the response cache in front of the proxy and the facade
 /// as the cache stage decided (``ExchangeCache``). Adding a kind of handler is a case of
 /// ``Destination``, a file in `Handlers/`, and a line here.
-struct ExchangeHandlers: Sendable {
+///
+/// One per listener (``ConnectionPipeline``), shared by all its connections' ``GatewayHandler``s:
+/// everything it holds comes from the gateway's services, and held inline by each handler it would
+/// cost every idle connection a few hundred bytes (its loggers and existentials) and every accepted
+/// one their copies.
+final class ExchangeHandlers: Sendable {
     let proxy: ProxyHandler
     let facade: FacadeHandler
     let code: CodeHandlerRunner
@@ -150,7 +155,7 @@ struct ExchangeHandlers: Sendable {
         case .pending(let outcome):
             outcome.assumeIsolated().whenSuccess { outcome in
                 guard case .admitted = outcome else { return fill.abandon() }
-                startRefresh(exchange, fill: fill, stale: stale, request: request, on: eventLoop)
+                self.startRefresh(exchange, fill: fill, stale: stale, request: request, on: eventLoop)
             }
         }
     }

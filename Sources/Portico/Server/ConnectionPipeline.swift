@@ -19,6 +19,8 @@ struct ConnectionPipeline: Sendable {
     let protocols: [ListenerProtocol]
     /// The request stages; the standard ones unless a test puts its own in.
     let stages: RequestStages
+    /// The handlers every connection's exchanges start, shared (see ``ExchangeHandlers``).
+    let handlers: ExchangeHandlers
     /// The listener's name, which each connection's exchanges know it by (`tracing.trustIncoming`).
     var listener: String?
     private let decoderLimits: NIOHTTPDecoderLimitConfiguration
@@ -31,6 +33,7 @@ struct ConnectionPipeline: Sendable {
         self.limits = limits
         self.protocols = protocols
         self.stages = stages ?? .standard(services)
+        self.handlers = ExchangeHandlers(services: services)
         var decoderLimits = NIOHTTPDecoderLimitConfiguration()
         decoderLimits.maxHeaderListSize = limits.maxHeadBytes
         decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
@@ -73,6 +76,7 @@ struct ConnectionPipeline: Sendable {
             withPipeliningAssistance: false, withServerUpgrade: (upgraders: [], completionHandler: { _ in }), withErrorHandling: false,
             withOutboundHeaderValidation: false, withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
         try pipeline.addHandler(
-            GatewayHandler(services: services, timeouts: timeouts, stages: stages, client: ClientConnection(listener: listener)))
+            GatewayHandler(
+                services: services, handlers: handlers, timeouts: timeouts, stages: stages, client: ClientConnection(listener: listener)))
     }
 }
