@@ -21,6 +21,9 @@ final class TLSConnection {
     /// The ``TLSContext`` or ``TLSClientContext``, kept so the `SSL_CTX`s (and the SNI callback's
     /// argument) outlive this `SSL`.
     private let owner: AnyObject
+    /// More than ``keptBufferBytes`` went into a BIO at once since the last ``trimBuffers()``, so
+    /// one may hold storage to give back (without it, small exchanges never ask OpenSSL).
+    private var mayHaveGrown = false
 
     init?(context: TLSContext) {
         guard let (ssl, readBIO, writeBIO) = Self.makeSSL(context.defaultContext) else { return nil }
@@ -78,6 +81,7 @@ final class TLSConnection {
 
     /// Hands ciphertext received from the peer to OpenSSL (memory BIOs take everything).
     func receive(_ buffer: ByteBuffer) {
+        if buffer.readableBytes > Self.keptBufferBytes { mayHaveGrown = true }
         buffer.withUnsafeReadableBytes { bytes in
             var offset = 0
             while offset < bytes.count {
@@ -213,6 +217,8 @@ final class TLSConnection {
     /// written) once it is empty again. A memory BIO never shrinks by itself, so an idle
     /// keep-alive connection would otherwise hold the largest burst it ever carried.
     func trimBuffers() {
+        guard mayHaveGrown else { return }
+        mayHaveGrown = false
         portico_tls_memory_bio_trim(readBIO, Self.keptBufferBytes)
         portico_tls_memory_bio_trim(writeBIO, Self.keptBufferBytes)
     }
@@ -239,7 +245,9 @@ final class TLSConnection {
         if pending > 0 { readCiphertext(into: &buffer, count: pending) }
     }
 
+    /// Moves `count` bytes of ciphertext out of the write BIO, which held them all at once.
     private func readCiphertext(into buffer: inout ByteBuffer, count: Int) {
+        if count > Self.keptBufferBytes { mayHaveGrown = true }
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { space in
             Int(max(0, BIO_read(writeBIO, space.baseAddress, Int32(count))))
         }

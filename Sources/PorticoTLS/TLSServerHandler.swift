@@ -294,8 +294,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         }
         var staging =
             scratch?.staging.take() ?? context.channel.allocator.buffer(capacity: min(plaintext, TLSConnection.maxRecordPlaintext))
-        // Anything OpenSSL queued before (nothing, normally) goes first.
-        connection.appendCiphertext(to: &buffer)
+        // Anything OpenSSL queued before (nothing, normally) leaves with the first record, ahead of it.
         let step = connection.write(pendingWrites.lazy.map(\.data), staging: &staging, into: &buffer)
         if let scratch { TLSScratchBuffers.keep(staging, in: &scratch.staging) }
         connection.trimBuffers()
@@ -312,6 +311,8 @@ public final class TLSServerHandler: ChannelDuplexHandler {
             fail(error, context: context)
             return
         }
+        // Nothing sealed: whatever OpenSSL queued before (nothing, normally) still goes now.
+        if buffer.readableBytes == 0 { connection.appendCiphertext(to: &buffer) }
         guard buffer.readableBytes > 0 else {
             // Only empty writes (an HTTP encoder's end of a body with a known length): nothing to
             // encrypt. A promise still goes down the pipeline with an empty buffer, so that the
