@@ -73,7 +73,7 @@ public final class NIOUpstreamClient: UpstreamClient {
             return Self.failed(.unsendableRequest, eventLoop: eventLoop, handler: handler)
         }
         let exchange = UpstreamExchange(
-            eventLoop: eventLoop, origin: target.origin, head: head, body: request.body, keepAlive: keepAlive,
+            eventLoop: eventLoop, origin: target.origin, method: request.method, head: head, body: request.body, keepAlive: keepAlive,
             timeout: request.timeout, connectTimeout: request.connectTimeout, eventIdleTimeout: request.eventIdleTimeout, handler: handler)
         if eventLoop.inEventLoop {
             start(exchange)
@@ -130,9 +130,8 @@ public final class NIOUpstreamClient: UpstreamClient {
     /// A task for a request that cannot start; its failure arrives on the next loop turn.
     private static func failed(_ error: UpstreamError, eventLoop: any EventLoop, handler: any UpstreamResponseHandler) -> any UpstreamTask {
         let exchange = UpstreamExchange(
-            eventLoop: eventLoop, origin: UpstreamOrigin(host: "", port: 0),
-            head: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"),
-            body: nil, keepAlive: false, timeout: .seconds(1), connectTimeout: .seconds(1), handler: handler)
+            eventLoop: eventLoop, origin: UpstreamOrigin(host: "", port: 0), method: "GET", head: ByteBuffer(), body: nil, keepAlive: false,
+            timeout: .seconds(1), connectTimeout: .seconds(1), handler: handler)
         exchange.failSoon(error)
         return exchange
     }

@@ -1,8 +1,9 @@
 import NIOCore
 import NIOHTTP1
 
-/// The channel handler at the top of one upstream connection's pipeline (above NIO's HTTP/1.1
-/// request encoder and response decoder).
+/// The only channel handler of one upstream connection's pipeline: it writes each request head
+/// as bytes (``UpstreamRequest/http1Head(for:)``) and reads the responses with its own
+/// ``HTTP1ResponseDecoder``, so nothing stands between it and the socket.
 ///
 /// It holds no decisions of its own: each channel event goes to its
 /// ``UpstreamConnectionStateMachine`` and the handler performs the returned action — write the
@@ -14,13 +15,14 @@ import NIOHTTP1
 /// The channel runs with auto-read off; reads are issued only as the state machine asks, which is
 /// how a slow client slows the backend down.
 final class UpstreamConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPClientResponsePart
-    typealias OutboundOut = HTTPClientRequestPart
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     /// The pool's number for this connection.
     let id: Int
     private let pool: UpstreamConnectionPool
     private var machine: UpstreamConnectionStateMachine
+    private var decoder = HTTP1ResponseDecoder()
     private var context: ChannelHandlerContext?
     private var exchange: UpstreamExchange?
     /// The pool has been told this connection is gone (told once, whichever way it went).
@@ -55,14 +57,16 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
         switch machine.startExchange(isHeadRequest: exchange.isHeadRequest, keepAlive: exchange.keepAlive) {
         case .writeRequest(let read):
             self.exchange = exchange
+            decoder.expectResponse(toHEAD: exchange.isHeadRequest)
             // No write promise (it would cost three allocations per request): whether the request
             // has left is read from the channel's outbound buffer, here and at each read batch. A
             // failed write closes the channel, which the state machine hears as inactive.
-            context.write(wrapOutboundOut(.head(exchange.head)), promise: nil)
             if let body = exchange.body, body.readableBytes > 0 {
-                context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+                context.write(wrapOutboundOut(exchange.head), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(body), promise: nil)
+            } else {
+                context.writeAndFlush(wrapOutboundOut(exchange.head), promise: nil)
             }
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             noteRequestWritten(context: context)
             if read { context.read() }
             return true
@@ -100,10 +104,22 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
     // MARK: Channel events
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head): perform(machine.headReceived(head))
-        case .body(let part): perform(machine.bodyReceived(part))
-        case .end: perform(machine.endReceived())
+        decoder.receive(unwrapInboundIn(data))
+        while machine.state != .closed {
+            let part: HTTP1ResponseDecoder.Part?
+            do {
+                part = try decoder.next()
+            } catch {
+                perform(machine.responseInvalid(error))
+                return
+            }
+            switch part {
+            case .none: return
+            case .interim(let status): perform(machine.interimReceived(status: status))
+            case .head(let head, let framing, let keepAlive): perform(machine.headReceived(head, framing: framing, keepAlive: keepAlive))
+            case .body(let bytes): perform(machine.bodyReceived(bytes))
+            case .end: perform(machine.endReceived())
+            }
         }
     }
 
@@ -118,12 +134,20 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        switch decoder.endOfInput() {
+        case .end:
+            perform(machine.endReceived())  // the body was delimited by the close
+        case .truncated:
+            perform(machine.responseInvalid(HTTP1ResponseDecoder.invalid("the backend closed the connection in the middle of a line")))
+        case .none:
+            break
+        }
         perform(machine.channelInactive())
         informPool()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // The last handler: errors end here, as decisions of the state machine.
+        // The only handler: errors end here, as decisions of the state machine.
         perform(machine.errorCaught(error))
     }
 

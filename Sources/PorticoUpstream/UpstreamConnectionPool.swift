@@ -163,17 +163,10 @@ final class UpstreamConnectionPool: NIOScheduledCallbackHandler {
             .channelOption(.maxMessagesPerRead, value: 4)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    var encoder = HTTPRequestEncoder.Configuration()
-                    encoder.automaticallySetFramingHeaders = false  // the exchange frames its request itself
-                    // NIO's own client set-up, with interim (1xx) heads forwarded rather than dropped:
-                    // the exchange holds them to ``ResponseFraming/interim(status:count:)`` (NIO would
-                    // drop any number of them).
-                    let decoder = HTTPResponseDecoder(leftOverBytesStrategy: .fireError, informationalResponseStrategy: .forward)
-                    try channel.pipeline.syncOperations.addHandlers([
-                        // No NIOHTTPRequestHeadersValidator: the head was checked as it was made
-                        // (``UpstreamRequest/http1Head(for:)``).
-                        HTTPRequestEncoder(configuration: encoder), ByteToMessageHandler(decoder), bound.value,
-                    ])
+                    // The connection's only handler: it writes each request head as bytes and reads
+                    // the responses itself (``HTTP1ResponseDecoder``), so no part crosses another
+                    // context. The head was checked as it was made (``UpstreamRequest/http1Head(for:)``).
+                    try channel.pipeline.syncOperations.addHandler(bound.value)
                 }
             }
         let future = address.map { connecting.connect(to: $0) } ?? connecting.connect(host: origin.host, port: origin.port)

@@ -1,5 +1,4 @@
 import NIOCore
-import NIOHTTP1
 
 /// The life of one upstream HTTP/1.1 connection, as decisions without I/O.
 ///
@@ -73,7 +72,7 @@ struct UpstreamConnectionStateMachine {
     private var paused = false
 
     // The current exchange.
-    private var isHeadRequest = false
+    private(set) var isHeadRequest = false
     private var requestSent = false
     private var headReceived = false
     /// Interim (1xx) heads of the current response so far (``ResponseFraming/interim(status:count:)``).
@@ -139,30 +138,37 @@ struct UpstreamConnectionStateMachine {
 
     // MARK: The response
 
-    mutating func headReceived(_ head: HTTPResponseHead) -> Action {
+    /// An interim (1xx) head: dropped, or refused (``ResponseFraming/interim(status:count:)``).
+    mutating func interimReceived(status: Int) -> Action {
         switch state {
         case .sendingRequest, .awaitingHead:
-            let status = Int(head.status.code)
-            if status >= 100 && status < 200 {
-                interimResponses += 1
-                if case .failure(let error) = ResponseFraming.interim(status: status, count: interimResponses) {
-                    return failure(transport: false, detail: error.detail)
-                }
-                return .none  // dropped; the final head follows
+            interimResponses += 1
+            if case .failure(let error) = ResponseFraming.interim(status: status, count: interimResponses) {
+                return failure(transport: false, detail: error.detail)
             }
-            // The same rules as the libcurl path: what NIO's decoder tolerates (identical repeated
-            // lengths, say) is judged alike, and the receiver forwards only the checked length.
-            let framing: ResponseFraming
-            switch ResponseFraming.of(status: Int(head.status.code), headers: head.headers, requestIsHEAD: isHeadRequest) {
-            case .failure(let error): return failure(transport: false, detail: error.detail)
-            case .success(let value): framing = value
-            }
+            return .none  // dropped; the final head follows
+        case .streamingBody:
+            return failure(transport: false, detail: "an interim response arrived after the final head")
+        case .idle:
+            state = .closed
+            return .close
+        case .closed:
+            return .none
+        }
+    }
+
+    /// The final head, with its framing as the decoder read it (``ResponseFraming``: the same rules
+    /// as the libcurl path, so the receiver forwards only the checked length) and whether the
+    /// backend allows keep-alive.
+    mutating func headReceived(_ head: UpstreamResponseHead, framing: ResponseFraming, keepAlive: Bool) -> Action {
+        switch state {
+        case .sendingRequest, .awaitingHead:
             state = .streamingBody
             headReceived = true
             holdingResponse = framing.isHeldBack
             // A body that ends by close leaves nothing to reuse; any other end is known from the framing.
-            reusable = reusable && head.isKeepAlive && framing.body != .untilClose
-            pendingHead = UpstreamResponseHead(status: Int(head.status.code), headers: head.headers, contentLength: framing.contentLength)
+            reusable = reusable && keepAlive && framing.body != .untilClose
+            pendingHead = head
             return .none
         case .streamingBody:
             return failure(transport: false, detail: "a second response head arrived for one request")
@@ -271,7 +277,22 @@ struct UpstreamConnectionStateMachine {
         }
     }
 
-    /// An error from the channel or the HTTP decoder.
+    /// Bytes from the backend that are not the response expected (``HTTP1ResponseDecoder``): a
+    /// response under way fails and is never retried; on an idle connection they are a backend out
+    /// of step, and the connection closes.
+    mutating func responseInvalid(_ error: UpstreamError) -> Action {
+        switch state {
+        case .idle:
+            state = .closed
+            return .close
+        case .closed:
+            return .none
+        case .sendingRequest, .awaitingHead, .streamingBody:
+            return failure(transport: false, detail: error.detail)
+        }
+    }
+
+    /// An error from the channel.
     mutating func errorCaught(_ error: any Error) -> Action {
         switch state {
         case .idle:

@@ -24,7 +24,8 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
 
     let eventLoop: any EventLoop
     let origin: UpstreamOrigin
-    let head: HTTPRequestHead
+    /// The request head's bytes (``UpstreamRequest/http1Head(for:)``).
+    let head: ByteBuffer
     let body: ByteBuffer?
     let isHeadRequest: Bool
     /// The request did not say `Connection: close`.
@@ -61,7 +62,7 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
     private var newConnections = 0
 
     init(
-        eventLoop: any EventLoop, origin: UpstreamOrigin, head: HTTPRequestHead, body: ByteBuffer?, keepAlive: Bool,
+        eventLoop: any EventLoop, origin: UpstreamOrigin, method: String, head: ByteBuffer, body: ByteBuffer?, keepAlive: Bool,
         timeout: Duration, connectTimeout: Duration, eventIdleTimeout: Duration? = nil, handler: any UpstreamResponseHandler
     ) {
         self.eventLoop = eventLoop
@@ -69,9 +70,9 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
         self.head = head
         self.body = body
         self.keepAlive = keepAlive
-        self.isHeadRequest = head.method == .HEAD
-        switch head.method {
-        case .GET, .HEAD, .OPTIONS, .TRACE, .PUT, .DELETE: self.isIdempotent = true
+        self.isHeadRequest = method == "HEAD"
+        switch method {
+        case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE": self.isIdempotent = true
         default: self.isIdempotent = false
         }
         self.timeout = TimeAmount(timeout)

@@ -3,7 +3,8 @@ import NIOHTTP1
 import PorticoHTTP
 
 extension UpstreamRequest {
-    /// The request head the NIO client writes: the caller's fields unchanged, plus framing.
+    /// The request head the NIO client writes, as the bytes that go on the wire: the caller's
+    /// fields unchanged, plus framing.
     ///
     /// The caller has decided every field; the client owns only the message's framing (RFC 9112
     /// §6): `Content-Length` for a body; `Content-Length: 0` for an empty POST, PUT or PATCH (whose
@@ -12,20 +13,26 @@ extension UpstreamRequest {
     /// the caller passed is dropped, since two framings disagreeing is how requests get smuggled.
     /// A request without `Host` gets one from the URL, as HTTP/1.1 requires (RFC 9112 §3.2).
     ///
-    /// The head is checked here, as it is put together (``WireSyntax``), rather than by a channel
+    /// Written straight from the fields, without an `HTTPRequestHead` and NIO's encoder: the
+    /// connection has no handler between it and the socket (``HTTP1ResponseDecoder`` says why).
+    ///
+    /// The head is checked here, as it is written (``WireSyntax``), rather than by a channel
     /// handler on every connection: a method that is not a token, a request-target with a byte it
     /// cannot carry, a field name that is not a token or a value with a control byte (a CR LF that
     /// would start a second request) makes no head at all.
     ///
-    /// - Returns: the head, and whether the request allows keep-alive (no `Connection: close`);
-    ///   nil when the request cannot be written as it is.
-    func http1Head(for target: UpstreamOrigin.Parsed) -> (head: HTTPRequestHead, keepAlive: Bool)? {
+    /// - Returns: the head's bytes, and whether the request allows keep-alive (no `Connection:
+    ///   close`); nil when the request cannot be written as it is.
+    func http1Head(for target: UpstreamOrigin.Parsed) -> (head: ByteBuffer, keepAlive: Bool)? {
         guard HeaderName.isToken(self.method), WireSyntax.isRequestTarget(target.requestTarget) else { return nil }
-        let method = HTTPMethod(rawValue: self.method)
-        var headers = self.headers
+        var head = ByteBuffer()
+        head.reserveCapacity(256 + target.requestTarget.utf8.count + headers.count * 32)
+        head.writeString(self.method)
+        head.writeInteger(UInt8(ascii: " "))
+        head.writeString(target.requestTarget)
+        head.writeStaticString(" HTTP/1.1\r\n")
         var hasHost = false
         var keepAlive = true
-        var hasFraming = false
         for (name, value) in headers {
             guard WireSyntax.isField(name: name, value: value) else { return nil }
             switch name.utf8.count {
@@ -34,30 +41,37 @@ extension UpstreamRequest {
             case 10 where HeaderName.matches(name, "connection"):
                 if Self.listsClose(value) { keepAlive = false }
             case 14 where HeaderName.matches(name, "content-length"), 17 where HeaderName.matches(name, "transfer-encoding"):
-                hasFraming = true
+                continue
             default:
                 break
             }
-        }
-        if hasFraming {
-            headers.remove(name: "content-length")
-            headers.remove(name: "transfer-encoding")
+            Self.write(name: name, value: value, to: &head)
         }
         if !hasHost {
             let host = String(target.authority)
             guard WireSyntax.isFieldValue(host) else { return nil }
-            headers.replaceOrAdd(name: "Host", value: host)
+            Self.write(name: "Host", value: host, to: &head)
         }
         let length = body?.readableBytes ?? 0
         if length > 0 {
-            headers.add(name: "Content-Length", value: String(length))
+            head.writeStaticString("Content-Length: ")
+            head.writeString(String(length))
+            head.writeStaticString("\r\n")
         } else {
-            switch method {
-            case .POST, .PUT, .PATCH: headers.add(name: "Content-Length", value: "0")
+            switch self.method {
+            case "POST", "PUT", "PATCH": head.writeStaticString("Content-Length: 0\r\n")
             default: break
             }
         }
-        return (HTTPRequestHead(version: .http1_1, method: method, uri: target.requestTarget, headers: headers), keepAlive)
+        head.writeStaticString("\r\n")
+        return (head, keepAlive)
+    }
+
+    private static func write(name: String, value: String, to head: inout ByteBuffer) {
+        head.writeString(name)
+        head.writeStaticString(": ")
+        head.writeString(value)
+        head.writeStaticString("\r\n")
     }
 
     /// Whether a `Connection` field value holds the `close` option.

@@ -20,7 +20,7 @@ struct UpstreamConnectionHandlerTests {
     }
 
     /// A connected channel with the handler on top, and an exchange (not yet running) for `method`.
-    static func setUp(method: HTTPMethod = .GET, timeout: Duration = .seconds(30), high: Int = 1000, low: Int = 100) throws -> Setup {
+    static func setUp(method: String = "GET", timeout: Duration = .seconds(30), high: Int = 1000, low: Int = 100) throws -> Setup {
         let channel = EmbeddedChannel()
         let loop = channel.embeddedEventLoop
         let origin = UpstreamOrigin(host: "127.0.0.1", port: 8080)
@@ -33,17 +33,27 @@ struct UpstreamConnectionHandlerTests {
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
         let recorder = ExchangeRecorder(eventLoop: loop)
-        let head = HTTPRequestHead(version: .http1_1, method: method, uri: "/x", headers: ["Host": "backend"])
+        let head = ByteBuffer(string: "\(method) /x HTTP/1.1\r\nHost: backend\r\n\r\n")
         let exchange = UpstreamExchange(
-            eventLoop: loop, origin: origin, head: head, body: nil, keepAlive: true, timeout: timeout, connectTimeout: .seconds(1),
+            eventLoop: loop, origin: origin, method: method, head: head, body: nil, keepAlive: true, timeout: timeout,
+            connectTimeout: .seconds(1),
             handler: recorder)
         recorder.task = exchange
         return Setup(channel: channel, loop: loop, handler: handler, counter: counter, recorder: recorder, exchange: exchange)
     }
 
-    /// Chunked by default: a body that streams batch by batch (a small Content-Length body is held whole).
-    static func responseHead(_ fields: HTTPHeaders = ["Transfer-Encoding": "chunked"]) -> HTTPClientResponsePart {
-        .head(HTTPResponseHead(version: .http1_1, status: .ok, headers: fields))
+    /// A response head's bytes; chunked by default: a body that streams batch by batch (a small
+    /// Content-Length body is held whole).
+    static func responseHead(_ fields: KeyValuePairs<String, String> = ["Transfer-Encoding": "chunked"]) -> ByteBuffer {
+        ByteBuffer(string: "HTTP/1.1 200 OK\r\n" + fields.map { "\($0.key): \($0.value)\r\n" }.joined() + "\r\n")
+    }
+
+    /// One chunk of a chunked body.
+    static func chunk(_ bytes: ByteBuffer) -> ByteBuffer {
+        var chunk = ByteBuffer(string: String(bytes.readableBytes, radix: 16) + "\r\n")
+        chunk.writeImmutableBuffer(bytes)
+        chunk.writeString("\r\n")
+        return chunk
     }
 
     @Test("the request is written once with a read; a batch is delivered in one call; reading waits for credit")
@@ -51,22 +61,17 @@ struct UpstreamConnectionHandlerTests {
         let setup = try Self.setUp()
         setup.recorder.consumesImmediately = false
         #expect(setup.exchange.run(on: setup.handler))
-        guard case .head(let head) = try setup.channel.readOutbound(as: HTTPClientRequestPart.self) else {
-            Issue.record("expected the request head")
-            return
-        }
-        #expect(head.uri == "/x")
-        guard case .end = try setup.channel.readOutbound(as: HTTPClientRequestPart.self) else {
-            Issue.record("expected the request's end")
-            return
-        }
+        // The head as bytes, in one write; nothing more for a request without a body.
+        let head = try setup.channel.readOutbound(as: ByteBuffer.self)
+        #expect(head.map { String(buffer: $0) } == "GET /x HTTP/1.1\r\nHost: backend\r\n\r\n")
+        #expect(try setup.channel.readOutbound(as: ByteBuffer.self) == nil)
         #expect(setup.counter.reads == 1)
 
         // Head and two body parts in one read batch: one delivery, one more read (credit remains).
         let pipeline = setup.channel.pipeline.syncOperations
         pipeline.fireChannelRead(NIOAny(Self.responseHead()))
-        pipeline.fireChannelRead(NIOAny(HTTPClientResponsePart.body(ByteBuffer(repeating: 1, count: 300))))
-        pipeline.fireChannelRead(NIOAny(HTTPClientResponsePart.body(ByteBuffer(repeating: 2, count: 300))))
+        pipeline.fireChannelRead(NIOAny(Self.chunk(ByteBuffer(repeating: 1, count: 300))))
+        pipeline.fireChannelRead(NIOAny(Self.chunk(ByteBuffer(repeating: 2, count: 300))))
         pipeline.fireChannelReadComplete()
         #expect(setup.recorder.deliveries == 1)
         #expect(setup.recorder.head?.status == 200)
@@ -74,7 +79,7 @@ struct UpstreamConnectionHandlerTests {
         #expect(setup.counter.reads == 2)
 
         // Over the high watermark (1000): no read until the consumer brings it down to 100.
-        try setup.channel.writeInbound(HTTPClientResponsePart.body(ByteBuffer(repeating: 3, count: 400)))
+        try setup.channel.writeInbound(Self.chunk(ByteBuffer(repeating: 3, count: 400)))
         #expect(setup.recorder.deliveries == 2)
         #expect(setup.counter.reads == 2)
         setup.exchange.consumed(bytes: 800)
@@ -83,7 +88,7 @@ struct UpstreamConnectionHandlerTests {
         #expect(setup.counter.reads == 3)
 
         // The end: the result arrives, and the connection, back in its pool, keeps a read pending.
-        try setup.channel.writeInbound(HTTPClientResponsePart.end(nil))
+        try setup.channel.writeInbound(ByteBuffer(string: "0\r\n\r\n"))
         #expect(setup.recorder.result.map { if case .success = $0 { true } else { false } } == true)
         #expect(setup.counter.reads == 4)
         #expect(setup.channel.isActive)
@@ -121,7 +126,7 @@ struct UpstreamConnectionHandlerTests {
         // Events every 4 s: the stream outlives the 5 s a whole exchange would get.
         for _ in 0..<3 {
             setup.loop.advanceTime(by: .seconds(4))
-            try setup.channel.writeInbound(HTTPClientResponsePart.body(ByteBuffer(string: "data: tick\n\n")))
+            try setup.channel.writeInbound(Self.chunk(ByteBuffer(string: "data: tick\n\n")))
         }
         // A client reading the last event moves the clock too.
         setup.loop.advanceTime(by: .seconds(4))

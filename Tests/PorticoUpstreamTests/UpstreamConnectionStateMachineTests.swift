@@ -114,7 +114,7 @@ struct UpstreamConnectionStateMachineTests {
         _ = overlong.headReceived(Self.head(.ok, [("Content-Length", "3")]))
         _ = overlong.bodyReceived(ByteBuffer(string: "abc"))
         _ = overlong.endReceived()
-        guard case .fail(let error, retry: .never) = overlong.errorCaught(HTTPParserError.invalidStatus) else {
+        guard case .fail(let error, retry: .never) = overlong.responseInvalid(HTTP1ResponseDecoder.invalid("bytes after the end")) else {
             Issue.record("expected the exchange to fail")
             return
         }
@@ -202,7 +202,7 @@ struct UpstreamConnectionStateMachineTests {
         _ = machine.bodyReceived(ByteBuffer(string: "abc"))
         _ = machine.endReceived()
         // Bytes after the response, in the same read batch: the decoder reports them as an error.
-        guard case .fail(let error, retry: .never) = machine.errorCaught(HTTPParserError.invalidConstant) else {
+        guard case .fail(let error, retry: .never) = machine.responseInvalid(HTTP1ResponseDecoder.invalid("bytes after the end")) else {
             Issue.record("expected the exchange to fail")
             return
         }
@@ -244,7 +244,7 @@ struct UpstreamConnectionStateMachineTests {
             return
         }
         var garbage = reused()
-        guard case .fail(_, retry: .never) = garbage.errorCaught(HTTPParserError.invalidConstant) else {
+        guard case .fail(_, retry: .never) = garbage.responseInvalid(HTTP1ResponseDecoder.invalid("not a status line")) else {
             Issue.record("a broken response is never retried")
             return
         }
@@ -321,6 +321,22 @@ struct UpstreamConnectionStateMachineTests {
         guard case .fail = upgraded.headReceived(Self.head(.switchingProtocols, [])) else {
             Issue.record("an upgrade nobody asked for fails the exchange")
             return
+        }
+    }
+}
+
+extension UpstreamConnectionStateMachine {
+    /// What the connection hands the machine for `head`, as ``HTTP1ResponseDecoder`` reads it: an
+    /// interim head, a final one with its framing, or the framing's refusal.
+    mutating func headReceived(_ head: HTTPResponseHead) -> Action {
+        let status = Int(head.status.code)
+        if status < 200 { return interimReceived(status: status) }
+        switch ResponseFraming.of(status: status, headers: head.headers, requestIsHEAD: isHeadRequest) {
+        case .failure(let error):
+            return responseInvalid(error)
+        case .success(let framing):
+            let received = UpstreamResponseHead(status: status, headers: head.headers, contentLength: framing.contentLength)
+            return headReceived(received, framing: framing, keepAlive: head.isKeepAlive)
         }
     }
 }

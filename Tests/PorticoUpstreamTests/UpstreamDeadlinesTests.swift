@@ -10,9 +10,9 @@ import Testing
     static func exchange(_ loop: EmbeddedEventLoop, timeout: Duration) -> (UpstreamExchange, ExchangeRecorder) {
         let recorder = ExchangeRecorder(eventLoop: loop)
         let exchange = UpstreamExchange(
-            eventLoop: loop, origin: UpstreamOrigin(host: "127.0.0.1", port: 9),
-            head: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"),
-            body: nil, keepAlive: true, timeout: timeout, connectTimeout: .seconds(1), handler: recorder)
+            eventLoop: loop, origin: UpstreamOrigin(host: "127.0.0.1", port: 9), method: "GET",
+            head: ByteBuffer(string: "GET / HTTP/1.1\r\nHost: backend\r\n\r\n"), body: nil, keepAlive: true, timeout: timeout,
+            connectTimeout: .seconds(1), handler: recorder)
         return (exchange, recorder)
     }
 

@@ -14,7 +14,8 @@ import PackageDescription
 // `@testable import Portico`, so the package is built with `-enable-testing`. Those types are the
 // server's inside, not an API anyone should program against; widening their access for a fuzzer
 // would make them one. FuzzEventStream reads the client library's internal event stream parser
-// the same way. FuzzSignatureFields reaches the signing module's internal dictionary parser
+// the same way, and FuzzBackendResponse the upstream connection's internal response decoder.
+// FuzzSignatureFields reaches the signing module's internal dictionary parser
 // the same way, to check it against swift-http-structured-headers'. The other targets use public API only.
 let nio: Package.Dependency = .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2")
 
@@ -113,6 +114,17 @@ let package = Package(
         .executableTarget(
             name: "FuzzEventStream",
             dependencies: ["FuzzSupport", .product(name: "PorticoClient", package: "Portico")],
+            swiftSettings: swiftSettings
+        ),
+        // A backend's bytes through the upstream connection's HTTP/1.1 decoder, cut anywhere, and
+        // against NIO's decoder (PorticoUpstream, internal).
+        .executableTarget(
+            name: "FuzzBackendResponse",
+            dependencies: [
+                "FuzzSupport", .product(name: "PorticoUpstream", package: "Portico"), .product(name: "PorticoHTTP", package: "Portico"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Request bytes through the gateway's real connection pipeline on an EmbeddedChannel (Portico).
