@@ -155,6 +155,39 @@ struct UpstreamConnectionHandlerTests {
         #expect(!UpstreamResponseHead(status: 200, headers: [:]).isEventStream)
     }
 
+    @Test("a HEAD answer ends at its head whatever length it declares, and the connection is kept for the next request")
+    func headAnswerEndsAtItsHead() throws {
+        let setup = try Self.setUp(method: "HEAD")
+        #expect(setup.exchange.run(on: setup.handler))
+        #expect(
+            try setup.channel.readOutbound(as: ByteBuffer.self).map { String(buffer: $0) } == "HEAD /x HTTP/1.1\r\nHost: backend\r\n\r\n")
+        try setup.channel.writeInbound(Self.responseHead(["Content-Length": "1234"]))
+        guard case .success = setup.recorder.result else {
+            Issue.record("expected the exchange to succeed at its head, got \(String(describing: setup.recorder.result))")
+            return
+        }
+        #expect(setup.recorder.head?.contentLength == 1234)
+        #expect(setup.recorder.bodyBytes == 0)
+        #expect(setup.channel.isActive)
+    }
+
+    @Test("bytes past a response's end in the same read fail it before anything was delivered, and the connection closes")
+    func bytesPastTheEnd() throws {
+        let setup = try Self.setUp()
+        #expect(setup.exchange.run(on: setup.handler))
+        var bytes = Self.responseHead(["Content-Length": "3"])
+        bytes.writeString("abcHTTP/1.1 200 OK\r\n\r\n")
+        try setup.channel.writeInbound(bytes)
+        guard case .failure(let error) = setup.recorder.result else {
+            Issue.record("expected the exchange to fail")
+            return
+        }
+        #expect(error.kind == .badResponse && error.detail.contains("after the end of its response"), "\(error)")
+        #expect(setup.recorder.deliveries == 1)  // the failure alone: no head went out
+        #expect(setup.recorder.head == nil)
+        #expect(!setup.channel.isActive)
+    }
+
     @Test("a response nobody asked for closes an idle connection")
     func strayResponseWhileIdle() throws {
         let setup = try Self.setUp()
