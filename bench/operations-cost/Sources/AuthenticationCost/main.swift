@@ -119,10 +119,15 @@ if only.isEmpty || only.contains("verify") {
 
 for route in ["open", "keyed", "signed"] where only.isEmpty || only.contains(route) {
     let service = snapshot.policy.services[route]!
+    // As the authenticate stage does: a service without `auth` is not checked at all.
+    guard let scheme = service.auth.first else {
+        print("\(route): auth: none, nothing is checked")
+        continue
+    }
     // The signed head is built for /signed/…; the others only change the route's name, which the
     // signature does not have to cover for them.
     let request = try head(route: route == "signed" ? "signed" : route)
-    guard case .success(let authentication) = authenticator.authenticate(request, service: service, hasBody: false, now: now) else {
+    guard case .success(let authentication) = authenticator.authenticate(request, scheme: scheme, service: service, hasBody: false, now: now) else {
         fatalError("the \(route) request is refused")
     }
     guard route == "open" || authentication.keyID != nil else { fatalError("the \(route) request has no key") }
@@ -131,7 +136,7 @@ for route in ["open", "keyed", "signed"] where only.isEmpty || only.contains(rou
     for _ in 0..<rounds {
         let start = threadCPUNanos()
         for _ in 0..<checks {
-            if case .success = authenticator.authenticate(request, service: service, hasBody: false, now: now) { accepted += 1 }
+            if case .success = authenticator.authenticate(request, scheme: scheme, service: service, hasBody: false, now: now) { accepted += 1 }
         }
         perCheck.append(Double(threadCPUNanos() - start) / Double(checks))
     }
@@ -145,6 +150,7 @@ for route in ["open", "keyed", "signed"] where only.isEmpty || only.contains(rou
 // zeros): each must be refused, and costs what it costs to refuse. `checks / 1000` per round.
 if only.isEmpty || only.contains("worst") || only.contains(where: { $0.hasPrefix("worst") }) {
     let service = snapshot.policy.services["signed"]!
+    let scheme = AuthScheme.signature
     let common = try head(route: "signed")
     let authority = "localhost:18202"
     let zeros = "sig1=:" + Data(count: 32).base64EncodedString() + ":"
@@ -204,7 +210,7 @@ if only.isEmpty || only.contains("worst") || only.contains(where: { $0.hasPrefix
         for _ in 0..<rounds {
             let start = threadCPUNanos()
             for _ in 0..<count {
-                let result = authenticator.authenticate(request, service: service, hasBody: false, now: now)
+                let result = authenticator.authenticate(request, scheme: scheme, service: service, hasBody: false, now: now)
                 if case .success = result, expectRefusal { fatalError("a forged head was admitted") }
                 if case .failure(let problem) = result, !expectRefusal { fatalError("the common head was refused: \(problem)") }
             }
@@ -217,7 +223,7 @@ if only.isEmpty || only.contains("worst") || only.contains(where: { $0.hasPrefix
     print("common signed check: median \(String(format: "%.0f", baseline)) ns CPU")
     for (index, (name, request)) in heads.enumerated() where chosen.isEmpty || chosen.contains(index + 1) {
         let bytes = request.headers.reduce(request.uri.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
-        guard case .failure(let problem) = authenticator.authenticate(request, service: service, hasBody: false, now: now) else {
+        guard case .failure(let problem) = authenticator.authenticate(request, scheme: scheme, service: service, hasBody: false, now: now) else {
             fatalError("\(name): admitted")
         }
         let cost = perCheck(request, count: worstChecks, expectRefusal: true)
