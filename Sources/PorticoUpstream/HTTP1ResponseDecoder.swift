@@ -293,7 +293,7 @@ struct HTTP1ResponseDecoder {
             return .interim(status: parsed.status)
         }
         let framing: ResponseFraming
-        switch ResponseFraming.of(status: parsed.status, headers: parsed.headers, requestIsHEAD: requestIsHEAD) {
+        switch parsed.framingFields.framing(status: parsed.status, requestIsHEAD: requestIsHEAD) {
         case .success(let value): framing = value
         case .failure(let error): throw error
         }
@@ -337,6 +337,8 @@ struct HTTP1ResponseDecoder {
         var status: Int
         var headers: HTTPHeaders
         var keepAlive: Bool
+        /// The framing fields, read as the fields were parsed.
+        var framingFields: ResponseFraming.FieldReader
     }
 
     /// Parses a whole head: `HTTP/1.x SP 3DIGIT [SP reason]`, then `name: value` lines.
@@ -347,6 +349,7 @@ struct HTTP1ResponseDecoder {
         var headers = HTTPHeaders()
         var closes = false
         var keepsAlive = false
+        var framingFields = ResponseFraming.FieldReader()
         while let line = try lines.next(), !line.isEmpty {
             guard line[0] != UInt8(ascii: " "), line[0] != UInt8(ascii: "\t") else {
                 throw invalid("a field line is folded (obs-fold)")
@@ -371,10 +374,12 @@ struct HTTP1ResponseDecoder {
                     if HeaderName.matches(option, "keep-alive") { keepsAlive = true }
                 }
             }
+            // An interim head's fields say nothing of the final one's framing.
+            if status >= 200, let error = framingFields.read(name: nameText, value: valueText) { throw error }
             headers.add(name: nameText, value: valueText)
         }
         let keepAlive = minor >= 1 ? !closes : (keepsAlive && !closes)
-        return ParsedHead(status: status, headers: headers, keepAlive: keepAlive)
+        return ParsedHead(status: status, headers: headers, keepAlive: keepAlive, framingFields: framingFields)
     }
 
     /// `HTTP/1.x SP 3DIGIT [SP reason-phrase]`: the minor version and the status code.

@@ -92,20 +92,34 @@ public struct ResponseFraming: Equatable, Sendable {
     static func of(
         status: Int, headers: some Sequence<(name: String, value: String)>, requestIsHEAD: Bool
     ) -> Result<Self, UpstreamError> {
-        var contentLength: Int?
-        var hasTransferEncoding = false
-        var chunkedIsFinal = false
+        var fields = FieldReader()
         for (name, value) in headers {
+            if let error = fields.read(name: name, value: value) { return .failure(error) }
+        }
+        return fields.framing(status: status, requestIsHEAD: requestIsHEAD)
+    }
+
+    /// The framing fields of one head, read field by field as they arrive, so that a reader that
+    /// parses the head itself (``HTTP1ResponseDecoder``) judges each field as it makes it instead
+    /// of walking the finished fields again. ``of(status:headers:requestIsHEAD:)`` is the same
+    /// reading over a finished head.
+    struct FieldReader {
+        private var contentLength: Int?
+        private var hasTransferEncoding = false
+        private var chunkedIsFinal = false
+
+        /// Takes one field; an error when it makes the framing untrustworthy.
+        mutating func read(name: String, value: String) -> UpstreamError? {
             switch name.utf8.count {
             case 14 where HeaderName.matches(name, "content-length"):
                 // One field may carry a comma-separated list (RFC 9110 §5.3); every element counts.
                 for element in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
                     guard let length = decimal(element) else {
-                        return .failure(UpstreamError(.badResponse, detail: "backend sent an invalid Content-Length: \(value)"))
+                        return UpstreamError(.badResponse, detail: "backend sent an invalid Content-Length: \(value)")
                     }
                     if let earlier = contentLength, earlier != length {
-                        return .failure(
-                            UpstreamError(.badResponse, detail: "backend sent conflicting Content-Length values \(earlier) and \(length)"))
+                        return UpstreamError(
+                            .badResponse, detail: "backend sent conflicting Content-Length values \(earlier) and \(length)")
                     }
                     contentLength = length
                 }
@@ -117,22 +131,27 @@ public struct ResponseFraming: Equatable, Sendable {
             default:
                 break
             }
+            return nil
         }
-        if hasTransferEncoding && contentLength != nil {
-            return .failure(UpstreamError(.badResponse, detail: "backend sent both Content-Length and Transfer-Encoding"))
+
+        /// The framing of a final (non-1xx) head whose fields were all read.
+        func framing(status: Int, requestIsHEAD: Bool) -> Result<ResponseFraming, UpstreamError> {
+            if hasTransferEncoding && contentLength != nil {
+                return .failure(UpstreamError(.badResponse, detail: "backend sent both Content-Length and Transfer-Encoding"))
+            }
+            let body: Body
+            if requestIsHEAD || status == 204 || status == 304 {
+                body = .none
+            } else if hasTransferEncoding {
+                // RFC 9112 §6.3 ¶4: unless chunked is the final coding, the body ends by close.
+                body = chunkedIsFinal ? .transferCoded : .untilClose
+            } else if let contentLength {
+                body = .length(contentLength)
+            } else {
+                body = .untilClose
+            }
+            return .success(ResponseFraming(contentLength: contentLength, body: body))
         }
-        let body: Body
-        if requestIsHEAD || status == 204 || status == 304 {
-            body = .none
-        } else if hasTransferEncoding {
-            // RFC 9112 §6.3 ¶4: unless chunked is the final coding, the body ends by close.
-            body = chunkedIsFinal ? .transferCoded : .untilClose
-        } else if let contentLength {
-            body = .length(contentLength)
-        } else {
-            body = .untilClose
-        }
-        return .success(ResponseFraming(contentLength: contentLength, body: body))
     }
 
     /// One `Content-Length` element: `1*DIGIT` between optional whitespace; nil for anything else

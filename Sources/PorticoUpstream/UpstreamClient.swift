@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PorticoHTTP
 
 /// Sends requests to backends and streams their answers back onto an event loop.
 ///
@@ -125,10 +126,10 @@ public struct UpstreamResponseHead: Sendable {
     /// body that stays open, event after event, for as long as the backend has events to send.
     public var isEventStream: Bool {
         guard let type = headers.first(name: "content-type") else { return false }
-        var mediaType = type.utf8.prefix { $0 != UInt8(ascii: ";") }
-        while let first = mediaType.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { mediaType = mediaType.dropFirst() }
-        while let last = mediaType.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { mediaType = mediaType.dropLast() }
-        return String(Substring(mediaType)).lowercased() == "text/event-stream"
+        // Compared in place, case aside: asked of every response head (a lowercased copy of a
+        // type such as `application/json` took an allocation each time).
+        let mediaType = Substring(type.utf8.prefix { $0 != UInt8(ascii: ";") }).trimmingOptionalWhitespace()
+        return HeaderName.matches(mediaType, "text/event-stream")
     }
 
     public init(status: Int, headers: HTTPHeaders, contentLength: Int? = nil) {
