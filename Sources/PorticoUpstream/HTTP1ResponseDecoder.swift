@@ -94,14 +94,23 @@ struct HTTP1ResponseDecoder {
     }
 
     /// Takes the bytes of one read. Decoding them is ``next()``'s.
+    ///
+    /// What is left of the last read (an incomplete head or line, at most the limits above) is
+    /// moved to the front first: its storage may be shared with body parts already handed on,
+    /// and appending to it as it is would copy, and keep, everything read before it. A stream
+    /// whose every read ends inside a chunk-size line would then hold its whole body.
     mutating func receive(_ bytes: ByteBuffer) {
         if buffer.readableBytes == 0 {
             buffer = bytes
         } else {
+            buffer.discardReadBytes()
             var bytes = bytes
             buffer.writeBuffer(&bytes)
         }
     }
+
+    /// The storage the decoder holds between reads (for tests: it stays within the limits).
+    var heldCapacity: Int { buffer.capacity }
 
     /// The next part from the bytes received so far; nil when more bytes are needed.
     /// - Throws: an ``UpstreamError`` (`.badResponse`) for bytes that are not a response, or not the
@@ -252,6 +261,8 @@ struct HTTP1ResponseDecoder {
         defer { buffer.moveReaderIndex(forwardBy: total) }
         var size = 0
         var digits = 0
+        // Leading zeros are allowed and do not count toward the digits' limit.
+        var significant = 0
         for byte in line {
             let value: Int
             switch byte {
@@ -262,8 +273,9 @@ struct HTTP1ResponseDecoder {
             }
             guard value >= 0 else { break }
             digits += 1
+            if size > 0 || value > 0 { significant += 1 }
             // 15 hexadecimal digits always fit an Int; no chunk comes near that.
-            guard digits <= 15 else { throw Self.invalid("a chunk size has more than 15 digits") }
+            guard significant <= 15 else { throw Self.invalid("a chunk size has more than 15 digits") }
             size = size << 4 | value
         }
         guard digits > 0 else { throw Self.invalid("a chunk size line holds no size") }
@@ -378,7 +390,9 @@ struct HTTP1ResponseDecoder {
             if status >= 200, let error = framingFields.read(name: nameText, value: valueText) { throw error }
             headers.add(name: nameText, value: valueText)
         }
-        let keepAlive = minor >= 1 ? !closes : (keepsAlive && !closes)
+        // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing; it is
+        // read, and the connection closed after it.
+        let keepAlive = minor >= 1 ? !closes : (keepsAlive && !closes && !framingFields.hasTransferEncoding)
         return ParsedHead(status: status, headers: headers, keepAlive: keepAlive, framingFields: framingFields)
     }
 

@@ -105,7 +105,7 @@ public struct ResponseFraming: Equatable, Sendable {
     /// reading over a finished head.
     struct FieldReader {
         private var contentLength: Int?
-        private var hasTransferEncoding = false
+        private(set) var hasTransferEncoding = false
         private var chunkedIsFinal = false
 
         /// Takes one field; an error when it makes the framing untrustworthy.

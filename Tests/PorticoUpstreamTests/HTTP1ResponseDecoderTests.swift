@@ -83,6 +83,12 @@ struct HTTP1ResponseDecoderTests {
                 ["head 200 untilClose length=- keep=false [Content-Type=text/plain]", "body until the close"]
             ),
             (
+                "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0000000000000000005\r\nhello\r\n0\r\n\r\n",
+                [
+                    "head 200 transferCoded length=- keep=false [Connection=keep-alive,Transfer-Encoding=chunked]", "body hello", "end",
+                ]
+            ),
+            (
                 "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n",
                 ["head 200 length(0) length=0 keep=true [Connection=Keep-Alive,Content-Length=0]", "end"]
             ),
@@ -154,6 +160,27 @@ struct HTTP1ResponseDecoderTests {
         let trailers = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
         let many = Array(repeating: "X-T: " + String(repeating: "t", count: 1000) + "\r\n", count: 90)
         #expect(Self.transcript([trailers] + many).last?.contains("trailer section") == true)
+    }
+
+    @Test("a stream whose every read ends inside a chunk-size line holds only what is left of the last read")
+    func leftoversStayBounded() throws {
+        var decoder = HTTP1ResponseDecoder()
+        decoder.expectResponse(toHEAD: false)
+        decoder.receive(ByteBuffer(string: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4"))
+        var parts: [ByteBuffer] = []  // kept, as the connection keeps parts until they are written
+        var bodyBytes = 0
+        for _ in 0..<5_000 {
+            decoder.receive(ByteBuffer(string: "\r\nabcd\r\n4"))
+            while let part = try decoder.next() {
+                if case .body(let bytes) = part {
+                    bodyBytes += bytes.readableBytes
+                    parts.append(bytes)
+                }
+            }
+            #expect(decoder.heldCapacity < 1024, "the decoder holds \(decoder.heldCapacity) bytes")
+        }
+        #expect(bodyBytes == 20_000)
+        #expect(parts.count == 5_000)
     }
 
     @Test("what a close means: the end of a body delimited by it, a cut line, or nothing of the decoder's")
