@@ -1,5 +1,4 @@
 import NIOCore
-import NIOHTTP1
 
 /// The only channel handler of one upstream connection's pipeline: it writes each request head
 /// as bytes (``UpstreamRequest/http1Head(for:)``) and reads the responses with its own

@@ -1,5 +1,4 @@
 import NIOCore
-import NIOHTTP1
 import NIOPosix
 
 /// The HTTP/1.1 connections to one backend origin opened from one event loop, and the requests of
