@@ -50,10 +50,20 @@ public enum HeaderName {
 
     /// Whether `text` is an RFC 9110 §5.6.2 `token` (what a field name and a method are made of).
     public static func isToken(_ text: some StringProtocol) -> Bool {
-        !text.isEmpty
-            && text.utf8.allSatisfy { byte in
-                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
-            }
+        !text.isEmpty && text.utf8.allSatisfy(isTokenByte)
+    }
+
+    /// Whether `byte` is a `tchar` (RFC 9110 §5.6.2), one byte of a ``isToken(_:)``.
+    @inline(__always)
+    public static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            true
+        default:
+            false
+        }
     }
 }

@@ -29,8 +29,10 @@ public enum WireSyntax {
             ?? target.utf8.allSatisfy(isRequestTargetByte)
     }
 
+    /// Whether `byte` may stand in a field value (``isFieldValue(_:)``'s rule, for a reader that
+    /// checks bytes before it makes a string of them).
     @inline(__always)
-    private static func isFieldValueByte(_ byte: UInt8) -> Bool {
+    public static func isFieldValueByte(_ byte: UInt8) -> Bool {
         (byte >= 0x20 && byte != 0x7F) || byte == 0x09
     }
 

@@ -170,8 +170,12 @@ struct HTTP1ResponseDecoder {
                 return .body(part)
             case .chunkSize:
                 guard let size = try readChunkSize() else { return nil }
-                state = size == 0 ? .trailers : .chunkData(remaining: size)
-                trailerBytes = 0
+                if size == 0 {
+                    state = .trailers
+                    trailerBytes = 0
+                } else {
+                    state = .chunkData(remaining: size)
+                }
             case .chunkDataEnd:
                 guard try readChunkDataEnd() else { return nil }
                 state = .chunkSize
@@ -282,7 +286,7 @@ struct HTTP1ResponseDecoder {
         // What may follow the size: extensions, after optional whitespace (BWS), each `;name[=value]`.
         let rest = line.dropFirst(digits).drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
         if let first = rest.first {
-            guard first == UInt8(ascii: ";"), rest.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
+            guard first == UInt8(ascii: ";"), rest.allSatisfy(WireSyntax.isFieldValueByte) else {
                 throw Self.invalid("a chunk size line is malformed")
             }
         }
@@ -368,13 +372,13 @@ struct HTTP1ResponseDecoder {
             }
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { throw invalid("a field line has no colon") }
             let name = UnsafeRawBufferPointer(rebasing: line[..<colon])
-            guard !name.isEmpty, name.allSatisfy(isTokenByte) else { throw invalid("a field name is not a token") }
+            guard !name.isEmpty, name.allSatisfy(HeaderName.isTokenByte) else { throw invalid("a field name is not a token") }
             var start = colon + 1
             var end = line.count
             while start < end, line[start] == UInt8(ascii: " ") || line[start] == UInt8(ascii: "\t") { start += 1 }
             while end > start, line[end - 1] == UInt8(ascii: " ") || line[end - 1] == UInt8(ascii: "\t") { end -= 1 }
             let value = UnsafeRawBufferPointer(rebasing: line[start..<end])
-            guard value.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
+            guard value.allSatisfy(WireSyntax.isFieldValueByte) else {
                 throw invalid("a field value holds a control byte")
             }
             let nameText = String(decoding: name, as: UTF8.self)
@@ -407,24 +411,11 @@ struct HTTP1ResponseDecoder {
             throw invalid("the status code is not three digits from 100")
         }
         if line.count > 12 {
-            guard line[12] == UInt8(ascii: " "), line[13...].allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
+            guard line[12] == UInt8(ascii: " "), line[13...].allSatisfy(WireSyntax.isFieldValueByte) else {
                 throw invalid("the reason phrase is malformed")
             }
         }
         return (minor, status)
-    }
-
-    @inline(__always)
-    private static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-            UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-            true
-        default:
-            false
-        }
     }
 
     static func invalid(_ reason: String) -> UpstreamError {
