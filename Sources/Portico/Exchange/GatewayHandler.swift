@@ -16,10 +16,24 @@ import PorticoUpstream
 /// order, answers what the decoder refuses (``Problem/parserError(_:maxHeadBytes:maxHeaderCount:)``)
 /// and lets a shutting-down gateway's connections finish their last exchange, work that would
 /// otherwise take two more handlers on every event.
+///
+/// On an HTTP/1.1 connection it writes its responses as bytes itself (``HTTP1ResponseSerializer``),
+/// with no encoder handler below it; on an HTTP/2 stream it writes response parts, which NIO's
+/// codec turns into frames.
 final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, UpgradeResponder, StageRunDelegate {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
+    /// ``HTTP1ResponseSerializer``'s bytes on an HTTP/1.1 connection, or (the declared type) the
+    /// parts themselves on an HTTP/2 stream: see ``ResponseWriting``.
     typealias OutboundOut = HTTPServerResponsePart
+
+    /// What the handler writes to the channel below it.
+    enum ResponseWriting {
+        /// The bytes of HTTP/1.1 responses: the handler is its connection's encoder.
+        case bytes
+        /// Response parts, for the codec below (an HTTP/2 stream's).
+        case parts
+    }
 
     private let services: GatewayServices
     private let stages: RequestStages
@@ -42,17 +56,22 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
 
     /// An HTTP/2 stream's note of its extended CONNECT (RFC 8441); `nil` on an HTTP/1.1 connection.
     private let tunnel: ExtendedConnect?
+    private let writing: ResponseWriting
+    /// The framing of the response under way, when ``writing`` is ``ResponseWriting/bytes``.
+    private var serializer = HTTP1ResponseSerializer()
 
     /// - Parameters:
     ///   - client: what is known of the client before the first request: an HTTP/2 stream's
     ///     connection has completed its TLS handshake already.
     ///   - tunnel: on an HTTP/2 stream, where its ``ExtendedConnectReader`` notes a `:protocol`.
+    ///   - writing: bytes on an HTTP/1.1 connection, parts on an HTTP/2 stream.
     init(
         services: GatewayServices, handlers: ExchangeHandlers, timeouts: TimeoutHandler, stages: RequestStages,
-        client: ClientConnection = ClientConnection(), tunnel: ExtendedConnect? = nil
+        client: ClientConnection = ClientConnection(), tunnel: ExtendedConnect? = nil, writing: ResponseWriting
     ) {
         self.client = client
         self.tunnel = tunnel
+        self.writing = writing
         self.services = services
         self.policy = PolicyStore.Reader(services.store)
         self.stages = stages
@@ -182,7 +201,8 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         // A client waiting on `100 Continue` would never send what the stage waits for.
         if exchange.framing.awaitingContinue {
             exchange.framing.awaitingContinue = false
-            write(.head(HTTPResponseHead(version: exchange.head.version, status: .continue)), context: context)
+            writeHead(
+                HTTPResponseHead(version: exchange.head.version, status: .continue), answering: exchange.head.method, context: context)
             context.flush()
         }
     }
@@ -217,7 +237,9 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
                 resume()
             }
         case .sendContinue(let exchange):
-            write(.head(HTTPResponseHead(version: exchange.head.version, status: .continue)), context: context)
+            writeHead(
+                HTTPResponseHead(version: exchange.head.version, status: .continue), answering: exchange.head.method, context: context)
+            if machine.wrote() { context.flush() }
         case .handle(let exchange):
             timeouts.requestEndReceived()
             // The body's digest is checked once it is whole, before any handler sees it.
@@ -252,8 +274,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             let (head, body) = ResponseDecoration.refusal(problem, of: exchange)
             if let exchange { accessLog.exchangeEnded(exchange) }
             // Written and flushed at once: the decoder stops here, and the close follows the answer.
-            context.write(wrapOutboundOut(.head(head)), promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            writeHead(head, answering: exchange?.head.method, body: body, context: context)
             writeEnd(closing: true, context: context)
         }
         if machine.hasWaitingInput { deliverPipelined(context: context) }
@@ -272,7 +293,9 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         let events = exchange.screened(events)
         if let upstreamHead = events.head {
             let closing = machine.responseBegins(exchange, lengthKnown: upstreamHead.contentLength != nil)
-            context.write(wrapOutboundOut(.head(ResponseDecoration.head(upstreamHead, for: exchange, closing: closing))), promise: nil)
+            let head = ResponseDecoration.head(upstreamHead, for: exchange, closing: closing)
+            // A short body that came with its head leaves with it, in one write.
+            writeHead(head, answering: exchange.head.method, body: events.body, context: context)
             if upstreamHead.isEventStream {
                 if events.result == nil {
                     eventStreamBegins(exchange, head: upstreamHead)
@@ -288,7 +311,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         if let body = events.body {
             eventStream?.keeper?.written(body)
             exchange.outcome.bytesSent += body.readableBytes
-            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            if events.head == nil { writeBody(body, context: context) }
             if events.result == nil { machine.responseBodyWritten(bytes: body.readableBytes) }
         }
         guard let result = events.result else {
@@ -334,7 +357,8 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             head.headers.add(name: "Connection", value: "Upgrade")
             head.headers.add(name: "Upgrade", value: "websocket")
         }
-        context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
+        writeHead(head, answering: exchange.head.method, context: context)
+        context.flush()
         let accessLog = self.accessLog
         let limits = exchange.routed?.service.policy.streams ?? ServiceStreamLimits()
         do {
@@ -383,7 +407,8 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
                 write: { [weak self] bytes in
                     guard let self, let context = self.context, self.machine.isCurrent(exchange) else { return }
                     exchange.outcome.bytesSent += bytes.readableBytes
-                    context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(bytes))), promise: nil)
+                    self.writeBody(bytes, context: context)
+                    context.flush()
                 },
                 expire: { [weak self] in
                     guard let self, self.machine.isCurrent(exchange) else { return }
@@ -432,14 +457,14 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         }
         accessLog.exchangeEnded(exchange)
         if after == .nextRequest { timeouts.responseEndSent() }
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        writeHead(head, answering: exchange.head.method, body: body, context: context)
         if after == .discardRest && exchange.framing.expectsBody {
             // A body is still to be dropped, and may turn out too long or malformed: the close that
             // then follows waits for this answer (only the request's end can follow otherwise).
             let written = context.eventLoop.makePromise(of: Void.self)
             earlyAnswerWritten = written.futureResult
-            write(.end(nil), promise: written, context: context)
+            writeEnd(nil, promise: written, context: context)
+            if machine.wrote() { context.flush() }
             // The rest of the body must now arrive within the head timeout, not extended by each byte.
             timeouts.drainStarted()
         } else {
@@ -458,16 +483,61 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         written.whenComplete { _ in channel.close(promise: nil) }
     }
 
+    /// Ends the response under way, flushing now unless a read batch is under way (its end flushes
+    /// once); when `closing`, flushes and closes the connection once the end has left.
     private func writeEnd(closing: Bool, trailers: HTTPHeaders? = nil, context: ChannelHandlerContext) {
-        guard closing else { return write(.end(trailers), context: context) }
+        guard closing else {
+            writeEnd(trailers, promise: nil, context: context)
+            if machine.wrote() { context.flush() }
+            return
+        }
         // Close once the answer has left: closing now would discard a response still queued.
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.end(trailers))).whenComplete { _ in channel.close(promise: nil) }
+        let written = context.eventLoop.makePromise(of: Void.self)
+        writeEnd(trailers, promise: written, context: context)
+        context.flush()
+        written.futureResult.whenComplete { _ in channel.close(promise: nil) }
     }
 
-    /// Writes `part`, flushing now unless a read batch is under way (its end flushes once).
-    private func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>? = nil, context: ChannelHandlerContext) {
-        context.write(wrapOutboundOut(part), promise: promise)
-        if machine.wrote() { context.flush() }
+    // MARK: The wire
+
+    /// Writes a response head, and `body` with it when one is given: on an HTTP/1.1 connection as
+    /// one buffer when the body is short.
+    private func writeHead(_ head: HTTPResponseHead, answering method: HTTPMethod?, body: ByteBuffer? = nil, context: ChannelHandlerContext)
+    {
+        guard case .bytes = writing else {
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            if let body { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+            return
+        }
+        var bytes = serializer.head(head, answering: method)
+        guard let body, !serializer.append(body: body, to: &bytes) else { return context.write(NIOAny(bytes), promise: nil) }
+        context.write(NIOAny(bytes), promise: nil)
+        writeBody(body, context: context)
+    }
+
+    private func writeBody(_ body: ByteBuffer, context: ChannelHandlerContext) {
+        guard case .bytes = writing else { return context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+        switch serializer.body(body) {
+        case .none:
+            break
+        case .one(let bytes):
+            context.write(NIOAny(bytes), promise: nil)
+        case .chunk(let size, let data, let lineEnd):
+            context.write(NIOAny(size), promise: nil)
+            context.write(NIOAny(data), promise: nil)
+            context.write(NIOAny(lineEnd), promise: nil)
+        }
+    }
+
+    /// Writes the end of the response; `promise` completes once everything before it has left.
+    private func writeEnd(_ trailers: HTTPHeaders?, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+        guard case .bytes = writing else { return context.write(wrapOutboundOut(.end(trailers)), promise: promise) }
+        if let bytes = serializer.end(trailers) {
+            context.write(NIOAny(bytes), promise: promise)
+        } else if let promise {
+            // Nothing to write, but the promise completes in order with the writes before it.
+            context.write(NIOAny(ByteBuffer()), promise: promise)
+        }
     }
 }

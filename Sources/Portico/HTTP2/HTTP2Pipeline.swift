@@ -118,6 +118,8 @@ extension ConnectionPipeline {
         try pipeline.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
         try pipeline.addHandler(timeouts)
         try pipeline.addHandler(
-            GatewayHandler(services: services, handlers: handlers, timeouts: timeouts, stages: stages, client: client, tunnel: tunnel))
+            GatewayHandler(
+                services: services, handlers: handlers, timeouts: timeouts, stages: stages, client: client, tunnel: tunnel, writing: .parts)
+        )
     }
 }

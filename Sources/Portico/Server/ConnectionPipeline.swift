@@ -3,8 +3,8 @@ import NIOHTTP1
 import PorticoPolicy
 
 /// The handlers every client connection gets above TLS: for HTTP/1.1, in order, timeouts, NIO's
-/// HTTP/1.1 codec with the policy's decoder limits, then the ``GatewayHandler`` (which checks the
-/// heads it writes, ``Exchange/screened(_:)``); for HTTP/2, ``HTTP2Pipeline``'s. Which one a
+/// HTTP/1.1 request decoder with the policy's decoder limits, then the ``GatewayHandler`` (which
+/// writes the responses' bytes itself, and checks the heads it writes, ``Exchange/screened(_:)``); for HTTP/2, ``HTTP2Pipeline``'s. Which one a
 /// connection gets is decided by ``configureAccepted(_:tls:)``: at once, after the TLS handshake
 /// (ALPN), or after the first bytes (a plain listener with both HTTP/1.1 and h2c).
 ///
@@ -65,18 +65,15 @@ struct ConnectionPipeline: Sendable {
         let timeouts = ConnectionTimeoutHandler(
             headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout, minBodyRate: limits.minBodyRate)
         try pipeline.addHandler(timeouts)
-        // Pipelining and parse errors are the gateway handler's own work (see GatewayHandler).
-        // Upgrades too (a WebSocket handshake is proxied, see StreamJoin): an upgrade
-        // configuration with no upgraders of NIO's own is what makes the decoder hand on, when it
-        // leaves, the bytes a client sent after its handshake, instead of dropping them (NIO's
-        // handler then only passes the first request on and leaves).
-        // No outbound header validation by a handler of NIO's: each response part would pass through
-        // it. The heads are checked where they come from instead (``Exchange/screened(_:)``).
-        try pipeline.configureHTTPServerPipeline(
-            withPipeliningAssistance: false, withServerUpgrade: (upgraders: [], completionHandler: { _ in }), withErrorHandling: false,
-            withOutboundHeaderValidation: false, withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
+        // Pipelining, parse errors and the responses' bytes are the gateway handler's own work (see
+        // GatewayHandler): NIO's request decoder is the only handler of NIO's HTTP/1.1 codec here.
+        // Upgrades too (a WebSocket handshake is proxied, see StreamJoin): the decoder hands on,
+        // when it leaves, the bytes a client sent after its handshake instead of dropping them.
+        try pipeline.addHandler(
+            ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, limitConfiguration: decoderLimits)))
         try pipeline.addHandler(
             GatewayHandler(
-                services: services, handlers: handlers, timeouts: timeouts, stages: stages, client: ClientConnection(listener: listener)))
+                services: services, handlers: handlers, timeouts: timeouts, stages: stages, client: ClientConnection(listener: listener),
+                writing: .bytes))
     }
 }

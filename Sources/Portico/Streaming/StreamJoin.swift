@@ -28,13 +28,11 @@ enum StreamJoin {
         let held = try backendPipeline.context(handlerType: UpgradedBytesBuffer.self)
         try backendPipeline.addHandler(backendRelay)
         try pipeline.addHandler(clientRelay)
-        // HTTP's handlers leave, the decoder last; a handler the listener may not have is skipped.
-        let httpHandlers = [
-            try? pipeline.context(handlerType: ConnectionTimeoutHandler.self),
-            try? pipeline.context(handlerType: HTTPServerUpgradeHandler.self),
-            try? pipeline.context(handlerType: HTTPResponseEncoder.self),
-        ]
-        for case let handlerContext? in httpHandlers { pipeline.removeHandler(context: handlerContext, promise: nil) }
+        // HTTP's handlers leave (the gateway handler is also the responses' encoder), the decoder
+        // last; a handler the listener may not have is skipped.
+        if let timeouts = try? pipeline.context(handlerType: ConnectionTimeoutHandler.self) {
+            pipeline.removeHandler(context: timeouts, promise: nil)
+        }
         pipeline.removeHandler(context: context, promise: nil)
         // What the backend sent after its 101 goes now (with a read-complete, which flushes it).
         backendPipeline.removeHandler(context: held, promise: nil)

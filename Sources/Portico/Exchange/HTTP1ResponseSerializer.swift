@@ -1,0 +1,168 @@
+import NIOCore
+import NIOHTTP1
+import PorticoHTTP
+
+/// Writes an HTTP/1.1 connection's responses as the bytes that go to the client: the gateway
+/// handler's own encoder, in place of NIO's `HTTPResponseEncoder` handler.
+///
+/// Why not NIO's: that encoder is one more handler on the connection, so each response part
+/// crossed one more pipeline context, boxed in a `NIOAny` and unwrapped by a dynamic cast, and
+/// its framing rewrote the head's `HTTPHeaders` (a copy when they were shared) before writing
+/// them out. Here the gateway handler, which knows the request each head answers, writes the
+/// bytes itself and hands them to the connection below as they are.
+///
+/// The framing is NIO's, so that clients see what they saw before:
+/// - a status without a body (1xx, 204, 304), and a response to `CONNECT`, loses its
+///   `Content-Length` and `Transfer-Encoding` fields;
+/// - otherwise a `Content-Length` frames the body (a `Transfer-Encoding` beside it is dropped);
+///   without one, an HTTP/1.1 response is chunked (any `Transfer-Encoding` of its own replaced by
+///   `chunked`), an HTTP/1.0 one ends with the connection;
+/// - a response to `HEAD` keeps the fields that describe the body a `GET` would have had, and
+///   nothing after the head is written: neither the body nor a chunked ending.
+///
+/// The fields themselves were checked where they came from (``Exchange/screened(_:)``, a
+/// problem's own fields): this writes them as they are.
+struct HTTP1ResponseSerializer {
+    /// The body of the response under way is chunked on the wire.
+    private var chunked = false
+    /// The response under way answers `HEAD` (or `CONNECT`): nothing follows its head.
+    private var bodySuppressed = false
+
+    /// A body this short is copied next to its framing (or its head) and written as one buffer; a
+    /// longer one is written as it is, beside its framing, rather than copied.
+    static let copiedBodyLimit = 4096
+
+    /// What a body part becomes on the wire.
+    enum BodyBytes {
+        /// Nothing: the response has no body (it answers `HEAD`), or the part is empty.
+        case none
+        case one(ByteBuffer)
+        /// A chunk too long to copy: its size line, its data, then the line end that closes it.
+        case chunk(ByteBuffer, ByteBuffer, ByteBuffer)
+    }
+
+    /// The bytes of `head`, which answers a request with `method` (nil when the bytes received
+    /// never made a request: a refusal), with room after them for a short body.
+    mutating func head(_ head: HTTPResponseHead, answering method: HTTPMethod?) -> ByteBuffer {
+        let code = head.status.code
+        let informational = code >= 100 && code < 200 && code != 101
+        if !informational {
+            bodySuppressed = method == .HEAD || method == .CONNECT
+        }
+        let hasBody = method != .CONNECT && head.status.mayHaveResponseBody
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(256 + head.headers.count * 48)
+        Self.writeStatusLine(version: head.version, code: code, reason: head.status.reasonPhrase, to: &buffer)
+        var hasLength = false
+        if hasBody {
+            for (name, _) in head.headers where name.utf8.count == 14 && HeaderName.matches(name, "content-length") {
+                hasLength = true
+                break
+            }
+        }
+        for (name, value) in head.headers {
+            switch name.utf8.count {
+            case 14 where HeaderName.matches(name, "content-length"):
+                if !hasBody { continue }
+            case 17 where HeaderName.matches(name, "transfer-encoding"):
+                // Dropped beside a length, replaced by `chunked` without one, dropped without a body.
+                continue
+            default:
+                break
+            }
+            buffer.writeString(name)
+            buffer.writeStaticString(": ")
+            buffer.writeString(value)
+            buffer.writeStaticString("\r\n")
+        }
+        let chunkedOnWire = hasBody && !hasLength && head.version.major == 1 && head.version.minor >= 1
+        if chunkedOnWire { buffer.writeStaticString("transfer-encoding: chunked\r\n") }
+        buffer.writeStaticString("\r\n")
+        chunked = chunkedOnWire && !bodySuppressed
+        return buffer
+    }
+
+    /// Appends `body`, framed, to `buffer` (a head just written) when it is short enough to copy;
+    /// false when it is not, and it is to be written by ``body(_:)`` after `buffer`.
+    mutating func append(body: ByteBuffer, to buffer: inout ByteBuffer) -> Bool {
+        guard !bodySuppressed, body.readableBytes > 0 else { return true }
+        guard body.readableBytes <= Self.copiedBodyLimit else { return false }
+        if chunked { Self.writeChunkSize(body.readableBytes, to: &buffer) }
+        var body = body
+        buffer.writeBuffer(&body)
+        if chunked { buffer.writeStaticString("\r\n") }
+        return true
+    }
+
+    /// A body part's bytes on the wire.
+    mutating func body(_ body: ByteBuffer) -> BodyBytes {
+        guard !bodySuppressed, body.readableBytes > 0 else { return .none }
+        guard chunked else { return .one(body) }
+        if body.readableBytes <= Self.copiedBodyLimit {
+            var framed = ByteBuffer()
+            framed.reserveCapacity(body.readableBytes + 12)
+            _ = append(body: body, to: &framed)
+            return .one(framed)
+        }
+        var size = ByteBuffer()
+        size.reserveCapacity(12)
+        Self.writeChunkSize(body.readableBytes, to: &size)
+        return .chunk(size, body, ByteBuffer(staticString: "\r\n"))
+    }
+
+    /// The bytes that end the response: a chunked body's last chunk and trailers; nil when there
+    /// is nothing to write (the body's length or the connection's close delimits it).
+    mutating func end(_ trailers: HTTPHeaders?) -> ByteBuffer? {
+        defer {
+            chunked = false
+            bodySuppressed = false
+        }
+        guard chunked else { return nil }
+        guard let trailers, !trailers.isEmpty else { return ByteBuffer(staticString: "0\r\n\r\n") }
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(64 + trailers.count * 48)
+        buffer.writeStaticString("0\r\n")
+        for (name, value) in trailers {
+            buffer.writeString(name)
+            buffer.writeStaticString(": ")
+            buffer.writeString(value)
+            buffer.writeStaticString("\r\n")
+        }
+        buffer.writeStaticString("\r\n")
+        return buffer
+    }
+
+    private static func writeStatusLine(version: HTTPVersion, code: UInt, reason: String, to buffer: inout ByteBuffer) {
+        switch (version.major, version.minor) {
+        case (1, 1): buffer.writeStaticString("HTTP/1.1 ")
+        case (1, 0): buffer.writeStaticString("HTTP/1.0 ")
+        default:
+            buffer.writeStaticString("HTTP/")
+            buffer.writeString(String(version.major))
+            buffer.writeStaticString(".")
+            buffer.writeString(String(version.minor))
+            buffer.writeStaticString(" ")
+        }
+        writeDecimal(Int(code), to: &buffer)
+        buffer.writeStaticString(" ")
+        buffer.writeString(reason)
+        buffer.writeStaticString("\r\n")
+    }
+
+    private static func writeDecimal(_ value: Int, to buffer: inout ByteBuffer) {
+        if value >= 10 { writeDecimal(value / 10, to: &buffer) }
+        buffer.writeInteger(UInt8(ascii: "0") + UInt8(value % 10))
+    }
+
+    /// A chunk's size line: the size in hexadecimal, lower case as NIO wrote it, and its line end.
+    private static func writeChunkSize(_ size: Int, to buffer: inout ByteBuffer) {
+        var shift = (Int.bitWidth - size.leadingZeroBitCount + 3) / 4 * 4 - 4
+        shift = max(shift, 0)
+        while shift >= 0 {
+            let digit = UInt8((size >> shift) & 0xF)
+            buffer.writeInteger(digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10)
+            shift -= 4
+        }
+        buffer.writeStaticString("\r\n")
+    }
+}
