@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import PorticoUpstream
 import Testing
 
 @testable import Portico
@@ -166,5 +167,57 @@ struct HTTP1ResponseSerializerTests {
                 Issue.record("no bytes for a body of \(size)")
             }
         }
+    }
+
+    @Test("a backend's head written straight as bytes is the head the gateway built from it, then written")
+    func backendHeadBytes() throws {
+        let compiled = try CompiledPolicyTests.compiled()
+        let backendFields: [(String, String)] = [
+            ("Content-Type", "application/json"), ("Connection", "keep-alive, X-Hop"), ("X-Hop", "1"),
+            ("Transfer-Encoding", "chunked"), ("Content-Length", "0005"), ("X-Request-Id", "the backend's"),
+            ("Access-Control-Allow-Origin", "*"), ("Keep-Alive", "timeout=5"), ("Vary", "Accept"),
+            ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"), ("X-Last", "ok"),
+        ]
+        var compared = 0
+        for version in [HTTPVersion.http1_1, .http1_0] {
+            for method in [HTTPMethod.GET, .HEAD] {
+                for (status, length) in [(200, Optional(5)), (200, nil), (204, nil), (304, Optional(5)), (404, nil)] {
+                    for closing in [false, true] {
+                        for cors in [nil, CORSDecision(allowOrigin: "https://app.example", credentials: true, exposeHeaders: "X-Last")] {
+                            let head = HTTPRequestHead(version: version, method: method, uri: "/open", headers: ["Host": "gateway.example"])
+                            let exchange = Exchange(head: head, requestID: "r-1", policy: compiled, client: ClientConnection())
+                            exchange.version = 1
+                            exchange.vary = "X-App-Version"
+                            exchange.cacheStatus = "Portico; fwd=uri-miss"
+                            exchange.cors = cors
+                            let upstream = UpstreamResponseHead(status: status, headers: HTTPHeaders(backendFields), contentLength: length)
+                            var built = HTTP1ResponseSerializer()
+                            let expected = built.head(ResponseDecoration.head(upstream, for: exchange, closing: closing), answering: method)
+                            var direct = HTTP1ResponseSerializer()
+                            let bytes = ResponseDecoration.headBytes(upstream, for: exchange, closing: closing, serializer: &direct)
+                            #expect(
+                                String(buffer: bytes) == String(buffer: expected),
+                                "\(version) \(method) \(status) \(closing) \(cors != nil)")
+                            #expect(exchange.outcome.status == UInt(status))
+                            // Both leave the serializer framing the body alike.
+                            #expect(direct.end(nil) == built.end(nil))
+                            compared += 1
+                        }
+                    }
+                }
+            }
+        }
+        #expect(compared == 80)
+        // What the comparison stands on: the gateway's fields are there, the backend's hop-by-hop
+        // and replaced ones are not.
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/open", headers: ["Host": "gateway.example"])
+        let exchange = Exchange(head: head, requestID: "r-1", policy: compiled, client: ClientConnection())
+        var serializer = HTTP1ResponseSerializer()
+        let upstream = UpstreamResponseHead(status: 200, headers: HTTPHeaders(backendFields), contentLength: 5)
+        let text = String(buffer: ResponseDecoration.headBytes(upstream, for: exchange, closing: true, serializer: &serializer))
+        #expect(
+            text == "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nAccess-Control-Allow-Origin: *\r\nVary: Accept\r\n"
+                + "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nX-Last: ok\r\nContent-Length: 5\r\n"
+                + "X-Request-Id: r-1\r\nConnection: close\r\n\r\n")
     }
 }

@@ -293,9 +293,15 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         let events = exchange.screened(events)
         if let upstreamHead = events.head {
             let closing = machine.responseBegins(exchange, lengthKnown: upstreamHead.contentLength != nil)
-            let head = ResponseDecoration.head(upstreamHead, for: exchange, closing: closing)
             // A short body that came with its head leaves with it, in one write.
-            writeHead(head, answering: exchange.head.method, body: events.body, context: context)
+            switch writing {
+            case .bytes:
+                let bytes = ResponseDecoration.headBytes(upstreamHead, for: exchange, closing: closing, serializer: &serializer)
+                write(headBytes: bytes, body: events.body, context: context)
+            case .parts:
+                let head = ResponseDecoration.head(upstreamHead, for: exchange, closing: closing)
+                writeHead(head, answering: exchange.head.method, body: events.body, context: context)
+            }
             if upstreamHead.isEventStream {
                 if events.result == nil {
                     eventStreamBegins(exchange, head: upstreamHead)
@@ -510,9 +516,14 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             if let body { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
             return
         }
-        var bytes = serializer.head(head, answering: method)
-        guard let body, !serializer.append(body: body, to: &bytes) else { return context.write(NIOAny(bytes), promise: nil) }
-        context.write(NIOAny(bytes), promise: nil)
+        write(headBytes: serializer.head(head, answering: method), body: body, context: context)
+    }
+
+    /// Writes a head's bytes, with `body` in the same buffer when it is short (consumed, so that the
+    /// body is appended to the head's storage, not to a copy of it).
+    private func write(headBytes: consuming ByteBuffer, body: ByteBuffer?, context: ChannelHandlerContext) {
+        guard let body, !serializer.append(body: body, to: &headBytes) else { return context.write(NIOAny(headBytes), promise: nil) }
+        context.write(NIOAny(headBytes), promise: nil)
         writeBody(body, context: context)
     }
 

@@ -44,29 +44,29 @@ struct HTTP1ResponseSerializer {
     /// The bytes of `head`, which answers a request with `method` (nil when the bytes received
     /// never made a request: a refusal), with room after them for a short body.
     mutating func head(_ head: HTTPResponseHead, answering method: HTTPMethod?) -> ByteBuffer {
-        let code = head.status.code
-        let informational = code >= 100 && code < 200 && code != 101
-        if !informational {
-            bodySuppressed = method == .HEAD || method == .CONNECT
-        }
-        let hasBody = method != .CONNECT && head.status.mayHaveResponseBody
-        var buffer = ByteBuffer()
-        buffer.reserveCapacity(256 + head.headers.count * 48)
-        Self.writeStatusLine(version: head.version, code: code, reason: head.status.reasonPhrase, to: &buffer)
-        var hasLength = false
-        if hasBody {
-            for (name, _) in head.headers where name.utf8.count == 14 && HeaderName.matches(name, "content-length") {
-                hasLength = true
-                break
-            }
-        }
-        for (name, value) in head.headers {
+        var fields = beginHead(version: head.version, status: head.status, answering: method, fieldCount: head.headers.count)
+        for (name, value) in head.headers { fields.add(name: name, value: value) }
+        return endHead(&fields)
+    }
+
+    /// A head's fields being written, after its status line: ``add(name:value:)`` applies the
+    /// framing rules to each (a field that frames the body otherwise is left out), and
+    /// ``HTTP1ResponseSerializer/endHead(_:)`` ends them.
+    struct HeadFields: ResponseFields {
+        fileprivate var buffer: ByteBuffer
+        fileprivate let hasBody: Bool
+        /// HTTP/1.1 or later: a body without a length is chunked (an HTTP/1.0 one ends with the connection).
+        fileprivate let chunksWithoutLength: Bool
+        fileprivate var hasLength = false
+
+        mutating func add(name: String, value: String) {
             switch name.utf8.count {
             case 14 where HeaderName.matches(name, "content-length"):
-                if !hasBody { continue }
+                guard hasBody else { return }
+                hasLength = true
             case 17 where HeaderName.matches(name, "transfer-encoding"):
                 // Dropped beside a length, replaced by `chunked` without one, dropped without a body.
-                continue
+                return
             default:
                 break
             }
@@ -75,11 +75,43 @@ struct HTTP1ResponseSerializer {
             buffer.writeString(value)
             buffer.writeStaticString("\r\n")
         }
-        let chunkedOnWire = hasBody && !hasLength && head.version.major == 1 && head.version.minor >= 1
-        if chunkedOnWire { buffer.writeStaticString("transfer-encoding: chunked\r\n") }
-        buffer.writeStaticString("\r\n")
+
+        /// `Content-Length: length`, without making a string of it.
+        mutating func addContentLength(_ length: Int) {
+            guard hasBody else { return }
+            hasLength = true
+            buffer.writeStaticString("Content-Length: ")
+            HTTP1ResponseSerializer.writeDecimal(length, to: &buffer)
+            buffer.writeStaticString("\r\n")
+        }
+    }
+
+    /// Starts a head: its status line, then the fields added to what this returns.
+    mutating func beginHead(version: HTTPVersion, status: HTTPResponseStatus, answering method: HTTPMethod?, fieldCount: Int) -> HeadFields
+    {
+        let code = status.code
+        if !(code >= 100 && code < 200 && code != 101) {
+            // A final answer: what it answers decides whether a body follows. An interim one
+            // (`100 Continue`) is followed by the final one, to the same request.
+            bodySuppressed = method == .HEAD || method == .CONNECT
+        }
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(256 + fieldCount * 48)
+        Self.writeStatusLine(version: version, code: code, reason: status.reasonPhrase, to: &buffer)
+        let hasBody = method != .CONNECT && status.mayHaveResponseBody
+        chunked = false
+        return HeadFields(buffer: buffer, hasBody: hasBody, chunksWithoutLength: version.major == 1 && version.minor >= 1)
+    }
+
+    /// Ends a head begun with ``beginHead(version:status:answering:fieldCount:)``: an HTTP/1.1
+    /// body of unknown length is chunked.
+    /// Written in place (`fields` is the caller's last use of them): the bytes are not copied.
+    mutating func endHead(_ fields: inout HeadFields) -> ByteBuffer {
+        let chunkedOnWire = fields.hasBody && !fields.hasLength && fields.chunksWithoutLength
+        if chunkedOnWire { fields.buffer.writeStaticString("transfer-encoding: chunked\r\n") }
+        fields.buffer.writeStaticString("\r\n")
         chunked = chunkedOnWire && !bodySuppressed
-        return buffer
+        return fields.buffer
     }
 
     /// Appends `body`, framed, to `buffer` (a head just written) when it is short enough to copy;
@@ -149,7 +181,7 @@ struct HTTP1ResponseSerializer {
         buffer.writeStaticString("\r\n")
     }
 
-    private static func writeDecimal(_ value: Int, to buffer: inout ByteBuffer) {
+    fileprivate static func writeDecimal(_ value: Int, to buffer: inout ByteBuffer) {
         if value >= 10 { writeDecimal(value / 10, to: &buffer) }
         buffer.writeInteger(UInt8(ascii: "0") + UInt8(value % 10))
     }

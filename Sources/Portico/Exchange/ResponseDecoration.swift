@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PorticoHTTP
 import PorticoPolicy
 import PorticoUpstream
 
@@ -9,25 +10,37 @@ import PorticoUpstream
 /// `X-Request-Id` (so a client can quote it), `X-API-Version` once the version stage has chosen
 /// one, `Vary` on the client fields that chose it (so a cache keeps one answer per bucket), the `RateLimit-Policy` and `RateLimit` fields of the limit that admitted the request, and
 /// `Connection: close` when the connection ends with this answer.
+///
+/// They go where ``ResponseFields`` says: into a head's `HTTPHeaders`, or straight into the bytes
+/// of an HTTP/1.1 head being written (``headBytes(_:for:closing:serializer:)``).
 enum ResponseDecoration {
     static func decorate(_ head: inout HTTPResponseHead, for exchange: Exchange, closing: Bool) {
-        if !head.headers.contains(name: "x-request-id") { head.headers.add(name: "X-Request-Id", value: exchange.requestID) }
-        if let version = exchange.version { head.headers.add(name: "X-API-Version", value: String(version)) }
+        if exchange.cors != nil { CORSDecision.removeReplaced(from: &head.headers) }
+        let addsRequestID = !head.headers.contains(name: "x-request-id")
+        let addsClose = closing && !head.headers.contains(name: "connection")
+        addFields(to: &head.headers, for: exchange, requestID: addsRequestID, close: addsClose)
+    }
+
+    /// The gateway's own fields, added after a head's others: `X-Request-Id` unless `requestID`
+    /// is false (the head has one), `Connection: close` if `close`.
+    private static func addFields(to fields: inout some ResponseFields, for exchange: Exchange, requestID: Bool, close: Bool) {
+        if requestID { fields.add(name: "X-Request-Id", value: exchange.requestID) }
+        if let version = exchange.version { fields.add(name: "X-API-Version", value: String(version)) }
         // A field of its own beside any `Vary` of the backend's: recipients combine them (RFC 9110 §5.3).
-        if let vary = exchange.vary { head.headers.add(name: "Vary", value: vary) }
-        if let status = exchange.cacheStatus { head.headers.add(name: "Cache-Status", value: status) }
-        exchange.cors?.decorate(&head.headers)
+        if let vary = exchange.vary { fields.add(name: "Vary", value: vary) }
+        if let status = exchange.cacheStatus { fields.add(name: "Cache-Status", value: status) }
+        exchange.cors?.addFields(to: &fields)
         if let limit = exchange.rateLimit {
-            head.headers.add(name: "RateLimit-Policy", value: limit.policyField)
-            head.headers.add(name: "RateLimit", value: limit.statusField)
+            fields.add(name: "RateLimit-Policy", value: limit.policyField)
+            fields.add(name: "RateLimit", value: limit.statusField)
         }
         if let trace = exchange.trace {
             // The client learns its trace only if the policy says so; a backend's own trace
             // fields, which name spans the client has no business with, never reach it (``head(_:for:closing:)``
             // left them out).
-            if trace.answersTraceparent { head.headers.add(name: "traceparent", value: trace.fields.traceparent) }
+            if trace.answersTraceparent { fields.add(name: "traceparent", value: trace.fields.traceparent) }
         }
-        if closing && !head.headers.contains(name: "connection") { head.headers.add(name: "Connection", value: "close") }
+        if close { fields.add(name: "Connection", value: "close") }
     }
 
     /// A handler's response head (a backend's, or the gateway's own answer) as the client gets it:
@@ -38,6 +51,31 @@ enum ResponseDecoration {
         exchange.outcome.status = head.status.code
         exchange.outcome.responseStarted = true
         return head
+    }
+
+    /// What ``head(_:for:closing:)`` gives, as the bytes an HTTP/1.1 client gets, written straight
+    /// from the backend's fields: no head is built for them, to be encoded in turn (the backend's
+    /// fields copied into new `HTTPHeaders`, the gateway's added there, then all written out).
+    /// The same fields, in the same order.
+    static func headBytes(
+        _ upstream: UpstreamResponseHead, for exchange: Exchange, closing: Bool, serializer: inout HTTP1ResponseSerializer
+    ) -> ByteBuffer {
+        let status = HTTPResponseStatus(statusCode: upstream.status)
+        var fields = serializer.beginHead(
+            version: exchange.head.version, status: status, answering: exchange.head.method, fieldCount: upstream.headers.count + 6)
+        let listed = ProxyForwarding.connectionListed(upstream.headers)
+        let traced = exchange.trace != nil
+        let corsReplaces = exchange.cors != nil
+        for (name, value) in upstream.headers where ProxyForwarding.passesOn(name, listed: listed, traced: traced) {
+            if corsReplaces && HeaderName.matchesAny(name, CORSDecision.replaced) { continue }
+            fields.add(name: name, value: value)
+        }
+        if let length = upstream.contentLength { fields.addContentLength(length) }
+        // The backend's `X-Request-Id` and `Connection` never pass (``ProxyForwarding/replacedOnResponse``, hop-by-hop).
+        addFields(to: &fields, for: exchange, requestID: true, close: closing)
+        exchange.outcome.status = status.code
+        exchange.outcome.responseStarted = true
+        return serializer.endHead(&fields)
     }
 
     /// A problem as the exchange's whole answer: its decorated head and its body, recorded in the outcome.
@@ -71,3 +109,11 @@ enum ResponseDecoration {
         return (problem.head(requestID: requestID, contentLength: body.readableBytes), body)
     }
 }
+
+/// Where response fields are added: a head's `HTTPHeaders`, or the bytes of an HTTP/1.1 head being
+/// written (``HTTP1ResponseSerializer/HeadFields``).
+protocol ResponseFields {
+    mutating func add(name: String, value: String)
+}
+
+extension HTTPHeaders: ResponseFields {}

@@ -154,21 +154,29 @@ enum ProxyForwarding {
         return request
     }
 
+    /// Whether a backend's response field reaches the client: not a hop-by-hop one, nor one
+    /// `Connection` lists (`listed`, from ``connectionListed(_:)``), nor one the gateway sets
+    /// itself, nor, on a traced exchange, a trace-context one.
+    static func passesOn(_ name: String, listed: [String], traced: Bool) -> Bool {
+        if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnResponse) { return false }
+        if !listed.isEmpty && HeaderName.matchesAny(name, listed) { return false }
+        return !(traced && HeaderName.matchesAny(name, traceContext))
+    }
+
     /// The response head sent to the client: the backend's end-to-end fields, before
     /// ``ResponseDecoration`` adds the gateway's own.
     ///
     /// Framing: `Content-Length` is the backend's checked length (``UpstreamResponseHead/contentLength``),
-    /// which the body either matches or is cut short of, so the client sees a cut; without one, NIO
-    /// frames the body chunked (HTTP/1.1) or the connection's close ends it (HTTP/1.0). NIO also
-    /// drops the length from 204 and 304 answers and sends no body after HEAD.
+    /// which the body either matches or is cut short of, so the client sees a cut; without one, the
+    /// body is chunked (HTTP/1.1) or the connection's close ends it (HTTP/1.0). The length is
+    /// dropped from 204 and 304 answers, and no body follows a head answering HEAD
+    /// (``HTTP1ResponseSerializer``; on HTTP/2, NIO's codec). ``ResponseDecoration/headBytes(_:for:closing:serializer:)``
+    /// writes the same fields as bytes, for an HTTP/1.1 client.
     static func responseHead(_ upstream: UpstreamResponseHead, version: HTTPVersion, traced: Bool = false) -> HTTPResponseHead {
         let listed = connectionListed(upstream.headers)
         var headers = HTTPHeaders()
         headers.reserveCapacity(upstream.headers.count + 5)
-        for (name, value) in upstream.headers {
-            if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnResponse) { continue }
-            if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
-            if traced && HeaderName.matchesAny(name, traceContext) { continue }
+        for (name, value) in upstream.headers where passesOn(name, listed: listed, traced: traced) {
             headers.add(name: name, value: value)
         }
         if let length = upstream.contentLength { headers.add(name: "Content-Length", value: String(length)) }

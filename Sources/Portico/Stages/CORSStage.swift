@@ -61,8 +61,14 @@ struct CORSDecision {
         "access-control-allow-origin", "access-control-allow-credentials", "access-control-expose-headers",
     ]
 
-    func decorate(_ headers: inout HTTPHeaders) {
-        for name in Self.replaced { headers.remove(name: name) }
+    /// Takes out of a backend's fields those the gateway replaces (``addFields(to:)`` adds its own).
+    static func removeReplaced(from headers: inout HTTPHeaders) {
+        for name in replaced { headers.remove(name: name) }
+    }
+
+    /// Adds the answer's `Access-Control-*` fields and its `Vary`, after the backend's fields that
+    /// are not ``replaced``.
+    func addFields(to headers: inout some ResponseFields) {
         if let allowOrigin {
             headers.add(name: "Access-Control-Allow-Origin", value: allowOrigin)
             if credentials { headers.add(name: "Access-Control-Allow-Credentials", value: "true") }
