@@ -2,10 +2,11 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import PorticoPolicy
-import PorticoUpstream
 
-// The connection pipeline and `GatewayServices` are internal to the server; see Package.swift.
+// The connection pipeline and `GatewayServices` are internal to the server, the response decoder
+// to the upstream client; see Package.swift.
 @testable import Portico
+@testable import PorticoUpstream
 
 /// What every input shares: one compiled policy (built once, like a gateway's snapshot) and the
 /// upstream double. Per input, the connection gets fresh rate-limit and nonce state, so that an
@@ -81,11 +82,37 @@ public final class GatewayHarness: Sendable {
         return any
     }
 
-    /// The gateway's output is responses, nothing else: it starts with a status line.
-    public static func checkResponses(_ output: ByteBuffer) {
+    /// The gateway's output is responses, nothing else: it starts with a status line, and where
+    /// the input holds no `HEAD` request (whose answer's length describes no body) and no request
+    /// the double cuts short (`/cut`), it reads as whole responses, one after another, with
+    /// Portico's own response decoder. So the gateway's framing (lengths, chunks, ends, what it
+    /// writes after a refusal) is what a client reads.
+    public static func checkResponses(_ output: ByteBuffer, input: ByteBuffer) {
         guard output.readableBytes > 0 else { return }
         let start = output.getString(at: output.readerIndex, length: min(9, output.readableBytes)) ?? ""
         precondition(start == "HTTP/1.1 " || start == "HTTP/1.0 ", "the gateway wrote something that is not a response: \(start)")
+        let sent = input.readableBytesView
+        guard sent.firstRange(of: "HEAD".utf8) == nil, sent.firstRange(of: "/cut".utf8) == nil else { return }
+        var decoder = HTTP1ResponseDecoder()
+        decoder.receive(output)
+        var responses = 0
+        reading: while true {
+            decoder.expectResponse(toHEAD: false)
+            while true {
+                let part: HTTP1ResponseDecoder.Part?
+                do {
+                    part = try decoder.next()
+                } catch {
+                    preconditionFailure("response \(responses + 1) of the gateway's does not read: \(error.detail)")
+                }
+                guard let part else { break reading }
+                if case .end = part {
+                    responses += 1
+                    continue reading
+                }
+            }
+        }
+        precondition(decoder.endOfInput() != .truncated, "the gateway's output ends inside response \(responses + 1)")
     }
 
     /// Every kind of service: unauthenticated with an address limit, signed (the demo key's secret
