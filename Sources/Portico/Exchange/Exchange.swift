@@ -201,13 +201,16 @@ final class Exchange: FramedExchange {
     /// in a value, from a backend behind libcurl, say, or a code handler): every handler's head
     /// passes here, which is why the client's pipeline needs no validating handler of NIO's, a hop
     /// each response part would otherwise take.
-    func screened(_ events: UpstreamEvents) -> UpstreamEvents {
+    ///
+    /// nil when all of them may: the events are then written as they are (returning them would
+    /// copy them, a retain and a release of each of their parts, on every event).
+    func refusal(of events: UpstreamEvents) -> UpstreamEvents? {
         if let head = events.head {
-            guard !head.headers.areSendable else { return events }
+            guard !head.headers.areSendable else { return nil }
             task?.cancel()
             return UpstreamEvents(result: .failure(ResponseFraming.unsendableHead))
         }
-        guard events.body != nil, !outcome.responseStarted else { return events }
+        guard events.body != nil, !outcome.responseStarted else { return nil }
         task?.cancel()
         return UpstreamEvents(result: .failure(ResponseFraming.bodyBeforeHead))
     }

@@ -290,7 +290,12 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     /// The upstream client's events for `exchange`; stale ones (a cancelled exchange) are dropped.
     func handlerReceived(_ events: UpstreamEvents, for exchange: Exchange) {
         guard let context, machine.isCurrent(exchange) else { return }
-        let events = exchange.screened(events)
+        if let refusal = exchange.refusal(of: events) { return write(refusal, for: exchange, context: context) }
+        write(events, for: exchange, context: context)
+    }
+
+    /// Writes the upstream client's `events` for the current `exchange`, which may all be written.
+    private func write(_ events: UpstreamEvents, for exchange: Exchange, context: ChannelHandlerContext) {
         if let upstreamHead = events.head {
             let closing = machine.responseBegins(exchange, lengthKnown: upstreamHead.contentLength != nil)
             // A short body that came with its head leaves with it, in one write.

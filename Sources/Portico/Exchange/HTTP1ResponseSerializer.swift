@@ -20,7 +20,7 @@ import PorticoHTTP
 /// - a response to `HEAD` keeps the fields that describe the body a `GET` would have had, and
 ///   nothing after the head is written: neither the body nor a chunked ending.
 ///
-/// The fields themselves were checked where they came from (``Exchange/screened(_:)``, a
+/// The fields themselves were checked where they came from (``Exchange/refusal(of:)``, a
 /// problem's own fields): this writes them as they are.
 struct HTTP1ResponseSerializer {
     /// The body of the response under way is chunked on the wire.

@@ -25,7 +25,10 @@ struct ProxyHandler: Sendable {
         // A proxied request has always been routed; answer rather than hang.
         guard let routed = exchange.routed else { return .badGateway(backend: proxy.backend) }
         let target: CompiledTarget
-        let hashKey = HashInputs(exchange).key(for: backend)
+        // Only a backend that hashes reads the request's inputs: gathering them copies three of the
+        // exchange's fields, a retain and a release each, on every request.
+        let hashKey: Substring
+        if case .hash = backend.balancer.mode { hashKey = HashInputs(exchange).key(for: backend) } else { hashKey = "" }
         switch backend.pick(hashKey: hashKey.utf8) {
         case .success(let chosen): target = chosen
         case .failure(let unavailable): return backend.problem(unavailable)

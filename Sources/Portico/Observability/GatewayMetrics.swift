@@ -262,7 +262,10 @@ extension String {
 /// name: per routed service and version a counter per status class, per backend an upstream
 /// duration histogram. Made when the policy is compiled; the registry hands back the same series
 /// for the same labels, so a reload continues the counts of what it keeps.
-struct RequestMetrics: Sendable {
+///
+/// A class: each finished exchange reaches it through its compiled policy, and a struct of a dozen
+/// references was copied out for each (a retain and a release of every one of them).
+final class RequestMetrics: Sendable {
     /// What one routed version's requests update: its five status-class counters and its series in
     /// the console's traffic history, found with one lookup.
     private struct VersionMetrics {

@@ -4,7 +4,7 @@ import PorticoPolicy
 
 /// The handlers every client connection gets above TLS: for HTTP/1.1, in order, timeouts, NIO's
 /// HTTP/1.1 request decoder with the policy's decoder limits, then the ``GatewayHandler`` (which
-/// writes the responses' bytes itself, and checks the heads it writes, ``Exchange/screened(_:)``); for HTTP/2, ``HTTP2Pipeline``'s. Which one a
+/// writes the responses' bytes itself, and checks the heads it writes, ``Exchange/refusal(of:)``); for HTTP/2, ``HTTP2Pipeline``'s. Which one a
 /// connection gets is decided by ``configureAccepted(_:tls:)``: at once, after the TLS handshake
 /// (ALPN), or after the first bytes (a plain listener with both HTTP/1.1 and h2c).
 ///
