@@ -302,7 +302,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             switch writing {
             case .bytes:
                 let bytes = ResponseDecoration.headBytes(upstreamHead, for: exchange, closing: closing, serializer: &serializer)
-                write(headBytes: bytes, body: events.body, context: context)
+                write(headBytes: consume bytes, body: events.body, context: context)
             case .parts:
                 let head = ResponseDecoration.head(upstreamHead, for: exchange, closing: closing)
                 writeHead(head, answering: exchange.head.method, body: events.body, context: context)

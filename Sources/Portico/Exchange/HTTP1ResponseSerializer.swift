@@ -32,6 +32,11 @@ struct HTTP1ResponseSerializer {
     /// longer one is written as it is, beside its framing, rather than copied.
     static let copiedBodyLimit = 4096
 
+    /// The bytes every chunked response shares, made once: written as they are, never changed, so
+    /// no response allocates its own.
+    private static let lineEnd = ByteBuffer(staticString: "\r\n")
+    private static let lastChunk = ByteBuffer(staticString: "0\r\n\r\n")
+
     /// What a body part becomes on the wire.
     enum BodyBytes {
         /// Nothing: the response has no body (it answers `HEAD`), or the part is empty.
@@ -139,7 +144,7 @@ struct HTTP1ResponseSerializer {
         var size = ByteBuffer()
         size.reserveCapacity(12)
         Self.writeChunkSize(body.readableBytes, to: &size)
-        return .chunk(size, body, ByteBuffer(staticString: "\r\n"))
+        return .chunk(size, body, Self.lineEnd)
     }
 
     /// The bytes that end the response: a chunked body's last chunk and trailers; nil when there
@@ -150,7 +155,7 @@ struct HTTP1ResponseSerializer {
             bodySuppressed = false
         }
         guard chunked else { return nil }
-        guard let trailers, !trailers.isEmpty else { return ByteBuffer(staticString: "0\r\n\r\n") }
+        guard let trailers, !trailers.isEmpty else { return Self.lastChunk }
         var buffer = ByteBuffer()
         buffer.reserveCapacity(64 + trailers.count * 48)
         buffer.writeStaticString("0\r\n")

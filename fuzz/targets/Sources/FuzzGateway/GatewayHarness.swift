@@ -1,7 +1,9 @@
 import Logging
 import NIOCore
 import NIOEmbedded
+import NIOHTTP1
 import PorticoPolicy
+import Synchronization
 
 // The connection pipeline and `GatewayServices` are internal to the server, the response decoder
 // to the upstream client; see Package.swift.
@@ -50,6 +52,7 @@ public final class GatewayHarness: Sendable {
     /// lets the backend double answer, closes the connection, and returns all the gateway wrote.
     /// Errors reaching the end of the pipeline are the handlers' business (they close the channel).
     public func exchange(_ input: ByteBuffer, http2: Bool = false) -> ByteBuffer {
+        upstream.cutAnswers.store(0, ordering: .relaxed)
         let channel = EmbeddedChannel()
         do {
             try configure(channel, http2: http2)
@@ -82,22 +85,27 @@ public final class GatewayHarness: Sendable {
         return any
     }
 
-    /// The gateway's output is responses, nothing else: it starts with a status line, and where
-    /// the input holds no `HEAD` request (whose answer's length describes no body) and no request
-    /// the double cuts short (`/cut`), it reads as whole responses, one after another, with
-    /// Portico's own response decoder. So the gateway's framing (lengths, chunks, ends, what it
-    /// writes after a refusal) is what a client reads.
-    public static func checkResponses(_ output: ByteBuffer, input: ByteBuffer) {
+    /// The gateway's output for `input` (just sent through ``exchange(_:http2:)``) is responses,
+    /// nothing else, framed as a client reads them. It starts with a status line, and it reads with
+    /// Portico's own response decoder as one whole response per request, in order (a refusal of
+    /// bytes that make no request last), each read as an answer to its request's method:
+    /// - no response to an HTTP/1.0 request is chunked (RFC 9112 §6.1);
+    /// - nothing follows a response that says `Connection: close`;
+    /// - the output ends between responses, unless the backend double cut an answer short.
+    public func checkResponses(_ output: ByteBuffer, input: ByteBuffer) {
         guard output.readableBytes > 0 else { return }
         let start = output.getString(at: output.readerIndex, length: min(9, output.readableBytes)) ?? ""
         precondition(start == "HTTP/1.1 " || start == "HTTP/1.0 ", "the gateway wrote something that is not a response: \(start)")
-        let sent = input.readableBytesView
-        guard sent.firstRange(of: "HEAD".utf8) == nil, sent.firstRange(of: "/cut".utf8) == nil else { return }
+        let requests = Self.requestHeads(in: input, limits: snapshot.limits)
         var decoder = HTTP1ResponseDecoder()
         decoder.receive(output)
         var responses = 0
+        // The response being read says `Connection: close`; one that did has ended.
+        var closing = false
+        var closed = false
         reading: while true {
-            decoder.expectResponse(toHEAD: false)
+            let request = responses < requests.count ? requests[responses] : nil
+            decoder.expectResponse(toHEAD: request?.method == .HEAD || request?.method == .CONNECT)
             while true {
                 let part: HTTP1ResponseDecoder.Part?
                 do {
@@ -106,13 +114,44 @@ public final class GatewayHarness: Sendable {
                     preconditionFailure("response \(responses + 1) of the gateway's does not read: \(error.detail)")
                 }
                 guard let part else { break reading }
-                if case .end = part {
+                precondition(!closed, "the gateway wrote after a response that closes the connection")
+                switch part {
+                case .head(let head, let framing, _):
+                    if request?.version == .http1_0 {
+                        precondition(framing.body != .transferCoded, "a chunked response to an HTTP/1.0 request")
+                    }
+                    closing = head.headers["connection"].contains { $0.lowercased() == "close" }
+                case .end:
                     responses += 1
+                    closed = closing
                     continue reading
+                case .interim, .body:
+                    break
                 }
             }
         }
-        precondition(decoder.endOfInput() != .truncated, "the gateway's output ends inside response \(responses + 1)")
+        let ending = decoder.endOfInput()
+        precondition(
+            ending != .truncated || upstream.cutAnswers.load(ordering: .relaxed) > 0,
+            "the gateway's output ends inside response \(responses + 1)")
+    }
+
+    /// The methods and versions of the requests in `input`, read as the gateway's own decoder reads
+    /// them (NIO's, with the policy's limits), up to the first bytes it refuses.
+    static func requestHeads(in input: ByteBuffer, limits: LimitsPolicy) -> [(method: HTTPMethod, version: HTTPVersion)] {
+        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
+        decoderLimits.maxHeaderListSize = limits.maxHeadBytes
+        decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
+        decoderLimits.maxHeaderFieldCount = limits.maxHeaderCount
+        let channel = EmbeddedChannel(
+            handler: ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, limitConfiguration: decoderLimits)))
+        _ = try? channel.writeInbound(input)
+        var heads: [(method: HTTPMethod, version: HTTPVersion)] = []
+        while let part = try? channel.readInbound(as: HTTPServerRequestPart.self) {
+            if case .head(let head) = part { heads.append((head.method, head.version)) }
+        }
+        _ = try? channel.finish(acceptAlreadyClosed: true)
+        return heads
     }
 
     /// Every kind of service: unauthenticated with an address limit, signed (the demo key's secret

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import PorticoUpstream
+import Synchronization
 
 /// A backend that answers at once, on the channel's event loop, with no network: the test double
 /// the gateway target forwards through.
@@ -10,6 +11,11 @@ import PorticoUpstream
 /// some body, then broken), `/chunks` (the body in two deliveries), anything else a small 200. It
 /// also checks what the gateway forwards (``checkForwarded(_:)``).
 final class ImmediateUpstreamClient: UpstreamClient {
+    /// Answers cut short (`/cut`) since the count was last reset: the gateway's output then ends
+    /// inside a response, rightly. Counted here, by the URL the gateway forwarded, since the
+    /// client's bytes may spell the path otherwise (`/c%75t`).
+    let cutAnswers = Atomic<Int>(0)
+
     func execute(_ request: UpstreamRequest, eventLoop: any EventLoop, handler: any UpstreamResponseHandler) -> any UpstreamTask {
         Self.checkForwarded(request)
         let handler = NIOLoopBound(handler, eventLoop: eventLoop)
@@ -27,6 +33,7 @@ final class ImmediateUpstreamClient: UpstreamClient {
         } else if url.contains("/slow") {
             eventLoop.execute { handler.value.upstreamReceived(UpstreamEvents(result: .failure(.init(.timedOut, detail: "slow")))) }
         } else if url.contains("/cut") {
+            cutAnswers.add(1, ordering: .relaxed)
             eventLoop.execute {
                 handler.value.upstreamReceived(UpstreamEvents(head: head, body: body))
                 handler.value.upstreamReceived(UpstreamEvents(result: .failure(.init(.badResponse, detail: "closed early"))))

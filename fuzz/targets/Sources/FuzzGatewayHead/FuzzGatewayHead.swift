@@ -10,6 +10,7 @@ import NIOCore
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzGatewayHead(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = ByteBuffer(bytes: UnsafeRawBufferPointer(start: data, count: size))
-    GatewayHarness.checkResponses(GatewayHarness.shared.exchange(input), input: input)
+    let harness = GatewayHarness.shared
+    harness.checkResponses(harness.exchange(input), input: input)
     return 0
 }
