@@ -75,10 +75,7 @@ struct HTTP1ResponseSerializer {
             default:
                 break
             }
-            buffer.writeString(name)
-            buffer.writeStaticString(": ")
-            buffer.writeString(value)
-            buffer.writeStaticString("\r\n")
+            HTTP1ResponseSerializer.writeField(name: name, value: value, to: &buffer)
         }
 
         /// `Content-Length: length`, without making a string of it.
@@ -104,7 +101,6 @@ struct HTTP1ResponseSerializer {
         buffer.reserveCapacity(256 + fieldCount * 48)
         Self.writeStatusLine(version: version, code: code, reason: status.reasonPhrase, to: &buffer)
         let hasBody = method != .CONNECT && status.mayHaveResponseBody
-        chunked = false
         return HeadFields(buffer: buffer, hasBody: hasBody, chunksWithoutLength: version.major == 1 && version.minor >= 1)
     }
 
@@ -159,12 +155,7 @@ struct HTTP1ResponseSerializer {
         var buffer = ByteBuffer()
         buffer.reserveCapacity(64 + trailers.count * 48)
         buffer.writeStaticString("0\r\n")
-        for (name, value) in trailers {
-            buffer.writeString(name)
-            buffer.writeStaticString(": ")
-            buffer.writeString(value)
-            buffer.writeStaticString("\r\n")
-        }
+        for (name, value) in trailers { Self.writeField(name: name, value: value, to: &buffer) }
         buffer.writeStaticString("\r\n")
         return buffer
     }
@@ -183,6 +174,14 @@ struct HTTP1ResponseSerializer {
         writeDecimal(Int(code), to: &buffer)
         buffer.writeStaticString(" ")
         buffer.writeString(reason)
+        buffer.writeStaticString("\r\n")
+    }
+
+    /// One field line: `name: value` and its line end.
+    fileprivate static func writeField(name: String, value: String, to buffer: inout ByteBuffer) {
+        buffer.writeString(name)
+        buffer.writeStaticString(": ")
+        buffer.writeString(value)
         buffer.writeStaticString("\r\n")
     }
 

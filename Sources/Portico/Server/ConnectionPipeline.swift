@@ -34,11 +34,7 @@ struct ConnectionPipeline: Sendable {
         self.protocols = protocols
         self.stages = stages ?? .standard(services)
         self.handlers = ExchangeHandlers(services: services)
-        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
-        decoderLimits.maxHeaderListSize = limits.maxHeadBytes
-        decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
-        decoderLimits.maxHeaderFieldCount = limits.maxHeaderCount
-        self.decoderLimits = decoderLimits
+        self.decoderLimits = Self.decoderLimits(limits)
         self.headTimeout = TimeAmount(limits.headTimeout)
         self.idleTimeout = TimeAmount(limits.idleTimeout)
         self.sendTimeout = TimeAmount(limits.sendTimeout)
@@ -69,11 +65,26 @@ struct ConnectionPipeline: Sendable {
         // GatewayHandler): NIO's request decoder is the only handler of NIO's HTTP/1.1 codec here.
         // Upgrades too (a WebSocket handshake is proxied, see StreamJoin): the decoder hands on,
         // when it leaves, the bytes a client sent after its handshake instead of dropping them.
-        try pipeline.addHandler(
-            ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, limitConfiguration: decoderLimits)))
+        try pipeline.addHandler(Self.requestDecoder(decoderLimits))
         try pipeline.addHandler(
             GatewayHandler(
                 services: services, handlers: handlers, timeouts: timeouts, stages: stages, client: ClientConnection(listener: listener),
                 writing: .bytes))
+    }
+
+    /// NIO's decoder limits from the policy's: a head's bytes (each field, and all of them) and its
+    /// field count.
+    static func decoderLimits(_ limits: LimitsPolicy) -> NIOHTTPDecoderLimitConfiguration {
+        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
+        decoderLimits.maxHeaderListSize = limits.maxHeadBytes
+        decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
+        decoderLimits.maxHeaderFieldCount = limits.maxHeaderCount
+        return decoderLimits
+    }
+
+    /// The HTTP/1.1 connection's request decoder, as every connection gets it (and the fuzz harness
+    /// reads its inputs with it, so that it reads requests as the gateway does).
+    static func requestDecoder(_ limits: NIOHTTPDecoderLimitConfiguration) -> ByteToMessageHandler<HTTPRequestDecoder> {
+        ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, limitConfiguration: limits))
     }
 }

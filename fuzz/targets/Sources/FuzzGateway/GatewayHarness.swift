@@ -139,12 +139,7 @@ public final class GatewayHarness: Sendable {
     /// The methods and versions of the requests in `input`, read as the gateway's own decoder reads
     /// them (NIO's, with the policy's limits), up to the first bytes it refuses.
     static func requestHeads(in input: ByteBuffer, limits: LimitsPolicy) -> [(method: HTTPMethod, version: HTTPVersion)] {
-        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
-        decoderLimits.maxHeaderListSize = limits.maxHeadBytes
-        decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
-        decoderLimits.maxHeaderFieldCount = limits.maxHeaderCount
-        let channel = EmbeddedChannel(
-            handler: ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, limitConfiguration: decoderLimits)))
+        let channel = EmbeddedChannel(handler: ConnectionPipeline.requestDecoder(ConnectionPipeline.decoderLimits(limits)))
         _ = try? channel.writeInbound(input)
         var heads: [(method: HTTPMethod, version: HTTPVersion)] = []
         while let part = try? channel.readInbound(as: HTTPServerRequestPart.self) {
