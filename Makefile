@@ -58,7 +58,7 @@ microbench: deps
 ## libFuzzer targets (fuzz/README.md): a package of their own, built with libFuzzer and AddressSanitizer.
 FUZZ_PACKAGE := fuzz/targets
 FUZZ_TARGETS ?= FuzzSignatureFields FuzzPolicyLoader FuzzPathNormalizer FuzzGatewayHead FuzzHTTP2Connection FuzzCacheFields \
-	FuzzBearerToken FuzzSigV4Request FuzzEventStream FuzzBackendResponse
+	FuzzBearerToken FuzzSigV4Request FuzzEventStream FuzzBackendResponse FuzzClientRequest
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_RUNS ?= 10000
 # New corpus entries and crash artifacts go here, never into the committed fuzz/corpus.

@@ -261,36 +261,13 @@ struct HTTP1ResponseDecoder {
     /// `chunk-size [ chunk-ext ] CRLF` (RFC 9112 §7.1): the size, or nil while the line is incomplete.
     private mutating func readChunkSize() throws(UpstreamError) -> Int? {
         guard let (length, total) = try peekLine(limit: Self.maxChunkLineBytes) else { return nil }
-        let line = buffer.readableBytesView.prefix(length)
         defer { buffer.moveReaderIndex(forwardBy: total) }
-        var size = 0
-        var digits = 0
-        // Leading zeros are allowed and do not count toward the digits' limit.
-        var significant = 0
-        for byte in line {
-            let value: Int
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = Int(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = Int(byte - UInt8(ascii: "a")) + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): value = Int(byte - UInt8(ascii: "A")) + 10
-            default: value = -1
-            }
-            guard value >= 0 else { break }
-            digits += 1
-            if size > 0 || value > 0 { significant += 1 }
-            // 15 hexadecimal digits always fit an Int; no chunk comes near that.
-            guard significant <= 15 else { throw Self.invalid("a chunk size has more than 15 digits") }
-            size = size << 4 | value
+        switch HTTP1Syntax.chunkSizeLine(buffer.readableBytesView.prefix(length), whitespaceBeforeExtensions: true) {
+        case .size(let size): return size
+        case .tooLong: throw Self.invalid("a chunk size has more than 15 digits")
+        case .noSize: throw Self.invalid("a chunk size line holds no size")
+        case .malformed: throw Self.invalid("a chunk size line is malformed")
         }
-        guard digits > 0 else { throw Self.invalid("a chunk size line holds no size") }
-        // What may follow the size: extensions, after optional whitespace (BWS), each `;name[=value]`.
-        let rest = line.dropFirst(digits).drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
-        if let first = rest.first {
-            guard first == UInt8(ascii: ";"), rest.allSatisfy(WireSyntax.isFieldValueByte) else {
-                throw Self.invalid("a chunk size line is malformed")
-            }
-        }
-        return size
     }
 
     /// A whole head, or nil while it is incomplete.
@@ -326,20 +303,8 @@ struct HTTP1ResponseDecoder {
     /// The length of the head at the front of the buffer, through the empty line that ends it; nil
     /// while that line has not arrived.
     private mutating func findHeadEnd() throws(UpstreamError) -> Int? {
-        let found: Int? = buffer.withUnsafeReadableBytes { bytes in
-            // Resume two bytes early: the end may straddle the previous read's last bytes.
-            var index = max(0, scanned - 2)
-            while index < bytes.count {
-                if bytes[index] == UInt8(ascii: "\n") {
-                    if index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "\n") { return index + 2 }
-                    if index + 2 < bytes.count, bytes[index + 1] == UInt8(ascii: "\r"), bytes[index + 2] == UInt8(ascii: "\n") {
-                        return index + 3
-                    }
-                }
-                index += 1
-            }
-            return nil
-        }
+        let resumeAt = scanned
+        let found = buffer.withUnsafeReadableBytes { HTTP1Syntax.headEnd(in: $0, scanned: resumeAt) }
         if let found {
             guard found <= Self.maxHeadBytes else { throw Self.headTooLarge }
             return found
@@ -367,19 +332,14 @@ struct HTTP1ResponseDecoder {
         var keepsAlive = false
         var framingFields = ResponseFraming.FieldReader()
         while let line = try lines.next(), !line.isEmpty {
-            guard line[0] != UInt8(ascii: " "), line[0] != UInt8(ascii: "\t") else {
-                throw invalid("a field line is folded (obs-fold)")
-            }
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { throw invalid("a field line has no colon") }
-            let name = UnsafeRawBufferPointer(rebasing: line[..<colon])
-            guard !name.isEmpty, name.allSatisfy(HeaderName.isTokenByte) else { throw invalid("a field name is not a token") }
-            var start = colon + 1
-            var end = line.count
-            while start < end, line[start] == UInt8(ascii: " ") || line[start] == UInt8(ascii: "\t") { start += 1 }
-            while end > start, line[end - 1] == UInt8(ascii: " ") || line[end - 1] == UInt8(ascii: "\t") { end -= 1 }
-            let value = UnsafeRawBufferPointer(rebasing: line[start..<end])
-            guard value.allSatisfy(WireSyntax.isFieldValueByte) else {
-                throw invalid("a field value holds a control byte")
+            let name: UnsafeRawBufferPointer
+            let value: UnsafeRawBufferPointer
+            switch HTTP1Syntax.fieldLine(line) {
+            case .field(let fieldName, let fieldValue): (name, value) = (fieldName, fieldValue)
+            case .folded: throw invalid("a field line is folded (obs-fold)")
+            case .noColon: throw invalid("a field line has no colon")
+            case .invalidName: throw invalid("a field name is not a token")
+            case .invalidValue: throw invalid("a field value holds a control byte")
             }
             let nameText = String(decoding: name, as: UTF8.self)
             let valueText = String(decoding: value, as: UTF8.self)

@@ -127,6 +127,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // A client's request bytes through the gateway's own HTTP/1.1 request decoder, beside NIO's (Portico).
+        .executableTarget(
+            name: "FuzzClientRequest",
+            dependencies: [
+                "FuzzSupport", .product(name: "Portico", package: "Portico"), .product(name: "PorticoHTTP", package: "Portico"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Request bytes through the gateway's real connection pipeline on an EmbeddedChannel (Portico).
         .executableTarget(
             name: "FuzzGatewayHead",

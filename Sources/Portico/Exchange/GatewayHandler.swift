@@ -10,15 +10,17 @@ import PorticoUpstream
 /// It decides nothing itself: the ``ExchangeStateMachine`` says what each event means (and when
 /// reads are held, writes flushed and credit returned), the stages (``RequestStages``) say whether
 /// a request may go on, the handlers (``ExchangeHandlers``) answer it, and this handler performs
-/// what they return on the channel. One per HTTP/1.1 connection, right above NIO's HTTP/1.1 codec,
-/// or one per HTTP/2 stream, above NIO's HTTP/2-to-HTTP/1 codec (the stream is then a connection
-/// that carries one request), confined to its event loop: it also keeps pipelined requests in
-/// order, answers what the decoder refuses (``Problem/parserError(_:maxHeadBytes:maxHeaderCount:)``)
-/// and lets a shutting-down gateway's connections finish their last exchange, work that would
-/// otherwise take two more handlers on every event.
+/// what they return on the channel. One per HTTP/1.1 connection, or one per HTTP/2 stream, above
+/// NIO's HTTP/2-to-HTTP/1 codec (the stream is then a connection that carries one request),
+/// confined to its event loop: it also keeps pipelined requests in order, answers what the decoder
+/// refuses (``Problem/parserError(_:maxHeadBytes:maxHeaderCount:)``) and lets a shutting-down
+/// gateway's connections finish their last exchange, work that would otherwise take two more
+/// handlers on every event.
 ///
-/// On an HTTP/1.1 connection it writes its responses as bytes itself (``HTTP1ResponseSerializer``),
-/// with no encoder handler below it; on an HTTP/2 stream it writes response parts, which NIO's
+/// On an HTTP/1.1 connection it is its own codec: it reads the requests from the connection's
+/// bytes (``HTTP1RequestDecoder``) and writes the responses as bytes (``HTTP1ResponseSerializer``),
+/// with no handler of NIO's HTTP/1.1 codec below it, no `NIOAny` box per part and no dynamic cast
+/// to unwrap one. On an HTTP/2 stream it reads request parts and writes response parts, which NIO's
 /// codec turns into frames.
 final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, UpgradeResponder, StageRunDelegate {
     typealias InboundIn = HTTPServerRequestPart
@@ -26,6 +28,16 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     /// ``HTTP1ResponseSerializer``'s bytes on an HTTP/1.1 connection, or (the declared type) the
     /// parts themselves on an HTTP/2 stream: see ``ResponseWriting``.
     typealias OutboundOut = HTTPServerResponsePart
+
+    /// What the handler reads and writes on: an HTTP/1.1 connection's bytes, or an HTTP/2 stream's
+    /// parts.
+    enum Wire {
+        /// An HTTP/1.1 connection: the handler reads its requests from the bytes with this decoder,
+        /// and writes its responses as bytes; no handler of NIO's HTTP/1.1 codec is below it.
+        case http1(HTTP1RequestDecoder)
+        /// An HTTP/2 stream: request parts in and response parts out, for NIO's codec below.
+        case stream
+    }
 
     /// What the handler writes to the channel below it.
     enum ResponseWriting {
@@ -59,19 +71,27 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     private let writing: ResponseWriting
     /// The framing of the response under way, when ``writing`` is ``ResponseWriting/bytes``.
     private var serializer = HTTP1ResponseSerializer()
+    /// An HTTP/1.1 connection's request decoder; nil on an HTTP/2 stream.
+    private var decoder: HTTP1RequestDecoder?
 
     /// - Parameters:
     ///   - client: what is known of the client before the first request: an HTTP/2 stream's
     ///     connection has completed its TLS handshake already.
     ///   - tunnel: on an HTTP/2 stream, where its ``ExtendedConnectReader`` notes a `:protocol`.
-    ///   - writing: bytes on an HTTP/1.1 connection, parts on an HTTP/2 stream.
+    ///   - wire: bytes on an HTTP/1.1 connection, parts on an HTTP/2 stream.
     init(
         services: GatewayServices, handlers: ExchangeHandlers, timeouts: TimeoutHandler, stages: RequestStages,
-        client: ClientConnection = ClientConnection(), tunnel: ExtendedConnect? = nil, writing: ResponseWriting
+        client: ClientConnection = ClientConnection(), tunnel: ExtendedConnect? = nil, wire: Wire
     ) {
         self.client = client
         self.tunnel = tunnel
-        self.writing = writing
+        switch wire {
+        case .http1(let decoder):
+            self.writing = .bytes
+            self.decoder = decoder
+        case .stream:
+            self.writing = .parts
+        }
         self.services = services
         self.policy = PolicyStore.Reader(services.store)
         self.stages = stages
@@ -91,8 +111,11 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         }
     }
 
+    /// Leaving a connection whose request switched protocols (``StreamJoin``), it hands on what the
+    /// client sent after that request, to the handler that carries the new protocol.
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        if let unread = decoder?.takeUnread() { context.fireChannelRead(NIOAny(unread)) }
     }
 
     // MARK: Inbound
@@ -111,9 +134,23 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let part = unwrapInboundIn(data)
-        guard machine.takesNow(part) else { return }
-        receive(part, context: context)
+        guard decoder != nil else {
+            let part = unwrapInboundIn(data)
+            guard machine.takesNow(part) else { return }
+            return receive(part, context: context)
+        }
+        decoder!.receive(ConnectionBytes.unwrapInboundIn(data))
+        // Every part the read holds, each to the machine now or to the pipelining queue; then the
+        // refusal of what follows them, if the decoder refuses it.
+        do {
+            while let part = try decoder!.next() {
+                guard machine.takesNow(part) else { continue }
+                receive(part, context: context)
+            }
+        } catch {
+            guard machine.takesParserErrorNow(error) else { return }
+            refuse(error, context: context)
+        }
     }
 
     private func receive(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
@@ -149,6 +186,8 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // A request cut short is refused before the close is seen, as NIO's decoder refused it.
+        if let error = decoder?.endOfInput(), machine.takesParserErrorNow(error) { refuse(error, context: context) }
         // First, so that an event stream's line in the access log, written as the exchange ends
         // here, says how it ended.
         eventStreamEnded(.clientClosed)
@@ -156,13 +195,10 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         context.fireChannelInactive()
     }
 
+    /// An error from below (TLS, the socket, an HTTP/2 stream's codec): the connection closes. What
+    /// the request decoder refuses is answered instead (``refuse(_:context:)``).
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Bytes after a parse error: that error is answered, or queued behind the response under
-        // way, and the connection closes then; these must not cut that response short.
-        if let decoderError = error as? ByteToMessageDecoderError, case .dataReceivedInErrorState = decoderError { return }
-        guard let parserError = error as? HTTPParserError else { return close(context: context) }
-        guard machine.takesParserErrorNow(parserError) else { return }
-        refuse(parserError, context: context)
+        close(context: context)
     }
 
     private func refuse(_ error: HTTPParserError, context: ChannelHandlerContext) {
@@ -556,4 +592,11 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
             context.write(NIOAny(ByteBuffer()), promise: promise)
         }
     }
+}
+
+/// The type through which a channel read's `NIOAny` gives up the bytes of an HTTP/1.1 connection to
+/// ``GatewayHandler`` (whose declared inbound type is an HTTP/2 stream's parts): NIO unwraps a
+/// `ByteBuffer` without a cast, but only through a handler type whose input it is. Never made.
+private final class ConnectionBytes: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
 }

@@ -52,10 +52,11 @@ struct RequestFraming {
 
     /// A request that asks to switch protocols (`Connection: upgrade` with `Upgrade`, such as the
     /// `h2c` offer `java.net.http` adds to its first plain-HTTP request by default) or a `CONNECT`.
-    /// The gateway answers it in HTTP/1.1, ignoring the offer (RFC 9110 §7.8), but NIO's decoder
-    /// (llhttp) stops parsing after such a message, expecting the pipeline to change hands; the next
-    /// request on the connection would never be read and the client would wait for ever. So the
-    /// answer says `Connection: close`, and the client's next request opens a new connection.
+    /// The gateway answers it in HTTP/1.1, ignoring the offer (RFC 9110 §7.8), but the request
+    /// decoder (``HTTP1RequestDecoder``, as llhttp) reads nothing after such a message, since what
+    /// follows a switch is not HTTP; the next request on the connection would never be read and the
+    /// client would wait for ever. So the answer says `Connection: close`, and the client's next
+    /// request opens a new connection.
     static func asksForUpgrade(_ head: HTTPRequestHead) -> Bool {
         if head.method == .CONNECT { return true }
         guard head.headers.contains(name: "upgrade") else { return false }

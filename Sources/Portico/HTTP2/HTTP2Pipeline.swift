@@ -119,7 +119,7 @@ extension ConnectionPipeline {
         try pipeline.addHandler(timeouts)
         try pipeline.addHandler(
             GatewayHandler(
-                services: services, handlers: handlers, timeouts: timeouts, stages: stages, client: client, tunnel: tunnel, writing: .parts)
+                services: services, handlers: handlers, timeouts: timeouts, stages: stages, client: client, tunnel: tunnel, wire: .stream)
         )
     }
 }

@@ -2,9 +2,10 @@ import NIOCore
 import NIOHTTP1
 import PorticoPolicy
 
-/// The handlers every client connection gets above TLS: for HTTP/1.1, in order, timeouts, NIO's
-/// HTTP/1.1 request decoder with the policy's decoder limits, then the ``GatewayHandler`` (which
-/// writes the responses' bytes itself, and checks the heads it writes, ``Exchange/refusal(of:)``); for HTTP/2, ``HTTP2Pipeline``'s. Which one a
+/// The handlers every client connection gets above TLS: for HTTP/1.1, timeouts, then the
+/// ``GatewayHandler``, which reads the requests from the bytes (``HTTP1RequestDecoder``, with the
+/// policy's head limits) and writes the responses' bytes itself, checking the heads it writes
+/// (``Exchange/refusal(of:)``); for HTTP/2, ``HTTP2Pipeline``'s. Which one a
 /// connection gets is decided by ``configureAccepted(_:tls:)``: at once, after the TLS handshake
 /// (ALPN), or after the first bytes (a plain listener with both HTTP/1.1 and h2c).
 ///
@@ -23,7 +24,6 @@ struct ConnectionPipeline: Sendable {
     let handlers: ExchangeHandlers
     /// The listener's name, which each connection's exchanges know it by (`tracing.trustIncoming`).
     var listener: String?
-    private let decoderLimits: NIOHTTPDecoderLimitConfiguration
     private let headTimeout: TimeAmount
     private let idleTimeout: TimeAmount
     private let sendTimeout: TimeAmount
@@ -34,7 +34,6 @@ struct ConnectionPipeline: Sendable {
         self.protocols = protocols
         self.stages = stages ?? .standard(services)
         self.handlers = ExchangeHandlers(services: services)
-        self.decoderLimits = Self.decoderLimits(limits)
         self.headTimeout = TimeAmount(limits.headTimeout)
         self.idleTimeout = TimeAmount(limits.idleTimeout)
         self.sendTimeout = TimeAmount(limits.sendTimeout)
@@ -61,30 +60,19 @@ struct ConnectionPipeline: Sendable {
         let timeouts = ConnectionTimeoutHandler(
             headTimeout: headTimeout, idleTimeout: idleTimeout, sendTimeout: sendTimeout, minBodyRate: limits.minBodyRate)
         try pipeline.addHandler(timeouts)
-        // Pipelining, parse errors and the responses' bytes are the gateway handler's own work (see
-        // GatewayHandler): NIO's request decoder is the only handler of NIO's HTTP/1.1 codec here.
-        // Upgrades too (a WebSocket handshake is proxied, see StreamJoin): the decoder hands on,
-        // when it leaves, the bytes a client sent after its handshake instead of dropping them.
-        try pipeline.addHandler(Self.requestDecoder(decoderLimits))
+        // The gateway handler reads the requests from the connection's bytes and writes the
+        // responses' bytes itself (see GatewayHandler): no handler of NIO's HTTP/1.1 codec is here.
+        // Upgrades too (a WebSocket handshake is proxied, see StreamJoin): the handler hands on,
+        // when it leaves, the bytes a client sent after its handshake.
         try pipeline.addHandler(
             GatewayHandler(
                 services: services, handlers: handlers, timeouts: timeouts, stages: stages, client: ClientConnection(listener: listener),
-                writing: .bytes))
+                wire: .http1(Self.requestDecoder(limits))))
     }
 
-    /// NIO's decoder limits from the policy's: a head's bytes (each field, and all of them) and its
-    /// field count.
-    static func decoderLimits(_ limits: LimitsPolicy) -> NIOHTTPDecoderLimitConfiguration {
-        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
-        decoderLimits.maxHeaderListSize = limits.maxHeadBytes
-        decoderLimits.maxHeaderFieldSize = limits.maxHeadBytes
-        decoderLimits.maxHeaderFieldCount = limits.maxHeaderCount
-        return decoderLimits
-    }
-
-    /// The HTTP/1.1 connection's request decoder, as every connection gets it (and the fuzz harness
-    /// reads its inputs with it, so that it reads requests as the gateway does).
-    static func requestDecoder(_ limits: NIOHTTPDecoderLimitConfiguration) -> ByteToMessageHandler<HTTPRequestDecoder> {
-        ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, limitConfiguration: limits))
+    /// The HTTP/1.1 connection's request decoder with the policy's limits, as every connection gets
+    /// it (the fuzz harness reads its inputs with it, so that it reads requests as the gateway does).
+    static func requestDecoder(_ limits: LimitsPolicy) -> HTTP1RequestDecoder {
+        HTTP1RequestDecoder(maxHeadBytes: limits.maxHeadBytes, maxFieldCount: limits.maxHeaderCount)
     }
 }

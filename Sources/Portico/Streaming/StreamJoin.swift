@@ -7,10 +7,10 @@ import PorticoUpstream
 /// side of an ``UpgradedStream``: the connection's HTTP handlers leave, a ``StreamRelayHandler``
 /// takes their place on it and on the backend's connection.
 ///
-/// The order matters for the bytes already read: both relays are in place before the client's
-/// HTTP decoder leaves (it hands on what the client sent after its handshake) and before the
-/// backend's ``UpgradedBytesBuffer`` does (it hands on what the backend sent after its `101`), so
-/// each of those finds the relay that carries it to the other side.
+/// The order matters for the bytes already read: both relays are in place before the gateway
+/// handler leaves (it hands on what the client sent after its handshake, which its request decoder
+/// kept) and before the backend's ``UpgradedBytesBuffer`` does (it hands on what the backend sent
+/// after its `101`), so each of those finds the relay that carries it to the other side.
 enum StreamJoin {
     /// Joins `client` (the gateway handler's context, which leaves too) and `backend`, on the
     /// client's event loop, which is the backend connection's as well. The stream then runs on its
@@ -24,24 +24,20 @@ enum StreamJoin {
         let backendPipeline = backend.pipeline.syncOperations
         // Everything that can fail, before anything changes: on a failure the connection is still
         // the gateway handler's, whose close ends the exchange once.
-        let decoder = try pipeline.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self)
         let held = try backendPipeline.context(handlerType: UpgradedBytesBuffer.self)
         try backendPipeline.addHandler(backendRelay)
         try pipeline.addHandler(clientRelay)
-        // HTTP's handlers leave (the gateway handler is also the responses' encoder), the decoder
-        // last; a handler the listener may not have is skipped.
+        // HTTP's handlers leave; a handler the listener may not have is skipped.
         if let timeouts = try? pipeline.context(handlerType: ConnectionTimeoutHandler.self) {
             pipeline.removeHandler(context: timeouts, promise: nil)
         }
-        pipeline.removeHandler(context: context, promise: nil)
         // What the backend sent after its 101 goes now (with a read-complete, which flushes it).
         backendPipeline.removeHandler(context: held, promise: nil)
         backend.read()
-        // The decoder hands its bytes on as it leaves, a moment later and without a read-complete:
-        // the backend's side is flushed once it has. Until then the decoder keeps whatever else
-        // the client sends, in order.
+        // The gateway handler hands the client's bytes on as it leaves, without a read-complete:
+        // the backend's side is flushed once it has.
         let channel = context.channel
-        pipeline.removeHandler(context: decoder).whenComplete { _ in
+        pipeline.removeHandler(context: context).whenComplete { _ in
             backend.flush()
             channel.read()
         }

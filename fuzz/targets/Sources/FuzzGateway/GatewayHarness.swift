@@ -136,16 +136,15 @@ public final class GatewayHarness: Sendable {
             "the gateway's output ends inside response \(responses + 1)")
     }
 
-    /// The methods and versions of the requests in `input`, read as the gateway's own decoder reads
-    /// them (NIO's, with the policy's limits), up to the first bytes it refuses.
+    /// The methods and versions of the requests in `input`, read as the gateway reads them (its
+    /// request decoder, with the policy's limits), up to the first bytes it refuses.
     static func requestHeads(in input: ByteBuffer, limits: LimitsPolicy) -> [(method: HTTPMethod, version: HTTPVersion)] {
-        let channel = EmbeddedChannel(handler: ConnectionPipeline.requestDecoder(ConnectionPipeline.decoderLimits(limits)))
-        _ = try? channel.writeInbound(input)
+        var decoder = ConnectionPipeline.requestDecoder(limits)
+        decoder.receive(input)
         var heads: [(method: HTTPMethod, version: HTTPVersion)] = []
-        while let part = try? channel.readInbound(as: HTTPServerRequestPart.self) {
+        while case .some(let part) = try? decoder.next() {
             if case .head(let head) = part { heads.append((head.method, head.version)) }
         }
-        _ = try? channel.finish(acceptAlreadyClosed: true)
         return heads
     }
 
