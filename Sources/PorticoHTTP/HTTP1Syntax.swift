@@ -95,4 +95,29 @@ public enum HTTP1Syntax {
         }
         return .size(size)
     }
+
+    /// Whether the comma-separated list `value` (RFC 9110 §5.6.1) holds `lowercaseToken`, ignoring
+    /// ASCII case and the whitespace around each element; without making an array of the elements.
+    public static func list(_ value: String, contains lowercaseToken: String) -> Bool {
+        var rest = Substring(value)
+        while !rest.isEmpty {
+            let element: Substring
+            if let comma = rest.utf8.firstIndex(of: UInt8(ascii: ",")) {
+                element = rest[..<comma]
+                rest = rest[rest.utf8.index(after: comma)...]
+            } else {
+                element = rest
+                rest = rest[rest.endIndex...]
+            }
+            if HeaderName.matches(element.trimmingOptionalWhitespace(), lowercaseToken) { return true }
+        }
+        return false
+    }
+
+    /// The last element of the comma-separated list `value`, without the whitespace around it.
+    public static func lastElement(of value: String) -> Substring {
+        let whole = Substring(value)
+        guard let comma = whole.utf8.lastIndex(of: UInt8(ascii: ",")) else { return whole.trimmingOptionalWhitespace() }
+        return whole[whole.utf8.index(after: comma)...].trimmingOptionalWhitespace()
+    }
 }

@@ -115,12 +115,20 @@ struct HTTP1ResponseDecoder {
     /// The next part from the bytes received so far; nil when more bytes are needed.
     /// - Throws: an ``UpstreamError`` (`.badResponse`) for bytes that are not a response, or not the
     ///   one expected; nothing more is decoded after it.
+    ///
+    /// Once everything received has been decoded, the decoder lets go of the read's storage (an
+    /// empty buffer keeps it otherwise): the channel reuses its receive buffer for the next read
+    /// only when nothing else holds it, and allocates a new one when something does.
     mutating func next() throws(UpstreamError) -> Part? {
         do {
-            return try decode()
+            guard let part = try decode() else {
+                if buffer.readableBytes == 0 { buffer = ByteBuffer() }
+                return nil
+            }
+            return part
         } catch {
             state = .stopped
-            buffer.clear()
+            buffer = ByteBuffer()
             throw error
         }
     }

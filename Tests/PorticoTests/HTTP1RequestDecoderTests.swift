@@ -237,6 +237,21 @@ struct HTTP1RequestDecoderTests {
         #expect(decoder.takeUnread() == nil)
     }
 
+    @Test("a read decoded whole leaves no storage held (the channel's receive buffer can be reused), a partial one its rest")
+    func letsGoOfReads() throws {
+        var decoder = HTTP1RequestDecoder(maxHeadBytes: Self.maxHeadBytes, maxFieldCount: Self.maxFieldCount)
+        var read = ByteBufferAllocator().buffer(capacity: 4096)
+        read.writeString("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc")
+        decoder.receive(read)
+        var parts = 0
+        while try decoder.next() != nil { parts += 1 }
+        #expect(parts == 3)
+        #expect(decoder.heldCapacity == 0)
+        decoder.receive(ByteBuffer(string: "GET / HT"))
+        #expect(try decoder.next() == nil)
+        #expect(decoder.heldCapacity > 0)
+    }
+
     @Test("the end of input inside a request is an error; between requests it is not")
     func endOfInput() throws {
         for (input, cut) in [

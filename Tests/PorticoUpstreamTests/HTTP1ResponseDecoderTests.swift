@@ -162,6 +162,19 @@ struct HTTP1ResponseDecoderTests {
         #expect(Self.transcript([trailers] + many).last?.contains("trailer section") == true)
     }
 
+    @Test("a read decoded whole leaves no storage held: the channel's receive buffer can be reused")
+    func letsGoOfReads() throws {
+        var decoder = HTTP1ResponseDecoder()
+        decoder.expectResponse(toHEAD: false)
+        var read = ByteBufferAllocator().buffer(capacity: 4096)
+        read.writeString("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc")
+        decoder.receive(read)
+        var parts = 0
+        while try decoder.next() != nil { parts += 1 }
+        #expect(parts == 3)
+        #expect(decoder.heldCapacity == 0)
+    }
+
     @Test("a stream whose every read ends inside a chunk-size line holds only what is left of the last read")
     func leftoversStayBounded() throws {
         var decoder = HTTP1ResponseDecoder()

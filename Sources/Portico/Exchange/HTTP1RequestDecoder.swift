@@ -94,15 +94,26 @@ struct HTTP1RequestDecoder {
         }
     }
 
+    /// The storage the decoder holds between reads (for tests: none once a read is decoded whole).
+    var heldCapacity: Int { buffer.capacity }
+
     /// The next part from the bytes received so far; nil when more bytes are needed, or when
     /// nothing more is read (after a switch of protocols or an error).
     /// - Throws: the ``HTTPParserError`` NIO's decoder would name; nothing more is decoded after it.
+    ///
+    /// Once everything received has been decoded, the decoder lets go of the read's storage (an
+    /// empty buffer keeps it otherwise): the channel reuses its receive buffer for the next read
+    /// only when nothing else holds it, and allocates a new one when something does.
     mutating func next() throws(HTTPParserError) -> HTTPServerRequestPart? {
         do {
-            return try decode()
+            guard let part = try decode() else {
+                if buffer.readableBytes == 0 { buffer = ByteBuffer() }
+                return nil
+            }
+            return part
         } catch {
             state = .stopped
-            buffer.clear()
+            buffer = ByteBuffer()
             throw error
         }
     }
@@ -330,7 +341,10 @@ struct HTTP1RequestDecoder {
     private static func parseHead(_ bytes: UnsafeRawBufferPointer, maxFieldCount: Int) throws(HTTPParserError) -> ParsedHead {
         var lines = RequestHeadLines(bytes: bytes)
         guard let firstLine = try lines.next() else { throw .invalidMethod }
-        let (method, target, version) = try requestLine(firstLine)
+        let line = try requestLine(firstLine)
+        let method = HTTPMethod(rawValue: String(decoding: line.method, as: UTF8.self))
+        let target = String(decoding: line.target, as: UTF8.self)
+        let version = line.version
         var headers = HTTPHeaders()
         // One allocation for the fields rather than one each time the storage doubles: a line end
         // per field, and two more (the request line's and the empty line's).
@@ -351,13 +365,9 @@ struct HTTP1RequestDecoder {
             case 17 where HeaderName.matches(name, "transfer-encoding"):
                 transferCoded = true
                 // The final coding is the last element of the last field (RFC 9112 §6.1).
-                let last = value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).last.map(Substring.init) ?? ""
-                chunkedIsFinal = HeaderName.matches(last.trimmingOptionalWhitespace(), "chunked")
+                chunkedIsFinal = HeaderName.matches(HTTP1Syntax.lastElement(of: value), "chunked")
             case 10 where HeaderName.matches(name, "connection"):
-                for option in value.utf8.split(separator: UInt8(ascii: ","))
-                where HeaderName.matches(Substring(option).trimmingOptionalWhitespace(), "upgrade") {
-                    connectionUpgrade = true
-                }
+                if HTTP1Syntax.list(value, contains: "upgrade") { connectionUpgrade = true }
             case 7 where HeaderName.matches(name, "upgrade"):
                 upgrades = true
             default:
@@ -377,17 +387,24 @@ struct HTTP1RequestDecoder {
             switchesProtocols: method == .CONNECT || (upgrades && connectionUpgrade))
     }
 
-    /// `method SP request-target SP HTTP-version` (RFC 9112 §3).
-    private static func requestLine(
-        _ line: UnsafeRawBufferPointer
-    ) throws(HTTPParserError) -> (method: HTTPMethod, target: String, version: HTTPVersion) {
+    /// A request line's pieces, in place in the head's bytes.
+    private struct RequestLine {
+        var method: UnsafeRawBufferPointer
+        var target: UnsafeRawBufferPointer
+        var version: HTTPVersion
+    }
+
+    /// `method SP request-target SP HTTP-version` (RFC 9112 §3), checked without making a string
+    /// of any of it: the early check of a request line (``checkRequestLineSoFar()``) costs nothing
+    /// when the parse of the whole head reads it again.
+    private static func requestLine(_ line: UnsafeRawBufferPointer) throws(HTTPParserError) -> RequestLine {
         guard let firstSpace = line.firstIndex(of: UInt8(ascii: " ")), firstSpace > 0 else { throw .invalidMethod }
-        let methodBytes = UnsafeRawBufferPointer(rebasing: line[..<firstSpace])
-        guard methodBytes.allSatisfy(HeaderName.isTokenByte) else { throw .invalidMethod }
+        let method = UnsafeRawBufferPointer(rebasing: line[..<firstSpace])
+        guard method.allSatisfy(HeaderName.isTokenByte) else { throw .invalidMethod }
         // `HTTP/1.1` and the space before it.
         guard line.count >= firstSpace + 1 + 1 + 9, line[line.count - 9] == UInt8(ascii: " ") else { throw .invalidURL }
-        let targetBytes = UnsafeRawBufferPointer(rebasing: line[(firstSpace + 1)..<(line.count - 9)])
-        guard targetBytes.allSatisfy(isTargetByte) else { throw .invalidURL }
+        let target = UnsafeRawBufferPointer(rebasing: line[(firstSpace + 1)..<(line.count - 9)])
+        guard target.allSatisfy(isTargetByte) else { throw .invalidURL }
         let versionBytes = UnsafeRawBufferPointer(rebasing: line[(line.count - 8)...])
         let version: HTTPVersion
         if versionBytes.elementsEqual("HTTP/1.1".utf8) {
@@ -397,13 +414,13 @@ struct HTTP1RequestDecoder {
         } else {
             throw .invalidVersion
         }
-        let method = HTTPMethod(rawValue: String(decoding: methodBytes, as: UTF8.self))
         // Origin form, asterisk form, absolute form (a scheme before `:`), or a CONNECT's authority.
-        let first = targetBytes[0]
-        guard first == UInt8(ascii: "/") || first == UInt8(ascii: "*") || method == .CONNECT || isAbsoluteForm(targetBytes) else {
-            throw .invalidURL
-        }
-        return (method, String(decoding: targetBytes, as: UTF8.self), version)
+        let first = target[0]
+        guard
+            first == UInt8(ascii: "/") || first == UInt8(ascii: "*") || method.elementsEqual("CONNECT".utf8)
+                || isAbsoluteForm(target)
+        else { throw .invalidURL }
+        return RequestLine(method: method, target: target, version: version)
     }
 
     /// What a request target may hold as it arrives: any byte but a control, a space or DEL (what
