@@ -252,6 +252,17 @@ struct HTTP1RequestDecoderTests {
         #expect(decoder.heldCapacity > 0)
     }
 
+    @Test("after a refusal, what arrives is dropped, not kept")
+    func dropsAfterRefusal() throws {
+        var decoder = HTTP1RequestDecoder(maxHeadBytes: Self.maxHeadBytes, maxFieldCount: Self.maxFieldCount)
+        decoder.receive(ByteBuffer(string: "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n"))
+        #expect(throws: HTTPParserError.invalidHeaderToken) { try decoder.next() }
+        for _ in 0..<100 { decoder.receive(ByteBuffer(string: String(repeating: "x", count: 1000))) }
+        #expect(try decoder.next() == nil)
+        #expect(decoder.heldCapacity == 0)
+        #expect(decoder.takeUnread() == nil)
+    }
+
     @Test("the end of input inside a request is an error; between requests it is not")
     func endOfInput() throws {
         for (input, cut) in [

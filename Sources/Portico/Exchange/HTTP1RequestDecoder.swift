@@ -84,7 +84,12 @@ struct HTTP1RequestDecoder {
     /// What is left of the last read (an incomplete head or line) is moved to the front first: its
     /// storage may be shared with body parts already handed on, and appending to it as it is would
     /// copy, and keep, everything read before it.
+    ///
+    /// After a refusal nothing more is kept: the connection closes once the refusal is answered,
+    /// which may wait behind a response still under way, and a client must not be able to fill the
+    /// gateway's memory meanwhile.
     mutating func receive(_ bytes: ByteBuffer) {
+        if case .stopped = state, !switched { return }
         if buffer.readableBytes == 0 {
             buffer = bytes
         } else {
