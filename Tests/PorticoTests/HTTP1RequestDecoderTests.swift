@@ -231,10 +231,30 @@ struct HTTP1RequestDecoderTests {
         var events: [Event] = []
         while let part = try decoder.next() { Self.append(part, to: &events) }
         #expect(events.count == 2)
+        #expect(decoder.switchedProtocols)
         decoder.receive(ByteBuffer(string: "lo"))
         #expect(try decoder.next() == nil)
         #expect(decoder.takeUnread().map { String(buffer: $0) } == "\u{81}\u{05}hello")
         #expect(decoder.takeUnread() == nil)
+    }
+
+    @Test("an ordinary request, or an Upgrade without Connection: upgrade, switches nothing")
+    func noSwitch() throws {
+        for input in [
+            "GET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", "GET / HTTP/1.1\r\nConnection: upgrade\r\n\r\n",
+        ] {
+            var decoder = HTTP1RequestDecoder(maxHeadBytes: Self.maxHeadBytes, maxFieldCount: Self.maxFieldCount)
+            decoder.receive(ByteBuffer(string: input))
+            while try decoder.next() != nil {}
+            #expect(!decoder.switchedProtocols)
+        }
+    }
+
+    @Test("after an HTTP/1.0 request with a transfer coding only empty lines may follow (RFC 9112 §6.1: the connection closes)")
+    func http10ChunkedCloses() {
+        let input = "POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET / HTTP/1.1\r\n\r\n"
+        #expect(Self.portico(input).last == .refused)
+        #expect(Self.portico(input).count == 3)
     }
 
     @Test("a read decoded whole leaves no storage held (the channel's receive buffer can be reused), a partial one its rest")

@@ -21,6 +21,40 @@ import Testing
         }
     }
 
+    /// Counts the reads that reach the socket.
+    final class ReadCounter: ChannelOutboundHandler, @unchecked Sendable {
+        typealias OutboundIn = NIOAny
+        var reads = 0
+        func read(context: ChannelHandlerContext) {
+            reads += 1
+            context.read()
+        }
+    }
+
+    /// What a client sends after a request that asks to switch protocols is not HTTP: the
+    /// connection is not read while that request is answered (or until a switch hands it over),
+    /// so that it cannot pile up in the decoder; after an ordinary request reads go on.
+    @Test(arguments: [
+        ("GET /a HTTP/1.1\r\nHost: t\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\n\r\n", true),
+        ("CONNECT t:443 HTTP/1.1\r\nHost: t:443\r\n\r\n", true),
+        ("GET /a HTTP/1.1\r\nHost: t\r\nUpgrade: h2c\r\n\r\n", false),
+        ("GET /a HTTP/1.1\r\nHost: t\r\n\r\n", false),
+    ])
+    func noReadsAfterAnUpgradeRequest(request: String, holds: Bool) throws {
+        let counter = ReadCounter()
+        let connection = try StagedConnection(policy: EmbeddedGateway.policy, upstream: UnreachableUpstream(), bottom: counter) {
+            _, parked in RequestStages(stages: [parked, ReachedStage()])
+        }
+        connection.send(request)
+        #expect(connection.parked.promises.withLockedValue { $0.count } == 1)
+        let before = counter.reads
+        connection.channel.read()
+        #expect(counter.reads == before + (holds ? 0 : 1))
+        connection.resume(.proceed)
+        #expect(try connection.output().hasPrefix("HTTP/1.1 400 "))
+        connection.finish()
+    }
+
     @Test func theNextStageRunsOnlyOnceTheSuspendedOneProceeds() throws {
         let connection = try Self.connection()
         connection.send("GET /api/v1/stockquote HTTP/1.1\r\nHost: t\r\n\r\n")

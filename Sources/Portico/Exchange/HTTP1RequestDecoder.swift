@@ -67,6 +67,8 @@ struct HTTP1RequestDecoder {
     /// Whether the current head's request line has been checked (it is, as soon as it is whole, so
     /// that a connection that is not HTTP at all is refused at its first line).
     private var requestLineChecked = false
+    /// The request line's method has ended (its space has arrived) and was a token.
+    private var methodEnded = false
     /// What comes after the current request's `.end`: another request, a close, or another protocol.
     private var afterEnd = State.head
     private var trailers: HTTPHeaders?
@@ -135,6 +137,10 @@ struct HTTP1RequestDecoder {
             return nil
         }
     }
+
+    /// A request that switches protocols has ended: nothing more is read as HTTP, and the
+    /// connection should not be read until whatever takes it over is in place (or it closes).
+    var switchedProtocols: Bool { switched }
 
     /// After a request that switched protocols, what the client sent past it, for the handler that
     /// carries the new protocol; nil otherwise (what an unfinished request left is nobody's).
@@ -223,12 +229,16 @@ struct HTTP1RequestDecoder {
 
     /// The line at the front of the buffer, not consumed: its length without its CR LF; nil while
     /// it is incomplete.
-    private func peekLine(limit: Int, error: HTTPParserError) throws(HTTPParserError) -> Int? {
+    /// The search resumes where the last one stopped (``scanned``), so that a line arriving a byte
+    /// a read is not searched from its start each time.
+    private mutating func peekLine(limit: Int, error: HTTPParserError) throws(HTTPParserError) -> Int? {
         let view = buffer.readableBytesView
-        guard let lf = view.firstIndex(of: UInt8(ascii: "\n")) else {
+        guard let lf = view[(view.startIndex + scanned)...].firstIndex(of: UInt8(ascii: "\n")) else {
+            scanned = view.count
             if view.count > limit + 1 { throw error }
             return nil
         }
+        scanned = 0
         let length = lf - view.startIndex - 1
         guard length >= 0, view[lf - 1] == UInt8(ascii: "\r") else { throw .lfExpected }
         guard length <= limit else { throw error }
@@ -290,8 +300,10 @@ struct HTTP1RequestDecoder {
         buffer.moveReaderIndex(forwardBy: length)
         scanned = 0
         requestLineChecked = false
+        methodEnded = false
         let head = parsed.head
-        if !head.isKeepAlive { afterEnd = .closed }
+        // RFC 9112 §6.1: after an HTTP/1.0 request with a transfer coding, the connection closes.
+        if !head.isKeepAlive || (parsed.chunked && head.version == .http1_0) { afterEnd = .closed }
         if parsed.switchesProtocols { afterEnd = .stopped }
         if head.method == .CONNECT {
             state = .ending
@@ -308,12 +320,22 @@ struct HTTP1RequestDecoder {
     /// Refuses, as soon as it arrives, a request line that cannot be one: so that a connection
     /// that is not HTTP (a TLS handshake on a plain port, a stray binary protocol) is answered at
     /// once rather than when its bytes reach the head limit.
+    ///
+    /// What earlier reads held has been looked at already (``scanned``): its bytes were the method's
+    /// so far, or the method had ended, and none was a line end. The check resumes after them, so
+    /// that a request line sent a byte a read costs no more than one sent whole.
     private mutating func checkRequestLineSoFar() throws(HTTPParserError) {
         let view = buffer.readableBytesView
-        var index = view.startIndex
-        while index < view.endIndex, HeaderName.isTokenByte(view[index]) { index += 1 }
-        guard index == view.endIndex || (view[index] == UInt8(ascii: " ") && index > view.startIndex) else { throw .invalidMethod }
-        guard let lf = view.firstIndex(of: UInt8(ascii: "\n")) else { return }
+        let from = view.startIndex + scanned
+        if !methodEnded {
+            var index = from
+            while index < view.endIndex, HeaderName.isTokenByte(view[index]) { index += 1 }
+            if index < view.endIndex {
+                guard view[index] == UInt8(ascii: " "), index > view.startIndex else { throw .invalidMethod }
+                methodEnded = true
+            }
+        }
+        guard let lf = view[from...].firstIndex(of: UInt8(ascii: "\n")) else { return }
         let length = lf - view.startIndex - 1
         guard length >= 0, view[lf - 1] == UInt8(ascii: "\r") else { throw .lfExpected }
         _ = try readable(length, Self.requestLine)
