@@ -96,22 +96,29 @@ public enum HTTP1Syntax {
         return .size(size)
     }
 
-    /// Whether the comma-separated list `value` (RFC 9110 §5.6.1) holds `lowercaseToken`, ignoring
-    /// ASCII case and the whitespace around each element; without making an array of the elements.
-    public static func list(_ value: String, contains lowercaseToken: String) -> Bool {
-        var rest = Substring(value)
-        while !rest.isEmpty {
-            let element: Substring
-            if let comma = rest.utf8.firstIndex(of: UInt8(ascii: ",")) {
-                element = rest[..<comma]
-                rest = rest[rest.utf8.index(after: comma)...]
-            } else {
-                element = rest
-                rest = rest[rest.endIndex...]
+    /// The elements of a comma-separated list (RFC 9110 §5.6.1), each without the whitespace around
+    /// it (empty ones included), split at the commas' bytes: no array of them is made, and no
+    /// grapheme breaking is run, as `split` on the `Character` view would.
+    public struct ListElements: Sequence, IteratorProtocol {
+        private var rest: Substring?
+
+        public init(_ value: String) { rest = value.isEmpty ? nil : Substring(value) }
+
+        public mutating func next() -> Substring? {
+            guard let current = rest else { return nil }
+            guard let comma = current.utf8.firstIndex(of: UInt8(ascii: ",")) else {
+                rest = nil
+                return current.trimmingOptionalWhitespace()
             }
-            if HeaderName.matches(element.trimmingOptionalWhitespace(), lowercaseToken) { return true }
+            let after = current.utf8.index(after: comma)
+            rest = after == current.endIndex ? nil : current[after...]
+            return current[..<comma].trimmingOptionalWhitespace()
         }
-        return false
+    }
+
+    /// Whether the comma-separated list `value` holds `lowercaseToken`, ignoring ASCII case.
+    public static func list(_ value: String, contains lowercaseToken: String) -> Bool {
+        ListElements(value).contains { HeaderName.matches($0, lowercaseToken) }
     }
 
     /// The last element of the comma-separated list `value`, without the whitespace around it.

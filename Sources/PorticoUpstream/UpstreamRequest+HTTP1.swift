@@ -76,10 +76,7 @@ extension UpstreamRequest {
 
     /// Whether a `Connection` field value holds the `close` option.
     private static func listsClose(_ value: String) -> Bool {
-        for token in value.split(separator: ",") where HeaderName.matches(String(token.trimmingOptionalWhitespace()), "close") {
-            return true
-        }
-        return false
+        HTTP1Syntax.list(value, contains: "close")
     }
 }
 

@@ -210,6 +210,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
     // MARK: Pipelining
 
     /// Holds a read back while pipelined parts wait (see ``PipelinedRequests``).
+    ///
     /// Holds reads too once a request that asks to switch protocols has ended: what the client
     /// sends after it is not HTTP, and would only pile up in the decoder until the switch happens
     /// (``StreamJoin`` reads again once this handler has left) or the answer closes the connection.

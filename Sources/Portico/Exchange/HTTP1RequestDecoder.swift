@@ -54,7 +54,10 @@ struct HTTP1RequestDecoder {
         case ending
         /// After a request that closes the connection: only empty lines may follow.
         case closed
-        /// After a request that switches protocols, or an error: nothing more is read.
+        /// After a request that switched protocols: nothing more is read as HTTP, and what arrives
+        /// is kept for whatever takes the connection over (``takeUnread()``).
+        case switched
+        /// After an error, or the end of input: nothing more is read or kept.
         case stopped
     }
 
@@ -73,8 +76,6 @@ struct HTTP1RequestDecoder {
     private var afterEnd = State.head
     private var trailers: HTTPHeaders?
     private var trailerBytes = 0
-    /// A request that switches protocols has ended: the bytes after it are not HTTP.
-    private var switched = false
 
     init(maxHeadBytes: Int, maxFieldCount: Int) {
         self.maxHeadBytes = maxHeadBytes
@@ -91,7 +92,7 @@ struct HTTP1RequestDecoder {
     /// which may wait behind a response still under way, and a client must not be able to fill the
     /// gateway's memory meanwhile.
     mutating func receive(_ bytes: ByteBuffer) {
-        if case .stopped = state, !switched { return }
+        if case .stopped = state { return }
         if buffer.readableBytes == 0 {
             buffer = bytes
         } else {
@@ -128,24 +129,29 @@ struct HTTP1RequestDecoder {
     /// The connection's input ended: the error a request cut short is (`invalidEOFState`), or nil
     /// when it ended between requests.
     mutating func endOfInput() -> HTTPParserError? {
-        defer { state = .stopped }
         switch state {
         case .head where buffer.readableBytesView.contains(where: { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }),
             .fixedBody, .chunkSize, .chunkData, .chunkDataEnd, .trailers:
+            state = .stopped
             return .invalidEOFState
-        case .head, .ending, .closed, .stopped:
+        case .head, .ending, .closed:
+            state = .stopped
+            return nil
+        case .switched, .stopped:
             return nil
         }
     }
 
     /// A request that switches protocols has ended: nothing more is read as HTTP, and the
     /// connection should not be read until whatever takes it over is in place (or it closes).
-    var switchedProtocols: Bool { switched }
+    var switchedProtocols: Bool {
+        if case .switched = state { true } else { false }
+    }
 
     /// After a request that switched protocols, what the client sent past it, for the handler that
     /// carries the new protocol; nil otherwise (what an unfinished request left is nobody's).
     mutating func takeUnread() -> ByteBuffer? {
-        guard switched, buffer.readableBytes > 0 else { return nil }
+        guard case .switched = state, buffer.readableBytes > 0 else { return nil }
         defer { buffer = ByteBuffer() }
         return buffer
     }
@@ -183,7 +189,6 @@ struct HTTP1RequestDecoder {
             case .trailers:
                 guard try readTrailerLine() else { return nil }
             case .ending:
-                if case .stopped = afterEnd { switched = true }
                 state = afterEnd
                 afterEnd = .head
                 let ended = trailers
@@ -196,7 +201,7 @@ struct HTTP1RequestDecoder {
                     throw .closedConnection
                 }
                 return nil
-            case .stopped:
+            case .switched, .stopped:
                 return nil
             }
         }
@@ -304,7 +309,7 @@ struct HTTP1RequestDecoder {
         let head = parsed.head
         // RFC 9112 §6.1: after an HTTP/1.0 request with a transfer coding, the connection closes.
         if !head.isKeepAlive || (parsed.chunked && head.version == .http1_0) { afterEnd = .closed }
-        if parsed.switchesProtocols { afterEnd = .stopped }
+        if parsed.switchesProtocols { afterEnd = .switched }
         if head.method == .CONNECT {
             state = .ending
         } else if parsed.chunked {

@@ -60,9 +60,7 @@ struct RequestFraming {
     static func asksForUpgrade(_ head: HTTPRequestHead) -> Bool {
         if head.method == .CONNECT { return true }
         guard head.headers.contains(name: "upgrade") else { return false }
-        return head.headers["connection"].contains { value in
-            value.split(separator: ",").contains { HeaderName.matches(String($0.trimmingOptionalWhitespace()), "upgrade") }
-        }
+        return head.headers["connection"].contains { HTTP1Syntax.list($0, contains: "upgrade") }
     }
 
     /// Whether what is left of the body can be read and dropped after an early answer, so that the

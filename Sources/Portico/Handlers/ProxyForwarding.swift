@@ -44,13 +44,9 @@ enum ProxyForwarding {
     static func connectionListed(_ fields: some Sequence<(name: String, value: String)>) -> [String] {
         var listed: [String] = []
         for (fieldName, value) in fields where HeaderName.matches(fieldName, "connection") {
-            // Split at the commas' bytes: a backend's `Connection: keep-alive` comes with nearly
-            // every response, and the `Character` view's split would run grapheme breaking on it.
-            var rest = value[...]
-            while !rest.isEmpty {
-                let comma = rest.utf8.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
-                let name = rest[..<comma].trimmingOptionalWhitespace()
-                rest = comma == rest.endIndex ? rest[comma...] : rest[rest.utf8.index(after: comma)...]
+            // A backend's `Connection: keep-alive` comes with nearly every response: its elements
+            // are read at the commas' bytes, without an array (HTTP1Syntax.ListElements).
+            for name in HTTP1Syntax.ListElements(value) {
                 if name.isEmpty || HeaderName.matches(name, "close") || HeaderName.matches(name, "keep-alive") { continue }
                 listed.append(name.lowercased())
             }
