@@ -5,7 +5,8 @@
 # counts, over N, is what one request makes (setup and warm-up cancel out), and the direct run's
 # is subtracted.
 #
-#   bench/retains.sh [requests] [routes…]     (default 2,000; routes open signed facade 404 tls)
+#   bench/retains.sh [requests] [routes…]     (default 2,000; routes open signed facade 404 tls;
+#                                             also open3p signed3p: the third-party signer's shape)
 #   SITES=30 bench/retains.sh 300 open        where they are: the 30 functions that call swift_retain
 #                                             and swift_release most on the gateway's event loop, a
 #                                             request's share of each (perf record with DWARF call chains)
@@ -53,7 +54,7 @@ per_request() {
 if [ -n "${SITES:-}" ]; then
   for route in $ROUTES; do
     ROUTE=$route perf record -e probe_libswiftCore:swift_retain,probe_libswiftCore:swift_release \
-      --call-graph dwarf,4096 -o "$WORK/perf.data" \
+      --call-graph "dwarf,${STACK_BYTES:-4096}" --mmap-pages "${MMAP_PAGES:-1024}" -o "$WORK/perf.data" \
       "$BINARY" "$REQUESTS" 200 "$WORK/certs/server.pem" "$WORK/certs/server-key.pem" >/dev/null 2>"$WORK/record.log"
     echo "== $route: the functions calling swift_retain / swift_release, per request"
     # perf drops samples when it cannot keep up (a busy machine): then the figures are too low.

@@ -26,6 +26,9 @@ let package = Package(
                 .product(name: "PorticoPolicy", package: "Portico"),
                 // The signed route's request, signed as an app would.
                 .product(name: "PorticoClient", package: "Portico"),
+                // The third-party signer's shape, signed with an `alg` parameter.
+                .product(name: "PorticoSigning", package: "Portico"),
+                .product(name: "PorticoHTTP", package: "Portico"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

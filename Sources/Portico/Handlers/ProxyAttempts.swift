@@ -89,7 +89,17 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         }
         // Without retries there is one attempt, never given up: it delivers here directly.
         let handler: any UpstreamResponseHandler = backend.retries == nil ? self : AttemptDelivery(attempts: self, attempt: attempt)
-        current = upstream.execute(request, eventLoop: eventLoop, handler: handler)
+        current = Self.execute(&request, through: upstream, on: eventLoop, handler: handler)
+    }
+
+    /// Sends `request` as it is stored. Passed from the stored property straight, it was copied
+    /// first (a retain and a release of each of its fields, the headers' array, URL and body): a
+    /// class's property may change under a call, an `inout` argument cannot.
+    private static func execute(
+        _ request: inout UpstreamRequest, through upstream: any UpstreamClient, on eventLoop: any EventLoop,
+        handler: any UpstreamResponseHandler
+    ) -> any UpstreamTask {
+        upstream.execute(request, eventLoop: eventLoop, handler: handler)
     }
 
     func upstreamReceived(_ events: UpstreamEvents) {

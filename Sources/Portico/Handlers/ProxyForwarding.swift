@@ -41,12 +41,15 @@ enum ProxyForwarding {
 
     /// Field names listed in `Connection` values (RFC 9110 §7.6.1), lowercased; `close` and
     /// `keep-alive` are left out since they are dropped anyway.
-    static func connectionListed(_ fields: some Sequence<(name: String, value: String)>) -> [String] {
+    ///
+    /// The fields are read by index, a value only where its name is `Connection`: iterating them
+    /// as (name, value) pairs copied every value (a reference count each way) to compare names.
+    static func connectionListed(_ fields: HTTPHeaders) -> [String] {
         var listed: [String] = []
-        for (fieldName, value) in fields where HeaderName.matches(fieldName, "connection") {
+        for index in fields.indices where HeaderName.matches(fields[index].name, "connection") {
             // A backend's `Connection: keep-alive` comes with nearly every response: its elements
             // are read at the commas' bytes, without an array (HTTP1Syntax.ListElements).
-            for name in HTTP1Syntax.ListElements(value) {
+            for name in HTTP1Syntax.ListElements(fields[index].value) {
                 if name.isEmpty || HeaderName.matches(name, "close") || HeaderName.matches(name, "keep-alive") { continue }
                 listed.append(name.lowercased())
             }
@@ -105,26 +108,36 @@ enum ProxyForwarding {
         credentials: CredentialFields = CredentialFields(),
         versionedPrefix: String? = nil, traced: Bool = false
     ) -> UpstreamRequest {
-        let listed = connectionListed(head.headers)
+        // One pass over the client's fields, by index (see ``connectionListed(_:)``): a value is
+        // copied only into the forwarded head. `Connection` is dropped as hop-by-hop; the names it
+        // lists, rarely any, are taken out afterwards.
+        let fields = head.headers
         var headers = HTTPHeaders()
-        headers.reserveCapacity(head.headers.count + 5)
-        for (name, value) in head.headers {
+        headers.reserveCapacity(fields.count + 5)
+        var host: String?
+        var listsFields = false
+        for index in fields.indices {
+            let name = fields[index].name
             if HeaderName.matchesAny(name, hopByHop) || HeaderName.matchesAny(name, replacedOnRequest)
                 || HeaderName.matchesAny(name, droppedOnRequest)
             {
+                if host == nil, HeaderName.matches(name, "host") { host = fields[index].value }
+                if HeaderName.matches(name, "connection") { listsFields = true }
                 continue
             }
-            if !listed.isEmpty && HeaderName.matchesAny(name, listed) { continue }
             if !credentials.dropped.isEmpty && HeaderName.matchesAny(name, credentials.dropped) { continue }
             if traced && HeaderName.matchesAny(name, traceContext) { continue }
-            headers.add(name: name, value: value)
+            headers.add(name: name, value: fields[index].value)
+        }
+        if listsFields {
+            for name in connectionListed(fields) { headers.remove(name: name) }
         }
         for (name, value) in credentials.added { headers.add(name: name, value: value) }
         headers.add(name: "Host", value: target.hostHeader)
         // The peer's address alone: what a client wrote in the field is its own claim.
         if let clientAddress { headers.add(name: "X-Forwarded-For", value: clientAddress) }
         headers.add(name: "X-Forwarded-Proto", value: scheme)
-        if let host = head.headers.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: host) }
+        if let host { headers.add(name: "X-Forwarded-Host", value: host) }
         headers.add(name: "X-Request-Id", value: requestID)
         // `TE: trailers` is the one TE HTTP/2 allows, and gRPC requires it end to end (a backend
         // may refuse a gRPC call without it): passed on to an HTTP/2 backend, as it came.

@@ -77,7 +77,7 @@ public final class CompiledPolicy: Sendable {
         services = snapshot.routes.services.map {
             ServiceRules(
                 $0, tierDefaults: tierDefaults, tiers: policy.tiers, backends: backends, clients: policy.clients,
-                compression: policy.compression)
+                compression: policy.compression, apiKeyHeader: policy.apiKeys.header)
         }
         signatureRequirements = SignatureRequirements(
             policy.signatures, clientVersionHeader: policy.clients.versionHeader, clientPlatformHeader: policy.clients.platformHeader)

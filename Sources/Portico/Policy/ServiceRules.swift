@@ -38,6 +38,11 @@ final class ServiceRules: Sendable {
     let active: ActiveVersioning?
     /// The service's response compression, when it compresses.
     let compression: CompressionRules?
+    /// The fields never passed on for this service, lowercase, whichever scheme admits a request:
+    /// an API key's field (it holds the secret), `Authorization` for a token service (a credential
+    /// the backend has no use for), and the fields `forwardClaims` sets (a caller must not set them
+    /// itself). Made once here, not for each request the authenticate stage admits.
+    let withheldCredentials: [String]
 
     /// The active version map of one service, compiled.
     struct ActiveVersioning: Sendable {
@@ -55,9 +60,14 @@ final class ServiceRules: Sendable {
 
     init(
         _ service: CompiledService, tierDefaults: [String: CompiledRateLimit], tiers: [String: TierPolicy],
-        backends: [String: CompiledBackend], clients: ClientsPolicy, compression: CompressionPolicy? = nil
+        backends: [String: CompiledBackend], clients: ClientsPolicy, compression: CompressionPolicy? = nil, apiKeyHeader: String
     ) {
         self.compression = CompressionRules(compression, service: service.policy.compression)
+        var withheld: [String] = []
+        if service.policy.auth.contains(.apiKey) { withheld.append(apiKeyHeader.lowercased()) }
+        if service.policy.auth.contains(.jwt) { withheld.append("authorization") }
+        for (_, field) in service.policy.jwt?.forwardClaims ?? [] { withheld.append(field.lowercased()) }
+        withheldCredentials = withheld
         self.service = service
         var tierLimits = tierDefaults
         for (name, tier) in tiers {

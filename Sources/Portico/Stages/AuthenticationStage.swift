@@ -34,35 +34,49 @@ struct AuthenticationStage: RequestStage {
     var metrics: GatewayMetrics? = nil
 
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
-        guard let service = exchange.routed?.service.policy, !service.auth.isEmpty else { return .proceed }
+        // The routed request, not its service's policy: a copy of that struct out of the class took
+        // a reference count each way for every field it holds. The policy is passed on borrowed.
+        guard let routed = exchange.routed, !routed.service.policy.auth.isEmpty else { return .proceed }
         let failures = exchange.policy.authFailureLimit
-        if let refusal = rateLimiter.authFailuresRefusal(address: exchange.client.addressSubject, limit: failures, service: service.name) {
+        if let refusal = rateLimiter.authFailuresRefusal(
+            address: exchange.client.addressSubject, limit: failures, service: routed.service.name)
+        {
             return .answer(refusal)
         }
-        return attempt(exchange, service: service, mayWait: true, on: eventLoop)
+        return attempt(exchange, routed: routed, mayWait: true, on: eventLoop)
     }
 
-    private func attempt(_ exchange: Exchange, service: ServicePolicy, mayWait: Bool, on eventLoop: any EventLoop) -> StageOutcome {
+    private func attempt(_ exchange: Exchange, routed: RoutedRequest, mayWait: Bool, on eventLoop: any EventLoop) -> StageOutcome {
+        let service = routed.service
         let head = exchange.head
         let apiKeyHeader = exchange.policy.apiKeyHeader
-        let carried = service.auth.filter { Self.carries(head, scheme: $0, apiKeyHeader: apiKeyHeader) }
-        let tried = carried.isEmpty && service.auth.count == 1 ? service.auth : carried
-        guard !tried.isEmpty else {
+        // The schemes the request carries credentials for are tried; when it carries none and the
+        // service has one scheme, that one is, so that its own problem answers. Walked twice
+        // rather than collected into an array for each request.
+        var carriesAny = false
+        for scheme in service.policy.auth where Self.carries(head, scheme: scheme, apiKeyHeader: apiKeyHeader) {
+            carriesAny = true
+            break
+        }
+        guard carriesAny || service.policy.auth.count == 1 else {
             let header = exchange.snapshot.policy.apiKeys.header
-            return refuse(exchange, service: service, scheme: nil, .credentialsRequired(service.auth, apiKeyHeader: header))
+            return refuse(exchange, service: service, scheme: nil, .credentialsRequired(service.policy.auth, apiKeyHeader: header))
         }
         var firstFailure: (AuthScheme, Problem)?
         let now = RequestAuthenticator.now()
-        for scheme in tried {
-            switch verify(exchange, scheme: scheme, service: service, now: now, mayWait: mayWait, on: eventLoop) {
+        for scheme in service.policy.auth where !carriesAny || Self.carries(head, scheme: scheme, apiKeyHeader: apiKeyHeader) {
+            switch verify(exchange, scheme: scheme, service: service.policy, now: now, mayWait: mayWait, on: eventLoop) {
             case .success(let authentication):
-                admit(exchange, authentication, service: service)
+                admit(exchange, authentication, rules: routed.rules)
                 return .proceed
             case .failure(let problem):
                 if firstFailure == nil { firstFailure = (scheme, problem) }
             case .wait(let loaded):
+                // The routed request is read again from the exchange once the keys have loaded.
                 return .suspend(
-                    loaded.hop(to: eventLoop).map { _ in attempt(exchange, service: service, mayWait: false, on: eventLoop) })
+                    loaded.hop(to: eventLoop).map { _ in
+                        exchange.routed.map { attempt(exchange, routed: $0, mayWait: false, on: eventLoop) } ?? .proceed
+                    })
             case .needsBody:
                 return .awaitBody
             }
@@ -103,7 +117,7 @@ struct AuthenticationStage: RequestStage {
         }
     }
 
-    private func admit(_ exchange: Exchange, _ authentication: Authentication, service: ServicePolicy) {
+    private func admit(_ exchange: Exchange, _ authentication: Authentication, rules: ServiceRules) {
         exchange.authScheme = authentication.scheme
         exchange.keyID = authentication.keyID
         exchange.subject = authentication.subject
@@ -111,22 +125,10 @@ struct AuthenticationStage: RequestStage {
         exchange.payloadSHA256 = authentication.payloadSHA256
         exchange.tier = authentication.tier
         exchange.pendingNonce = authentication.nonce
-        exchange.credentialFields = Self.credentialFields(service: service, apiKeyHeader: exchange.policy.apiKeyHeader)
-        exchange.credentialFields.added = authentication.forwardedFields
+        exchange.credentialFields = CredentialFields(dropped: rules.withheldCredentials, added: authentication.forwardedFields)
     }
 
-    /// The fields never passed on for `service`, whichever scheme admitted the request: an API
-    /// key's (it holds the secret), a bearer token (a credential the backend has no use for), and
-    /// the fields `forwardClaims` sets (a caller must not set them itself).
-    static func credentialFields(service: ServicePolicy, apiKeyHeader: String) -> CredentialFields {
-        var fields = CredentialFields()
-        if service.auth.contains(.apiKey) { fields.dropped.append(apiKeyHeader.lowercased()) }
-        if service.auth.contains(.jwt) { fields.dropped.append("authorization") }
-        for (_, field) in service.jwt?.forwardClaims ?? [] { fields.dropped.append(field.lowercased()) }
-        return fields
-    }
-
-    private func refuse(_ exchange: Exchange, service: ServicePolicy, scheme: AuthScheme?, _ problem: Problem) -> StageOutcome {
+    private func refuse(_ exchange: Exchange, service: CompiledService, scheme: AuthScheme?, _ problem: Problem) -> StageOutcome {
         // A genuine key refused (403: revoked, not allowed, a scope missing) is not a failed authentication.
         if problem.status == .unauthorized || problem.status == .badRequest {
             rateLimiter.recordAuthFailure(address: exchange.client.addressSubject, limit: exchange.policy.authFailureLimit)

@@ -30,9 +30,11 @@ struct HeadChecksStage: RequestStage {
     static func checkHost(_ head: HTTPRequestHead) -> Problem? {
         var count = 0
         var value = ""
-        for (name, fieldValue) in head.headers where HeaderName.matches(name, "host") {
+        // By index, a value read only where the name is `Host` (pairs copied every value).
+        let fields = head.headers
+        for index in fields.indices where HeaderName.matches(fields[index].name, "host") {
             count += 1
-            value = fieldValue
+            value = fields[index].value
         }
         if count > 1 { return .badRequest("The request has \(count) Host fields; send exactly one.") }
         if count == 0 && head.version == .http1_1 { return .badRequest("An HTTP/1.1 request must carry a Host field.") }

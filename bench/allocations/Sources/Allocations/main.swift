@@ -20,7 +20,9 @@ import NIOCore
 import NIOPosix
 import Portico
 import PorticoClient
+import PorticoHTTP
 import PorticoPolicy
+import PorticoSigning
 
 #if canImport(Glibc)
     import Glibc
@@ -138,8 +140,8 @@ func recordingSites(_ name: String, _ body: () throws -> Row) rethrows -> Row {
 
 let path = "/api/1/stockquote/AAPL"
 var rows = [try measure("direct to the backend", BlockingHTTPClient(stream: try PlainStream(port: backendPort), path: "/v1/quotes/AAPL"))]
-/// ROUTE=open|signed|facade|404|tls in the environment runs that route only after the direct run
-/// (ROUTE=direct: none): bench/retains.sh counts the runtime's calls per route from outside.
+/// ROUTE=open|signed|signed3p|open3p|facade|404|tls in the environment runs that route only after
+/// the direct run (ROUTE=direct: none): bench/retains.sh counts the runtime's calls per route from outside.
 let onlyRoute = ProcessInfo.processInfo.environment["ROUTE"]
 func runs(_ route: String) -> Bool { onlyRoute == nil || onlyRoute == route }
 
@@ -159,6 +161,33 @@ if runs("signed") {
     rows.append(
         try measure(
             "signed (RFC 9421), HTTP", BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: signedPath, headers: signature)))
+}
+// The shape third-party signers send (requests-http-signature's default, bench/auth.sh's): a GET
+// with a query, covering `@method @authority @path @query date content-digest` (the digest of the
+// empty body) with an `alg` parameter. "open3p" sends the open route the very same fields, so that
+// the difference between the two is the work of checking them, not of carrying them.
+let thirdPartyTarget = "/stockquote/AAPL?fields=price"
+let thirdPartyFields: [(name: String, value: String)] = try {
+    let now = Int64(Date().timeIntervalSince1970)
+    let fields = [("Date", HTTPDate.format(now)), ("Content-Digest", "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:")]
+    let request = HTTPRequestParts(
+        method: "GET", scheme: "http", authority: "localhost", requestTarget: "/signed/1" + thirdPartyTarget,
+        fields: [("host", "localhost")] + fields)
+    let input = SignatureInput(
+        components: [.method, .authority, .path, .query, .field("date"), .field("content-digest")], created: now, keyID: "bench",
+        algorithm: MessageSignature.algorithm)
+    let signed = try MessageSignature.sign(
+        request, input: input, label: "sig1", authenticator: HMACSHA256Authenticator(key: Array(benchSecret.utf8)))
+    return fields + [("Signature-Input", signed.signatureInput), ("Signature", signed.signature)]
+}()
+for (route, name, prefix) in [("signed3p", "signed, third-party shape", "/signed/1"), ("open3p", "open, the same fields", "/api/1")]
+where runs(route) {
+    rows.append(
+        try recordingSites(route) {
+            try measure(
+                name,
+                BlockingHTTPClient(stream: try PlainStream(port: plainPort), path: prefix + thirdPartyTarget, headers: thirdPartyFields))
+        })
 }
 if runs("facade") {
     rows.append(
