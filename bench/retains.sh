@@ -10,6 +10,10 @@
 #   SITES=30 bench/retains.sh 300 open        where they are: the 30 functions that call swift_retain
 #                                             and swift_release most on the gateway's event loop, a
 #                                             request's share of each (perf record with DWARF call chains)
+#   STACK_BYTES=4096 MMAP_PAGES=1024 …        the stack copied per hit (default 512 bytes: enough for
+#                                             the caller of a runtime entry point) and perf's buffer
+#                                             (4,096 pages); with 4 KiB per hit perf lost a third to
+#                                             three quarters of the hits, with 512 bytes none
 #
 # A probe hit traps into the kernel, so the runs are slow (1.5 min a route); the counts do not
 # depend on speed. swift_retain_n, swift_release_n and the non-atomic variants are not counted.
@@ -54,7 +58,7 @@ per_request() {
 if [ -n "${SITES:-}" ]; then
   for route in $ROUTES; do
     ROUTE=$route perf record -e probe_libswiftCore:swift_retain,probe_libswiftCore:swift_release \
-      --call-graph "dwarf,${STACK_BYTES:-4096}" --mmap-pages "${MMAP_PAGES:-1024}" -o "$WORK/perf.data" \
+      --call-graph "dwarf,${STACK_BYTES:-512}" --mmap-pages "${MMAP_PAGES:-4096}" -o "$WORK/perf.data" \
       "$BINARY" "$REQUESTS" 200 "$WORK/certs/server.pem" "$WORK/certs/server-key.pem" >/dev/null 2>"$WORK/record.log"
     echo "== $route: the functions calling swift_retain / swift_release, per request"
     # perf drops samples when it cannot keep up (a busy machine): then the figures are too low.
