@@ -86,9 +86,12 @@ public struct UpstreamRequest: Sendable {
     /// (`https` → curl, otherwise NIO). Other clients ignore it.
     public var client: UpstreamClientKind?
 
+    /// Every property may be given here: a request made whole at once is not copied to be
+    /// changed afterwards (a retain and a release of each of its fields).
     public init(
         method: String, url: String, headers: HTTPHeaders = HTTPHeaders(), body: ByteBuffer? = nil,
-        connectTimeout: Duration = .seconds(2), timeout: Duration = .seconds(30)
+        connectTimeout: Duration = .seconds(2), timeout: Duration = .seconds(30), eventIdleTimeout: Duration? = nil,
+        trustedCAFile: String? = nil, client: UpstreamClientKind? = nil
     ) {
         self.method = method
         self.url = url
@@ -96,6 +99,9 @@ public struct UpstreamRequest: Sendable {
         self.body = body
         self.connectTimeout = connectTimeout
         self.timeout = timeout
+        self.eventIdleTimeout = eventIdleTimeout
+        self.trustedCAFile = trustedCAFile
+        self.client = client
     }
 
     /// With the fields as pairs, in order (repeated names allowed).

@@ -106,7 +106,7 @@ enum ProxyForwarding {
         head: HTTPRequestHead, body: ByteBuffer?, routed: RoutedRequest, proxy: ProxyPolicy, backend: CompiledBackend,
         target: CompiledTarget, clientAddress: String?, scheme: String, requestID: String,
         credentials: CredentialFields = CredentialFields(),
-        versionedPrefix: String? = nil, traced: Bool = false
+        versionedPrefix: String? = nil, traced: Bool = false, eventIdleTimeout: Duration? = nil
     ) -> UpstreamRequest {
         // One pass over the client's fields, by index (see ``connectionListed(_:)``): a value is
         // copied only into the forwarded head. `Connection` is dropped as hop-by-hop; the names it
@@ -145,22 +145,21 @@ enum ProxyForwarding {
             headers.add(name: "te", value: "trailers")
         }
 
-        var request = UpstreamRequest(
-            method: head.method.wireName,
-            url: upstreamURL(routed, proxy: proxy, backend: backend, target: target, versionedPrefix: versionedPrefix),
-            headers: headers, body: body, connectTimeout: backend.connectTimeout, timeout: backend.attemptTimeout(until: .distantFuture)
-        )
-        request.client = backend.client
-        request.trustedCAFile = backend.trustedCAFile
+        // The request is made whole at once (returned from a `var` changed afterwards, it was copied).
+        var timeout = backend.attemptTimeout(until: .distantFuture)
         // A gRPC deadline no longer than the attempt's limit (see GRPCTimeout); gRPC goes to HTTP/2 backends only.
         if backend.client == .http2, let field = head.headers.first(name: "grpc-timeout") {
-            if let deadline = GRPCTimeout.parse(field), deadline < request.timeout {
-                request.timeout = deadline
+            if let deadline = GRPCTimeout.parse(field), deadline < timeout {
+                timeout = deadline
             } else {
-                request.headers.replaceOrAdd(name: "grpc-timeout", value: GRPCTimeout.field(request.timeout))
+                headers.replaceOrAdd(name: "grpc-timeout", value: GRPCTimeout.field(timeout))
             }
         }
-        return request
+        return UpstreamRequest(
+            method: head.method.wireName,
+            url: upstreamURL(routed, proxy: proxy, backend: backend, target: target, versionedPrefix: versionedPrefix),
+            headers: headers, body: body, connectTimeout: backend.connectTimeout, timeout: timeout,
+            eventIdleTimeout: eventIdleTimeout, trustedCAFile: backend.trustedCAFile, client: backend.client)
     }
 
     /// Whether a backend's response field reaches the client: not a hop-by-hop one, nor one

@@ -42,9 +42,9 @@ struct ProxyHandler: Sendable {
         var request = ProxyForwarding.upstreamRequest(
             head: exchange.head, body: exchange.body, routed: routed, proxy: proxy, backend: backend, target: target,
             clientAddress: exchange.client.address, scheme: scheme, requestID: exchange.requestID, credentials: exchange.credentialFields,
-            versionedPrefix: exchange.versionedPrefix, traced: exchange.trace != nil)
+            versionedPrefix: exchange.versionedPrefix, traced: exchange.trace != nil,
+            eventIdleTimeout: routed.service.policy.streams.idleTimeout)
         exchange.body = nil
-        request.eventIdleTimeout = routed.service.policy.streams.idleTimeout
         // Filling or revalidating the cache: the whole response is wanted, or the stored one confirmed.
         if case .fetch(_, let stale, _) = exchange.cache { CachedAnswer.conditions(&request.headers, revalidating: stale) }
         // Handed over, not copied: a copy of the request is a retain and a release of each of its

@@ -38,7 +38,7 @@ struct TraceFields: Sendable {
 
     /// Sets them on a request. `replacing`: the request may carry such fields already (a previous
     /// attempt's), which go. A first attempt's request has none: the client's were left out when
-    /// it was built (``ProxyForwarding/upstreamRequest(head:body:routed:proxy:backend:target:clientAddress:scheme:requestID:credentials:versionedPrefix:traced:)``),
+    /// it was built (``ProxyForwarding/upstreamRequest(head:body:routed:proxy:backend:target:clientAddress:scheme:requestID:credentials:versionedPrefix:traced:eventIdleTimeout:)``),
     /// since the gateway continued them, if it trusted them, or started a trace of its own.
     func write(to headers: inout HTTPHeaders, replacing: Bool) {
         if replacing {
