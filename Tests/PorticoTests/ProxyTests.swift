@@ -58,7 +58,9 @@ struct ProxyTests {
                 "GET", "/api/1/things",
                 headers: [
                     // A field Connection lists is dropped whether it comes before Connection or after.
-                    ("X-Early-Hop", "secret"), ("Connection", "keep-alive, X-Private-Hop, x-early-hop"), ("X-Private-Hop", "secret"),
+                    // `x^hop` names no field sent: `X~Hop` differs from it in more than case.
+                    ("X-Early-Hop", "secret"), ("Connection", "keep-alive, X-Private-Hop, x-early-hop, x^hop"), ("X-Private-Hop", "secret"),
+                    ("X~Hop", "kept"),
                     ("Keep-Alive", "timeout=5"),
                     ("TE", "trailers"), ("Upgrade", "websocket"), ("Proxy-Authorization", "Basic abc"),
                     ("X-Forwarded-For", "203.0.113.7"), ("X-End-To-End", "kept"), ("X-Request-Id", "client-id-42"),
@@ -77,6 +79,7 @@ struct ProxyTests {
                 #expect(headers[dropped] == nil, "\(dropped) must not be forwarded")
             }
             #expect(headers["x-end-to-end"] == "kept")
+            #expect(headers["x~hop"] == "kept")
             #expect(headers["x-forwarded-for"] == "127.0.0.1")
             #expect(headers["x-forwarded-proto"] == "http")
             #expect(headers["x-forwarded-host"] == "gateway.test")

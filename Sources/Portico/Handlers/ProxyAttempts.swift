@@ -89,17 +89,10 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         }
         // Without retries there is one attempt, never given up: it delivers here directly.
         let handler: any UpstreamResponseHandler = backend.retries == nil ? self : AttemptDelivery(attempts: self, attempt: attempt)
-        current = Self.execute(&request, through: upstream, on: eventLoop, handler: handler)
-    }
-
-    /// Sends `request` as it is stored. Passed from the stored property straight, it was copied
-    /// first (a retain and a release of each of its fields, the headers' array, URL and body): a
-    /// class's property may change under a call, an `inout` argument cannot.
-    private static func execute(
-        _ request: inout UpstreamRequest, through upstream: any UpstreamClient, on eventLoop: any EventLoop,
-        handler: any UpstreamResponseHandler
-    ) -> any UpstreamTask {
-        upstream.execute(request, eventLoop: eventLoop, handler: handler)
+        // Passed as a copy, not `inout`: a client may call the handler back inside `execute`
+        // (the HTTP/2 client dispatches at once), and a retry changes the stored request, which an
+        // exclusive access held across the call would turn into a crash.
+        current = upstream.execute(request, eventLoop: eventLoop, handler: handler)
     }
 
     func upstreamReceived(_ events: UpstreamEvents) {

@@ -130,7 +130,10 @@ enum ProxyForwarding {
             headers.add(name: name, value: fields[index].value)
         }
         if listsFields {
-            for name in connectionListed(fields) { headers.remove(name: name) }
+            // Matched as everywhere else here (`HeaderName`, letters' case only), not with
+            // `HTTPHeaders.remove(name:)`, whose comparison also takes `^` for `~` and `@` for `` ` ``.
+            let listed = connectionListed(fields)
+            if !listed.isEmpty { headers = HTTPHeaders(headers.filter { !HeaderName.matchesAny($0.name, listed) }) }
         }
         for (name, value) in credentials.added { headers.add(name: name, value: value) }
         headers.add(name: "Host", value: target.hostHeader)
