@@ -53,11 +53,7 @@ struct AuthenticationStage: RequestStage {
         // The schemes the request carries credentials for are tried; when it carries none and the
         // service has one scheme, that one is, so that its own problem answers. Walked twice
         // rather than collected into an array for each request.
-        var carriesAny = false
-        for scheme in service.policy.auth where Self.carries(head, scheme: scheme, apiKeyHeader: apiKeyHeader) {
-            carriesAny = true
-            break
-        }
+        let carriesAny = service.policy.auth.contains { Self.carries(head, scheme: $0, apiKeyHeader: apiKeyHeader) }
         guard carriesAny || service.policy.auth.count == 1 else {
             let header = exchange.snapshot.policy.apiKeys.header
             return refuse(exchange, service: service, scheme: nil, .credentialsRequired(service.policy.auth, apiKeyHeader: header))
