@@ -15,6 +15,14 @@ public enum HeaderName {
         matches(utf8: name.utf8, lowercase)
     }
 
+    /// ``matches(_:_:)`` for a name read in place from bytes (a line of an upstream request's
+    /// fields), without making it a `String` first.
+    @inline(__always)
+    public static func matches(bytes name: UnsafeRawBufferPointer, _ lowercase: String) -> Bool {
+        guard name.count == lowercase.utf8.count else { return false }
+        return lowercase.utf8.withContiguousStorageIfAvailable { equal(name, $0) } ?? equal(name, lowercase.utf8)
+    }
+
     @inline(__always)
     private static func matches(utf8 name: some Collection<UInt8>, _ lowercase: String) -> Bool {
         // Most names a lookup meets differ in length: answered before reaching either's bytes.

@@ -140,14 +140,30 @@ extension CurlWorker {
         var sendsAccept = false
         var sendsExpect = false
         var sendsContentType = false
-        for (name, value) in request.headers {
-            switch name.utf8.count {
-            case 6 where HeaderName.matches(name, "accept"): sendsAccept = true
-            case 6 where HeaderName.matches(name, "expect"): sendsExpect = true
-            case 12 where HeaderName.matches(name, "content-type"): sendsContentType = true
+        // Each line as libcurl takes it, read in place: `name: value`, or `name;` for an empty
+        // value (which `name:` would tell libcurl to leave out), NUL-terminated.
+        request.headers.forEachLine { name, value in
+            switch name.count {
+            case 6 where HeaderName.matches(bytes: name, "accept"): sendsAccept = true
+            case 6 where HeaderName.matches(bytes: name, "expect"): sendsExpect = true
+            case 12 where HeaderName.matches(bytes: name, "content-type"): sendsContentType = true
             default: break
             }
-            list = curl_slist_append(list, value.isEmpty ? "\(name);" : "\(name): \(value)")
+            let length = name.count + (value.isEmpty ? 1 : 2 + value.count)
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length + 1) { line in
+                var end = line.initialize(fromContentsOf: name)
+                if value.isEmpty {
+                    line[end] = UInt8(ascii: ";")
+                    end += 1
+                } else {
+                    line[end] = UInt8(ascii: ":")
+                    line[end + 1] = UInt8(ascii: " ")
+                    end = UnsafeMutableBufferPointer(rebasing: line[(end + 2)...]).initialize(fromContentsOf: value) + end + 2
+                }
+                line[end] = 0
+                list = line.withMemoryRebound(to: CChar.self) { curl_slist_append(list, $0.baseAddress) }
+            }
+            return true
         }
         if !sendsAccept { list = curl_slist_append(list, "Accept:") }
         if !sendsExpect { list = curl_slist_append(list, "Expect:") }
@@ -166,9 +182,15 @@ extension CurlWorker {
 extension CurlWorker {
     /// Whether a request takes event streams only (`Accept: text/event-stream`, as EventSource sends
     /// it): the one sign, before the answer's head, that it may stay open for long.
-    static func asksForEventStream(_ headers: HTTPHeaders) -> Bool {
-        let accepted = headers[canonicalForm: "accept"]
-        return !accepted.isEmpty
-            && accepted.allSatisfy { HeaderName.matches(String($0.prefix { $0 != ";" }.trimmingOptionalWhitespace()), "text/event-stream") }
+    static func asksForEventStream(_ headers: FieldLines) -> Bool {
+        var accepted = false
+        for (name, value) in headers where HeaderName.matches(name, "accept") {
+            for range in HTTP1Syntax.ListElements(value) where !range.isEmpty {
+                let mediaType = Substring(range.utf8.prefix { $0 != UInt8(ascii: ";") }).trimmingOptionalWhitespace()
+                guard HeaderName.matches(mediaType, "text/event-stream") else { return false }
+                accepted = true
+            }
+        }
+        return accepted
     }
 }

@@ -117,6 +117,12 @@ final class CurlWorker: @unchecked Sendable {
             let handle = idleHandles.popLast() ?? curl_easy_init()!
             transfer.easy = handle
             active[id] = transfer
+            // A field HTTP/1.1 cannot carry was left out of the lines (``FieldLines``): refused, not
+            // sent without it.
+            guard request.headers.isSendable else {
+                finish(id, result: .failure(.unsendableRequest), added: false)
+                return
+            }
             if let problem = configure(handle, for: request, transfer: transfer) {
                 finish(id, result: .failure(UpstreamError(.invalidRequest, detail: problem)), added: false)
                 return

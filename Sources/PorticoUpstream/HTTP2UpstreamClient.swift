@@ -92,6 +92,8 @@ public final class HTTP2UpstreamClient: UpstreamClient {
         guard !isShutDown.load(ordering: .relaxed) else {
             return exchange.fail(UpstreamError(.shutdown, detail: "the upstream client is shut down"))
         }
+        // A field HTTP/1.1 cannot carry (``FieldLines/isSendable``) is refused here as well.
+        guard exchange.request.headers.isSendable else { return exchange.fail(.unsendableRequest) }
         var target: HTTP2Target
         switch HTTP2Target.parse(exchange.request.url) {
         case .success(let parsed): target = parsed

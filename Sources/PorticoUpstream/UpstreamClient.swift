@@ -66,9 +66,8 @@ public struct UpstreamRequest: Sendable {
     public var method: String
     /// Absolute URL, already percent-encoded.
     public var url: String
-    /// NIO's header type, so that the NIO client writes them as they are and the gateway builds
-    /// them once, without an intermediate array of pairs.
-    public var headers: HTTPHeaders
+    /// As the lines they are sent as (``FieldLines``): the NIO client writes them as they are.
+    public var headers: FieldLines
     public var body: ByteBuffer?
     public var connectTimeout: Duration
     /// Whole-exchange limit, including time queued for a connection.
@@ -89,7 +88,7 @@ public struct UpstreamRequest: Sendable {
     /// Every property may be given here: a request made whole at once is not copied to be
     /// changed afterwards (a retain and a release of each of its fields).
     public init(
-        method: String, url: String, headers: HTTPHeaders = HTTPHeaders(), body: ByteBuffer? = nil,
+        method: String, url: String, headers: FieldLines = FieldLines(), body: ByteBuffer? = nil,
         connectTimeout: Duration = .seconds(2), timeout: Duration = .seconds(30), eventIdleTimeout: Duration? = nil,
         trustedCAFile: String? = nil, client: UpstreamClientKind? = nil
     ) {
@@ -110,7 +109,7 @@ public struct UpstreamRequest: Sendable {
         connectTimeout: Duration = .seconds(2), timeout: Duration = .seconds(30)
     ) {
         self.init(
-            method: method, url: url, headers: HTTPHeaders(headers.map { ($0.name, $0.value) }), body: body, connectTimeout: connectTimeout,
+            method: method, url: url, headers: FieldLines(headers), body: body, connectTimeout: connectTimeout,
             timeout: timeout)
     }
 }

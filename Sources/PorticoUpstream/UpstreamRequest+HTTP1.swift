@@ -13,41 +13,33 @@ extension UpstreamRequest {
     /// the caller passed is dropped, since two framings disagreeing is how requests get smuggled.
     /// A request without `Host` gets one from the URL, as HTTP/1.1 requires (RFC 9112 §3.2).
     ///
-    /// Written straight from the fields, without an `HTTPRequestHead` and NIO's encoder: the
-    /// connection has no handler between it and the socket (``HTTP1ResponseDecoder`` says why).
+    /// The fields are already the lines they are sent as (``FieldLines``), checked as they were
+    /// added: without framing fields among them, which is the rule, they are copied in one piece.
+    /// No `HTTPRequestHead` is made and no NIO encoder runs: the connection has no handler between
+    /// it and the socket (``HTTP1ResponseDecoder`` says why).
     ///
-    /// The head is checked here, as it is written (``WireSyntax``), rather than by a channel
-    /// handler on every connection: a method that is not a token, a request-target with a byte it
-    /// cannot carry, a field name that is not a token or a value with a control byte (a CR LF that
-    /// would start a second request) makes no head at all.
+    /// The head is checked, rather than by a channel handler on every connection: a method that
+    /// is not a token, a request-target with a byte it cannot carry, or a field HTTP/1.1 cannot
+    /// carry (``FieldLines/isSendable``; a CR LF that would start a second request) makes no head.
     ///
     /// - Returns: the head's bytes, and whether the request allows keep-alive (no `Connection:
     ///   close`); nil when the request cannot be written as it is.
     func http1Head(for target: UpstreamOrigin.Parsed) -> (head: ByteBuffer, keepAlive: Bool)? {
-        guard HeaderName.isToken(self.method), WireSyntax.isRequestTarget(target.requestTarget) else { return nil }
+        guard headers.isSendable, HeaderName.isToken(self.method), WireSyntax.isRequestTarget(target.requestTarget) else {
+            return nil
+        }
         var head = ByteBuffer()
-        head.reserveCapacity(256 + target.requestTarget.utf8.count + headers.count * 32)
+        head.reserveCapacity(96 + self.method.utf8.count + target.requestTarget.utf8.count + headers.bytes.count)
         head.writeString(self.method)
         head.writeInteger(UInt8(ascii: " "))
         head.writeString(target.requestTarget)
         head.writeStaticString(" HTTP/1.1\r\n")
-        var hasHost = false
-        var keepAlive = true
-        for (name, value) in headers {
-            guard WireSyntax.isField(name: name, value: value) else { return nil }
-            switch name.utf8.count {
-            case 4 where HeaderName.matches(name, "host"):
-                hasHost = true
-            case 10 where HeaderName.matches(name, "connection"):
-                if Self.listsClose(value) { keepAlive = false }
-            case 14 where HeaderName.matches(name, "content-length"), 17 where HeaderName.matches(name, "transfer-encoding"):
-                continue
-            default:
-                break
-            }
-            Self.write(name: name, value: value, to: &head)
+        if headers.hasFraming {
+            for (name, value) in headers where !Self.isFraming(name) { Self.write(name: name, value: value, to: &head) }
+        } else {
+            head.writeBytes(headers.bytes)
         }
-        if !hasHost {
+        if !headers.hasHost {
             let host = String(target.authority)
             guard WireSyntax.isFieldValue(host) else { return nil }
             Self.write(name: "Host", value: host, to: &head)
@@ -64,7 +56,11 @@ extension UpstreamRequest {
             }
         }
         head.writeStaticString("\r\n")
-        return (head, keepAlive)
+        return (head, !headers.listsClose)
+    }
+
+    private static func isFraming(_ name: String) -> Bool {
+        HeaderName.matches(name, "content-length") || HeaderName.matches(name, "transfer-encoding")
     }
 
     private static func write(name: String, value: String, to head: inout ByteBuffer) {
@@ -72,11 +68,6 @@ extension UpstreamRequest {
         head.writeStaticString(": ")
         head.writeString(value)
         head.writeStaticString("\r\n")
-    }
-
-    /// Whether a `Connection` field value holds the `close` option.
-    private static func listsClose(_ value: String) -> Bool {
-        HTTP1Syntax.list(value, contains: "close")
     }
 }
 

@@ -45,7 +45,9 @@ public enum UpstreamUpgrade {
         } catch {
             return eventLoop.makeFailedFuture(UpstreamError(.connectFailed, detail: "TLS set-up: \(error)"))
         }
-        var headers = request.headers
+        // An upgrade's head goes through NIO's encoder: the fields as NIO's type, once per upgrade.
+        guard request.headers.isSendable else { return eventLoop.makeFailedFuture(UpstreamError.unsendableRequest) }
+        var headers = request.headers.httpHeaders
         if !headers.contains(name: "host") { headers.replaceOrAdd(name: "Host", value: String(target.authority)) }
         headers.remove(name: "content-length")
         headers.remove(name: "transfer-encoding")

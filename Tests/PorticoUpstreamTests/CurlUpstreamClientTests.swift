@@ -22,8 +22,8 @@ struct CurlUpstreamClientTests {
         let client = CurlUpstreamClient()
         defer { client.shutdown() }
         let request = UpstreamRequest(
-            method: "PATCH", url: "http://127.0.0.1:\(server.port)/p/q?r=s", headers: [("X-One", "1"), ("Content-Type", "text/plain")],
-            body: ByteBuffer(string: "payload"))
+            method: "PATCH", url: "http://127.0.0.1:\(server.port)/p/q?r=s",
+            headers: [("X-One", "1"), ("X-Empty", ""), ("Content-Type", "text/plain")], body: ByteBuffer(string: "payload"))
         let collector = try await run(client, request)
         let head = try #require(collector.head)
         #expect(head.status == 200)
@@ -32,6 +32,8 @@ struct CurlUpstreamClientTests {
         #expect(text.contains("\"method\":\"PATCH\""))
         #expect(text.contains("\"body\":\"payload\""))
         #expect(text.contains("\"x-one\":\"1\""))
+        // An empty value is sent (libcurl's `name;`), not left out.
+        #expect(text.contains("\"x-empty\":\"\""), "\(text)")
         #expect(text.contains("\"query\":\"r=s\""))
         #expect(!text.contains("\"accept\""))
         #expect(!text.contains("\"expect\""))

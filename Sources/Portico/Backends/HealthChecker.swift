@@ -118,7 +118,7 @@ final class HealthChecker: @unchecked Sendable {
     }
 
     private func run(_ check: Check) {
-        var headers = HTTPHeaders()
+        var headers = FieldLines(capacity: 96)
         headers.add(name: "Host", value: check.target.hostHeader)
         headers.add(name: "User-Agent", value: "portico-health-check")
         var request = UpstreamRequest(

@@ -75,7 +75,7 @@ enum CachedAnswer {
     /// The request the backend receives when the cache fills or revalidates: the client's own
     /// validators are removed (the cache wants the whole response, to store it and to answer the
     /// client's conditions itself), and the stored response's are added when revalidating it.
-    static func conditions(_ headers: inout HTTPHeaders, revalidating stale: CachedResponse?) {
+    static func conditions(_ headers: inout FieldLines, revalidating stale: CachedResponse?) {
         headers.remove(name: "if-none-match")
         headers.remove(name: "if-modified-since")
         guard let stale else { return }

@@ -112,8 +112,9 @@ enum ProxyForwarding {
         // copied only into the forwarded head. `Connection` is dropped as hop-by-hop; the names it
         // lists, rarely any, are taken out afterwards.
         let fields = head.headers
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(fields.count + 5)
+        // The lines' bytes are not known before they are written: room for the usual field, and
+        // for the five the gateway adds.
+        var headers = FieldLines(capacity: 256 + fields.count * 64)
         var host: String?
         var listsFields = false
         for index in fields.indices {
@@ -133,7 +134,7 @@ enum ProxyForwarding {
             // Matched as everywhere else here (`HeaderName`, letters' case only), not with
             // `HTTPHeaders.remove(name:)`, whose comparison also takes `^` for `~` and `@` for `` ` ``.
             let listed = connectionListed(fields)
-            if !listed.isEmpty { headers = HTTPHeaders(headers.filter { !HeaderName.matchesAny($0.name, listed) }) }
+            if !listed.isEmpty { headers.removeAll { HeaderName.matchesAny($0, listed) } }
         }
         for (name, value) in credentials.added { headers.add(name: name, value: value) }
         headers.add(name: "Host", value: target.hostHeader)

@@ -229,7 +229,7 @@ struct SourceFetch: Sendable {
         var triedSoFar = tried
         triedSoFar.insert(target.index)
         let tried = triedSoFar
-        var headers = HTTPHeaders()
+        var headers = FieldLines(capacity: 128)
         headers.add(name: "host", value: target.hostHeader)
         headers.add(name: "accept", value: accept)
         headers.add(name: "x-request-id", value: requestID)

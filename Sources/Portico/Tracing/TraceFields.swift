@@ -1,4 +1,5 @@
 import NIOHTTP1
+import PorticoUpstream
 import Tracing
 
 /// Reads a trusted client's `traceparent` and `tracestate` for swift-otel's W3C propagator.
@@ -40,7 +41,7 @@ struct TraceFields: Sendable {
     /// attempt's), which go. A first attempt's request has none: the client's were left out when
     /// it was built (``ProxyForwarding/upstreamRequest(head:body:routed:proxy:backend:target:clientAddress:scheme:requestID:credentials:versionedPrefix:traced:eventIdleTimeout:)``),
     /// since the gateway continued them, if it trusted them, or started a trace of its own.
-    func write(to headers: inout HTTPHeaders, replacing: Bool) {
+    func write(to headers: inout FieldLines, replacing: Bool) {
         if replacing {
             headers.remove(name: "traceparent")
             headers.remove(name: "tracestate")

@@ -68,7 +68,7 @@ struct JWKSLoader: Sendable {
     }
 
     private func fetch(_ url: String, caFile: String?, on eventLoop: any EventLoop) -> EventLoopFuture<FetchedResponse> {
-        var headers = HTTPHeaders()
+        var headers = FieldLines(capacity: 128)
         if let host = URL(string: url).flatMap({ url in url.host.map { host in url.port.map { "\(host):\($0)" } ?? host } }) {
             headers.add(name: "host", value: host)
         }

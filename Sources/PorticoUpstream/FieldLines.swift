@@ -1,0 +1,191 @@
+import NIOCore
+import NIOHTTP1
+import PorticoHTTP
+
+/// An upstream request's header fields, kept as the HTTP/1.1 field lines they are sent as:
+/// `name: value` and CR LF for each, in the order added, a name repeated if the caller repeats it.
+///
+/// Bytes rather than `HTTPHeaders`, NIO's array of string pairs, because the proxy passes most of
+/// a client's fields on. As pairs, each field cost a reference count each way when it was added,
+/// again when the request was copied for an attempt, and again when the NIO client wrote the
+/// head from it. As lines, adding a field copies its bytes, copying the request copies one
+/// reference, and the NIO client writes the head with one copy of the lines
+/// (``UpstreamRequest/http1Head(for:)``). The clients that need names and values again (libcurl's
+/// header list, HTTP/2's header block, an upgrade's head) read them back from the lines.
+///
+/// Each field is checked as it is added (``WireSyntax``): one whose name is not a token, or whose
+/// value holds a control byte (a CR LF that would start a second request among them), is not
+/// written, and the lines become unsendable (``isSendable``). Every client refuses such a request
+/// (the NIO one before it connects) rather than send it without the field.
+public struct FieldLines: Sendable {
+    /// The lines, each ending in CR LF, and nothing else. An array, not a `ByteBuffer`: one
+    /// allocation where a buffer takes two (its storage object and its bytes).
+    public private(set) var bytes: [UInt8]
+    /// How many fields the lines hold.
+    public private(set) var count = 0
+    /// False once a field HTTP/1.1 cannot carry was added (and left out).
+    public private(set) var isSendable = true
+    /// Whether a `Host` field is among them.
+    public private(set) var hasHost = false
+    /// Whether a `Connection` field lists `close`.
+    public private(set) var listsClose = false
+    /// Whether a `Content-Length` or `Transfer-Encoding` field is among them. The clients leave
+    /// these out: a request's framing is theirs to write, from its body.
+    public private(set) var hasFraming = false
+
+    /// - Parameter capacity: bytes to reserve, so that the lines are written without growing.
+    public init(capacity: Int = 0) {
+        bytes = []
+        if capacity > 0 { bytes.reserveCapacity(capacity) }
+    }
+
+    /// The fields of `headers`, in their order.
+    public init(_ headers: HTTPHeaders) {
+        self.init(capacity: headers.count * 48)
+        for (name, value) in headers { add(name: name, value: value) }
+    }
+
+    /// The fields `pairs` lists, in its order.
+    public init(_ pairs: [(name: String, value: String)]) {
+        self.init(capacity: pairs.count * 48)
+        for (name, value) in pairs { add(name: name, value: value) }
+    }
+
+    public var isEmpty: Bool { count == 0 }
+
+    /// Appends a field, or, if HTTP/1.1 cannot carry it as it is, marks the lines unsendable.
+    public mutating func add(name: String, value: String) {
+        guard WireSyntax.isField(name: name, value: value) else {
+            isSendable = false
+            return
+        }
+        switch name.utf8.count {
+        case 4 where HeaderName.matches(name, "host"):
+            hasHost = true
+        case 10 where HeaderName.matches(name, "connection"):
+            if HTTP1Syntax.list(value, contains: "close") { listsClose = true }
+        case 14 where HeaderName.matches(name, "content-length"), 17 where HeaderName.matches(name, "transfer-encoding"):
+            hasFraming = true
+        default:
+            break
+        }
+        append(name)
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(UInt8(ascii: " "))
+        append(value)
+        bytes.append(UInt8(ascii: "\r"))
+        bytes.append(UInt8(ascii: "\n"))
+        count += 1
+    }
+
+    /// Copies `text`'s bytes in one piece from where they are (a native string's are contiguous).
+    private mutating func append(_ text: String) {
+        if text.utf8.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil {
+            bytes.append(contentsOf: text.utf8)
+        }
+    }
+
+    /// The first value of the field `name` (any case).
+    public func first(name: String) -> String? {
+        let lowercase = name.lowercased()
+        var found: String?
+        forEachLine { fieldName, value in
+            guard HeaderName.matches(bytes: fieldName, lowercase) else { return true }
+            found = String(decoding: value, as: UTF8.self)
+            return false
+        }
+        return found
+    }
+
+    /// Whether a field `name` (any case) is among them.
+    public func contains(name: String) -> Bool {
+        let lowercase = name.lowercased()
+        var found = false
+        forEachLine { fieldName, _ in
+            found = HeaderName.matches(bytes: fieldName, lowercase)
+            return !found
+        }
+        return found
+    }
+
+    /// Removes every field `name` (any case). The lines are written again only if one is there.
+    public mutating func remove(name: String) {
+        let lowercase = name.lowercased()
+        guard contains(name: lowercase) else { return }
+        removeAll { HeaderName.matches($0, lowercase) }
+    }
+
+    /// Removes every field `name` (any case), then adds it with `value`, last.
+    public mutating func replaceOrAdd(name: String, value: String) {
+        remove(name: name)
+        add(name: name, value: value)
+    }
+
+    /// Removes the fields whose names `shouldRemove` picks, keeping the others in their order.
+    /// Rare (a field a `Connection` lists, a retry's `Host`): the lines are written anew.
+    public mutating func removeAll(where shouldRemove: (_ name: String) -> Bool) {
+        var kept = FieldLines(capacity: bytes.count)
+        for (name, value) in self where !shouldRemove(name) { kept.add(name: name, value: value) }
+        kept.isSendable = isSendable
+        self = kept
+    }
+
+    /// The fields as NIO's type, for the paths that hand a head to NIO's codecs.
+    public var httpHeaders: HTTPHeaders {
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(count)
+        for (name, value) in self { headers.add(name: name, value: value) }
+        return headers
+    }
+
+    /// Calls `body` with each field's name and value, read in place, until it returns false.
+    func forEachLine(_ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Bool) {
+        bytes.withUnsafeBytes { raw in
+            var start = 0
+            while start < raw.count {
+                let line = Self.line(in: raw, from: start)
+                guard body(UnsafeRawBufferPointer(rebasing: raw[line.name]), UnsafeRawBufferPointer(rebasing: raw[line.value])) else {
+                    return
+                }
+                start = line.next
+            }
+        }
+    }
+
+    /// The line at `start`: its name runs to the first colon (a token holds none), its value from
+    /// after the colon and space to the CR (a value holds none), as ``add(name:value:)`` wrote them.
+    fileprivate static func line(in raw: UnsafeRawBufferPointer, from start: Int) -> (name: Range<Int>, value: Range<Int>, next: Int) {
+        var colon = start
+        while raw[colon] != UInt8(ascii: ":") { colon += 1 }
+        var end = colon + 2
+        while raw[end] != UInt8(ascii: "\r") { end += 1 }
+        return (start..<colon, (colon + 2)..<end, end + 2)
+    }
+}
+
+extension FieldLines: Sequence {
+    /// The fields as strings, in order: made from the lines as they are read.
+    public struct Iterator: IteratorProtocol {
+        private let bytes: [UInt8]
+        private var offset = 0
+
+        fileprivate init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        public mutating func next() -> (name: String, value: String)? {
+            guard offset < bytes.count else { return nil }
+            let start = offset
+            let (field, next) = bytes.withUnsafeBytes { raw in
+                let line = FieldLines.line(in: raw, from: start)
+                let name = String(decoding: UnsafeRawBufferPointer(rebasing: raw[line.name]), as: UTF8.self)
+                let value = String(decoding: UnsafeRawBufferPointer(rebasing: raw[line.value]), as: UTF8.self)
+                return ((name: name, value: value), line.next)
+            }
+            offset = next
+            return field
+        }
+    }
+
+    public func makeIterator() -> Iterator { Iterator(bytes) }
+
+    public var underestimatedCount: Int { count }
+}
