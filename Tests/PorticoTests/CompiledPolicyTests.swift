@@ -109,10 +109,10 @@ struct CompiledPolicyTests {
         let compiled = try Self.compiled()
         func url(_ uri: String) throws -> String {
             let exchange = try Self.served(uri, in: compiled)
-            guard case .proxy(let proxy, let backend) = exchange.destination, let routed = exchange.routed else {
+            guard case .proxy(let compiled) = exchange.destination, let routed = exchange.routed else {
                 throw CancellationError()
             }
-            return ProxyForwarding.upstreamURL(routed, proxy: proxy, backend: backend, target: backend.primary)
+            return ProxyForwarding.upstreamURL(routed, proxy: compiled.policy, backend: compiled.backend, target: compiled.backend.primary)
         }
         #expect(try url("/api/1/quotes/AAPL?x=1") == "http://quotes.internal:80/base/v1/AAPL?x=1")
         #expect(try url("/api/1/quotes") == "http://quotes.internal:80/base/v1")

@@ -44,17 +44,17 @@ final class ExchangeHandlers: Sendable {
     func start(_ exchange: Exchange, on eventLoop: any EventLoop, responder connection: some ExchangeResponder) -> Problem? {
         // An HTTP/2 extended CONNECT: a WebSocket to a proxied service that takes them, or nothing.
         if let tunnel = exchange.tunnelProtocol {
-            guard tunnel.lowercased() == "websocket", case .proxy(let policy, let backend) = exchange.destination,
+            guard tunnel.lowercased() == "websocket", case .proxy(let compiled) = exchange.destination,
                 exchange.routed?.service.policy.websocket == true, let upgrading = connection as? any UpgradeResponder
             else { return .tunnelNotOffered(tunnel, service: exchange.routed?.service.name) }
-            return webSocket.start(exchange, proxy: policy, backend: backend, on: eventLoop, responder: upgrading)
+            return webSocket.start(exchange, proxy: compiled.policy, backend: compiled.backend, on: eventLoop, responder: upgrading)
         }
         // A WebSocket handshake to a service that takes them: no cache, no compression, its own path.
-        if exchange.framing.switchesProtocols, case .proxy(let policy, let backend) = exchange.destination,
+        if exchange.framing.switchesProtocols, case .proxy(let compiled) = exchange.destination,
             exchange.routed?.service.policy.websocket == true, WebSocketHandshake.isRequested(exchange.head),
             let upgrading = connection as? any UpgradeResponder
         {
-            return webSocket.start(exchange, proxy: policy, backend: backend, on: eventLoop, responder: upgrading)
+            return webSocket.start(exchange, proxy: compiled.policy, backend: compiled.backend, on: eventLoop, responder: upgrading)
         }
         // What a handler's answer goes through on its way out (a hit is compressed by CachedAnswer,
         // so it needs none): made only on the paths that run a handler.
@@ -102,8 +102,8 @@ final class ExchangeHandlers: Sendable {
                 exchange, status: Int(response.status.code), headers: response.headers, body: response.body,
                 contentLength: response.contentLength)
             return nil
-        case .proxy(let policy, let backend):
-            return proxy.start(exchange, proxy: policy, backend: backend, on: eventLoop, responder: responder)
+        case .proxy(let compiled):
+            return proxy.start(exchange, proxy: compiled.policy, backend: compiled.backend, on: eventLoop, responder: responder)
         case .facade(let compiled):
             // A facade reads; what another method would mean to its sources is not for it to guess.
             guard exchange.head.method == .GET || exchange.head.method == .HEAD else { return .methodNotAllowed(allowed: "GET, HEAD") }

@@ -8,8 +8,9 @@ import Version
 /// The route stage finds these by the routed service's index (``CompiledService/index``), so the
 /// stages after it look nothing up by name.
 final class ServiceRules: Sendable {
-    /// What one version is served by.
-    struct Version: Sendable {
+    /// What one version is served by. A class, made once per policy: the version stage takes it
+    /// out of `versions` on every request, and a struct came out as a copy of each of its fields.
+    final class Version: Sendable {
         let handler: HandlerPolicy
         /// What serves the version, compiled: the proxy with its backend, the facade with its
         /// sources, reformers and backends, or the code handler. `nil` only if the policy names a
@@ -22,6 +23,13 @@ final class ServiceRules: Sendable {
         let versionedPrefix: String?
         /// The version's caching (its own `cache`, else its service's), for proxies and facades.
         let cache: CacheRules?
+
+        init(handler: HandlerPolicy, destination: Destination?, versionedPrefix: String?, cache: CacheRules?) {
+            self.handler = handler
+            self.destination = destination
+            self.versionedPrefix = versionedPrefix
+            self.cache = cache
+        }
     }
 
     let service: CompiledService
@@ -84,7 +92,7 @@ final class ServiceRules: Sendable {
                 let destination: Destination?
                 switch version.handler {
                 case .proxy(let proxy):
-                    destination = backends[proxy.backend].map { .proxy(proxy, $0) }
+                    destination = backends[proxy.backend].map { .proxy(CompiledProxy(proxy, backend: $0)) }
                 case .facade(let facade):
                     // Each fetch draws from its own source's backend limits, not the request.
                     destination = .facade(CompiledFacade(facade, service: service.name, version: number, backends: backends))
