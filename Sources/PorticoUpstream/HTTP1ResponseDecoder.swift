@@ -304,7 +304,9 @@ struct HTTP1ResponseDecoder {
         case .transferCoded: state = .chunkSize
         case .untilClose: state = .untilClose
         }
-        let head = UpstreamResponseHead(status: parsed.status, headers: parsed.headers, contentLength: framing.contentLength)
+        var head = UpstreamResponseHead(status: parsed.status, headers: parsed.headers, contentLength: framing.contentLength)
+        // Every name was a token and no value held a control byte, or the head was refused above.
+        head.fieldsChecked = true
         return .head(head, framing, keepAlive: parsed.keepAlive)
     }
 

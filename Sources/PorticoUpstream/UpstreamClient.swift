@@ -118,7 +118,14 @@ public struct UpstreamResponseHead: Sendable {
     public var status: Int
     /// As the backend sent them, hop-by-hop and framing fields included; the caller filters. Frame
     /// what is passed on with ``contentLength``, never with these fields' `Content-Length`.
-    public var headers: HTTPHeaders
+    public var headers: HTTPHeaders {
+        // Whoever changes the fields has them checked again.
+        didSet { fieldsChecked = false }
+    }
+    /// Whether every field is known to be one HTTP/1.1 carries as it is (``WireSyntax``): set by
+    /// the NIO client's decoder, which refuses a head with any other, and cleared when ``headers``
+    /// change.
+    public internal(set) var fieldsChecked = false
     /// The backend's `Content-Length`, checked: one decimal value, no `Transfer-Encoding` beside it
     /// (a head that fails these checks ends the exchange instead). When a body follows, the body
     /// delivered is exactly this long, or the exchange fails before its last byte is delivered, so a
@@ -136,6 +143,11 @@ public struct UpstreamResponseHead: Sendable {
         let mediaType = Substring(type.utf8.prefix { $0 != UInt8(ascii: ";") }).trimmingOptionalWhitespace()
         return HeaderName.matches(mediaType, "text/event-stream")
     }
+
+    /// Whether every field can be written to a client as it is: known without reading them
+    /// again for a head the NIO client decoded (``fieldsChecked``), read otherwise (libcurl passes
+    /// a control byte on; a code handler may make anything).
+    public var areSendable: Bool { fieldsChecked || headers.areSendable }
 
     public init(status: Int, headers: HTTPHeaders, contentLength: Int? = nil) {
         self.status = status

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHTTP1
 import Testing
 
 @testable import PorticoUpstream
@@ -223,5 +224,23 @@ struct HTTP1ResponseDecoderTests {
 
         let switched = Self.transcript(["HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\nraw bytes, not HTTP"])
         #expect(switched == ["interim 101"])
+    }
+
+    @Test("a head the decoder passed is known to be writable as it is, until its fields change; one made elsewhere is read")
+    func checkedFields() throws {
+        var decoder = HTTP1ResponseDecoder()
+        decoder.expectResponse(toHEAD: false)
+        decoder.receive(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 0\r\n\r\n"))
+        guard case .head(var head, _, _) = try decoder.next() else {
+            Issue.record("no head")
+            return
+        }
+        #expect(head.fieldsChecked && head.areSendable)
+        head.headers.add(name: "X-Added", value: "a\r\nb")
+        #expect(!head.fieldsChecked)
+        #expect(!head.areSendable)
+        let made = UpstreamResponseHead(status: 200, headers: ["X-Claim": "1\r\nX-Admin: yes"])
+        #expect(!made.fieldsChecked && !made.areSendable)
+        #expect(UpstreamResponseHead(status: 200, headers: ["X-Claim": "1"]).areSendable)
     }
 }

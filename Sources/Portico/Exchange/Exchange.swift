@@ -206,7 +206,7 @@ final class Exchange: FramedExchange {
     /// copy them, a retain and a release of each of their parts, on every event).
     func refusal(of events: UpstreamEvents) -> UpstreamEvents? {
         if let head = events.head {
-            guard !head.headers.areSendable else { return nil }
+            guard !head.areSendable else { return nil }
             task?.cancel()
             return UpstreamEvents(result: .failure(ResponseFraming.unsendableHead))
         }
