@@ -29,6 +29,12 @@ public enum WireSyntax {
             ?? target.utf8.allSatisfy(isRequestTargetByte)
     }
 
+    /// ``isRequestTarget(_:)`` for a slice of a URL, read in place.
+    public static func isRequestTarget(_ target: Substring) -> Bool {
+        target.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isRequestTargetByte) }
+            ?? target.utf8.allSatisfy(isRequestTargetByte)
+    }
+
     /// Whether `byte` may stand in a field value (``isFieldValue(_:)``'s rule, for a reader that
     /// checks bytes before it makes a string of them).
     @inline(__always)

@@ -15,10 +15,16 @@ struct UpstreamOrigin: Hashable, Sendable, CustomStringConvertible {
     /// A URL taken apart for an HTTP/1.1 request line.
     struct Parsed {
         var origin: UpstreamOrigin
-        /// Path and query as written in the URL (`/` when the URL has no path); no fragment.
-        var requestTarget: String
+        /// Path and query as written in the URL, no fragment: a slice of it, not a copy (the NIO
+        /// client writes it into the head as it is). Empty or starting with `?` when the URL has
+        /// no path: ``slashFirst`` then puts a `/` before it.
+        var target: Substring
+        var slashFirst: Bool
         /// `host[:port]` exactly as the URL spells it, for a `Host` field the caller did not set.
         var authority: Substring
+
+        /// The request-target, as a string (`/` when the URL has no path).
+        var requestTarget: String { slashFirst ? "/" + target : String(target) }
     }
 
     /// Splits an absolute `http://` URL; `https://` and anything else is refused with the reason,
@@ -42,13 +48,9 @@ struct UpstreamOrigin: Hashable, Sendable, CustomStringConvertible {
         }
         var targetEnd = url.utf8.endIndex
         if let fragment = url.utf8[authorityEnd...].firstIndex(of: UInt8(ascii: "#")) { targetEnd = fragment }
-        var target = String(Substring(url.utf8[authorityEnd..<targetEnd]))
-        if target.isEmpty {
-            target = "/"
-        } else if target.utf8.first == UInt8(ascii: "?") {
-            target = "/" + target
-        }
-        return .success(Parsed(origin: origin, requestTarget: target, authority: authority))
+        let target = Substring(url.utf8[authorityEnd..<targetEnd])
+        let slashFirst = target.utf8.first != UInt8(ascii: "/")
+        return .success(Parsed(origin: origin, target: target, slashFirst: slashFirst, authority: authority))
     }
 
     /// `host`, `host:port`, `[v6]` or `[v6]:port`; no user information. Read as bytes: the

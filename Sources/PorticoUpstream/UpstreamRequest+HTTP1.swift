@@ -25,14 +25,15 @@ extension UpstreamRequest {
     /// - Returns: the head's bytes, and whether the request allows keep-alive (no `Connection:
     ///   close`); nil when the request cannot be written as it is.
     func http1Head(for target: UpstreamOrigin.Parsed) -> (head: ByteBuffer, keepAlive: Bool)? {
-        guard headers.isSendable, HeaderName.isToken(self.method), WireSyntax.isRequestTarget(target.requestTarget) else {
+        guard headers.isSendable, HeaderName.isToken(self.method), WireSyntax.isRequestTarget(target.target) else {
             return nil
         }
         var head = ByteBuffer()
-        head.reserveCapacity(96 + self.method.utf8.count + target.requestTarget.utf8.count + headers.bytes.count)
+        head.reserveCapacity(96 + self.method.utf8.count + target.target.utf8.count + headers.bytes.count)
         head.writeString(self.method)
         head.writeInteger(UInt8(ascii: " "))
-        head.writeString(target.requestTarget)
+        if target.slashFirst { head.writeInteger(UInt8(ascii: "/")) }
+        head.writeSubstring(target.target)
         head.writeStaticString(" HTTP/1.1\r\n")
         if headers.hasFraming {
             for (name, value) in headers where !Self.isFraming(name) { Self.write(name: name, value: value, to: &head) }
