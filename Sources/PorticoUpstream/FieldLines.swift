@@ -23,14 +23,19 @@ public struct FieldLines: Sendable {
     public private(set) var bytes: [UInt8]
     /// How many fields the lines hold.
     public private(set) var count = 0
-    /// False once a field HTTP/1.1 cannot carry was added (and left out).
-    public private(set) var isSendable = true
+    /// False while a field HTTP/1.1 cannot carry was added (and left out), and not removed since.
+    public var isSendable: Bool { leftOut.isEmpty }
+    /// The names of the fields left out. A field that is removed afterwards (a client's
+    /// validators before a cache fill, say) no longer makes the request unsendable, as it would
+    /// not have been sent anyway.
+    private var leftOut: [String] = []
     /// Whether a `Host` field is among them.
     public private(set) var hasHost = false
     /// Whether a `Connection` field lists `close`.
     public private(set) var listsClose = false
-    /// Whether a `Content-Length` or `Transfer-Encoding` field is among them. The clients leave
-    /// these out: a request's framing is theirs to write, from its body.
+    /// Whether a `Content-Length` or `Transfer-Encoding` field is among them. The NIO and HTTP/2
+    /// clients and an upgrade leave these out, since a request's framing is theirs to write from
+    /// its body; libcurl is given them as they are (the proxy never passes a client's on).
     public private(set) var hasFraming = false
 
     /// - Parameter capacity: bytes to reserve, so that the lines are written without growing.
@@ -56,7 +61,7 @@ public struct FieldLines: Sendable {
     /// Appends a field, or, if HTTP/1.1 cannot carry it as it is, marks the lines unsendable.
     public mutating func add(name: String, value: String) {
         guard WireSyntax.isField(name: name, value: value) else {
-            isSendable = false
+            leftOut.append(name)
             return
         }
         switch name.utf8.count {
@@ -111,7 +116,7 @@ public struct FieldLines: Sendable {
     /// Removes every field `name` (any case). The lines are written again only if one is there.
     public mutating func remove(name: String) {
         let lowercase = name.lowercased()
-        guard contains(name: lowercase) else { return }
+        guard contains(name: lowercase) || leftOut.contains(where: { HeaderName.matches($0, lowercase) }) else { return }
         removeAll { HeaderName.matches($0, lowercase) }
     }
 
@@ -126,7 +131,7 @@ public struct FieldLines: Sendable {
     public mutating func removeAll(where shouldRemove: (_ name: String) -> Bool) {
         var kept = FieldLines(capacity: bytes.count)
         for (name, value) in self where !shouldRemove(name) { kept.add(name: name, value: value) }
-        kept.isSendable = isSendable
+        kept.leftOut = leftOut.filter { !shouldRemove($0) }
         self = kept
     }
 
