@@ -24,11 +24,12 @@ public struct FieldLines: Sendable {
     /// How many fields the lines hold.
     public private(set) var count = 0
     /// False while a field HTTP/1.1 cannot carry was added (and left out), and not removed since.
-    public var isSendable: Bool { leftOut.isEmpty }
-    /// The names of the fields left out. A field that is removed afterwards (a client's
-    /// validators before a cache fill, say) no longer makes the request unsendable, as it would
-    /// not have been sent anyway.
-    private var leftOut: [String] = []
+    public var isSendable: Bool { leftOut == nil }
+    /// The names of the fields left out, nil when none was. A field that is removed afterwards (a
+    /// client's validators before a cache fill, say) no longer makes the request unsendable, as it
+    /// would not have been sent anyway. Optional rather than empty: copying the lines then copies
+    /// no array reference, not even the shared empty one's.
+    private var leftOut: [String]?
     /// Whether a `Host` field is among them.
     public private(set) var hasHost = false
     /// Whether a `Connection` field lists `close`.
@@ -61,7 +62,7 @@ public struct FieldLines: Sendable {
     /// Appends a field, or, if HTTP/1.1 cannot carry it as it is, marks the lines unsendable.
     public mutating func add(name: String, value: String) {
         guard WireSyntax.isField(name: name, value: value) else {
-            leftOut.append(name)
+            leftOut = (leftOut ?? []) + [name]
             return
         }
         switch name.utf8.count {
@@ -116,7 +117,7 @@ public struct FieldLines: Sendable {
     /// Removes every field `name` (any case). The lines are written again only if one is there.
     public mutating func remove(name: String) {
         let lowercase = name.lowercased()
-        guard contains(name: lowercase) || leftOut.contains(where: { HeaderName.matches($0, lowercase) }) else { return }
+        guard contains(name: lowercase) || leftOut?.contains(where: { HeaderName.matches($0, lowercase) }) == true else { return }
         removeAll { HeaderName.matches($0, lowercase) }
     }
 
@@ -131,7 +132,8 @@ public struct FieldLines: Sendable {
     public mutating func removeAll(where shouldRemove: (_ name: String) -> Bool) {
         var kept = FieldLines(capacity: bytes.count)
         for (name, value) in self where !shouldRemove(name) { kept.add(name: name, value: value) }
-        kept.leftOut = leftOut.filter { !shouldRemove($0) }
+        let stillLeftOut = leftOut?.filter { !shouldRemove($0) } ?? []
+        kept.leftOut = stillLeftOut.isEmpty ? nil : stillLeftOut
         self = kept
     }
 
