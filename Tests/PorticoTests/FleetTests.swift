@@ -132,7 +132,16 @@ struct FleetTests {
         let redis = try RedisServerProcess()
         let backend = try await BackendServer.start(handler: DemoBackends.echo)
         let signer = TestSigner(keyID: "metered-app", secret: Self.secret)
-        let signed: (Int) throws -> (String, [(String, String)]) = { _ in ("/signed/x", try signer.headers("GET", "/signed/x")) }
+        // The sixth request finds the key without room for its nonce and marks it with its
+        // `created` second; the seventh is signed in that same second, so both the fleet and the
+        // single gateway refuse it under the mark (replay quota), whenever the runs happen. With
+        // each request signed at its own second, a second boundary falling between the sixth and
+        // the seventh in one run only made that run answer `rate-limited` instead.
+        var created = Int64(Date().timeIntervalSince1970)
+        let signed: (Int) throws -> (String, [(String, String)]) = { index in
+            if index != 6 { created = Int64(Date().timeIntervalSince1970) }
+            return ("/signed/x", try signer.headers("GET", "/signed/x", created: created))
+        }
         let open: (Int) throws -> (String, [(String, String)]) = { _ in ("/open/x", []) }
 
         // One gateway alone, in memory: what the fleet must reproduce.
@@ -167,6 +176,7 @@ struct FleetTests {
             }
         }
         #expect(tier[4].3 == "urn:portico:problem:rate-limited")
+        #expect(tier[6].3 == "urn:portico:problem:replay-quota-exceeded")
         // The buckets are Redis's: one per tier key and one for the backend.
         let buckets = try redis.command(["KEYS", "portico:rl:*"])
         #expect(buckets.array?.count == 2)
