@@ -27,8 +27,8 @@ public struct FieldLines: Sendable {
     public var isSendable: Bool { leftOut == nil }
     /// The names of the fields left out, nil when none was. A field that is removed afterwards (a
     /// client's validators before a cache fill, say) no longer makes the request unsendable, as it
-    /// would not have been sent anyway. Optional rather than empty: copying the lines then copies
-    /// no array reference, not even the shared empty one's.
+    /// would not have been sent anyway. (Kept at a price: copying and destroying the lines calls
+    /// the runtime on this reference even when it is nil, about ten calls a proxied request.)
     private var leftOut: [String]?
     /// Whether a `Host` field is among them.
     public private(set) var hasHost = false
