@@ -25,8 +25,7 @@ public enum WireSyntax {
     /// (RFC 3986's unreserved, gen-delims and sub-delims, and `%` for the rest, percent-encoded):
     /// no space, control byte, non-ASCII byte, nor any of `" < > \ ^ ` { | }`.
     public static func isRequestTarget(_ target: String) -> Bool {
-        target.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isRequestTargetByte) }
-            ?? target.utf8.allSatisfy(isRequestTargetByte)
+        isRequestTarget(target[...])
     }
 
     /// ``isRequestTarget(_:)`` for a slice of a URL, read in place.

@@ -70,10 +70,8 @@ public struct FieldLines: Sendable {
             hasHost = true
         case 10 where HeaderName.matches(name, "connection"):
             if HTTP1Syntax.list(value, contains: "close") { listsClose = true }
-        case 14 where HeaderName.matches(name, "content-length"), 17 where HeaderName.matches(name, "transfer-encoding"):
-            hasFraming = true
         default:
-            break
+            if Self.isFraming(name) { hasFraming = true }
         }
         append(name)
         bytes.append(UInt8(ascii: ":"))
@@ -82,6 +80,12 @@ public struct FieldLines: Sendable {
         bytes.append(UInt8(ascii: "\r"))
         bytes.append(UInt8(ascii: "\n"))
         count += 1
+    }
+
+    /// Whether `name` is a framing field (`Content-Length`, `Transfer-Encoding`), which the
+    /// clients write themselves (``hasFraming``).
+    static func isFraming(_ name: String) -> Bool {
+        HeaderName.matches(name, "content-length") || HeaderName.matches(name, "transfer-encoding")
     }
 
     /// Copies `text`'s bytes in one piece from where they are (a native string's are contiguous).

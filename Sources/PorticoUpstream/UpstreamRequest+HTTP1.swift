@@ -36,7 +36,7 @@ extension UpstreamRequest {
         head.writeSubstring(target.target)
         head.writeStaticString(" HTTP/1.1\r\n")
         if headers.hasFraming {
-            for (name, value) in headers where !Self.isFraming(name) { Self.write(name: name, value: value, to: &head) }
+            for (name, value) in headers where !FieldLines.isFraming(name) { Self.write(name: name, value: value, to: &head) }
         } else {
             head.writeBytes(headers.bytes)
         }
@@ -58,10 +58,6 @@ extension UpstreamRequest {
         }
         head.writeStaticString("\r\n")
         return (head, !headers.listsClose)
-    }
-
-    private static func isFraming(_ name: String) -> Bool {
-        HeaderName.matches(name, "content-length") || HeaderName.matches(name, "transfer-encoding")
     }
 
     private static func write(name: String, value: String, to head: inout ByteBuffer) {
