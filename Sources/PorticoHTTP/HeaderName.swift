@@ -56,6 +56,15 @@ public enum HeaderName {
         return false
     }
 
+    /// ``matchesAny(_:_:)`` for a name read in place from bytes (a line of a backend's response
+    /// fields), without making it a `String` first.
+    public static func matchesAny(bytes name: UnsafeRawBufferPointer, _ lowercaseNames: [String]) -> Bool {
+        for candidate in lowercaseNames where candidate.utf8.count == name.count {
+            if matches(bytes: name, candidate) { return true }
+        }
+        return false
+    }
+
     /// Whether `text` is an RFC 9110 §5.6.2 `token` (what a field name and a method are made of).
     public static func isToken(_ text: some StringProtocol) -> Bool {
         !text.isEmpty && text.utf8.allSatisfy(isTokenByte)

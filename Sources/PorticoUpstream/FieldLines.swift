@@ -2,8 +2,9 @@ import NIOCore
 import NIOHTTP1
 import PorticoHTTP
 
-/// An upstream request's header fields, kept as the HTTP/1.1 field lines they are sent as:
-/// `name: value` and CR LF for each, in the order added, a name repeated if the caller repeats it.
+/// An upstream request's header fields, kept as the HTTP/1.1 field lines they are sent as, and a
+/// backend's response fields, kept as the lines they reach an HTTP/1.1 client as: `name: value`
+/// and CR LF for each, in the order added, a name repeated if the caller repeats it.
 ///
 /// Bytes rather than `HTTPHeaders`, NIO's array of string pairs, because the proxy passes most of
 /// a client's fields on. As pairs, each field cost a reference count each way when it was added,
@@ -11,7 +12,9 @@ import PorticoHTTP
 /// head from it. As lines, adding a field copies its bytes, copying the request copies one
 /// reference, and the NIO client writes the head with one copy of the lines
 /// (``UpstreamRequest/http1Head(for:)``). The clients that need names and values again (libcurl's
-/// header list, HTTP/2's header block, an upgrade's head) read them back from the lines.
+/// header list, HTTP/2's header block, an upgrade's head) read them back from the lines. A
+/// response's are read by the NIO client's decoder straight into lines, and the gateway copies
+/// the lines it passes on to the client as they are (``forEachField(_:)``).
 ///
 /// Each field is checked as it is added (``WireSyntax``): one whose name is not a token, or whose
 /// value holds a control byte (a CR LF that would start a second request among them), is not
@@ -51,6 +54,13 @@ public struct FieldLines: Sendable {
         for (name, value) in headers { add(name: name, value: value) }
     }
 
+    /// The fields of `headers`, in their order, and the names `earlier` left out: fields read
+    /// as pairs from `earlier` (which hold none of those) and written back keep it unsendable.
+    init(_ headers: HTTPHeaders, leavingOut earlier: FieldLines) {
+        self.init(headers)
+        if let names = earlier.leftOut { leftOut = (leftOut ?? []) + names }
+    }
+
     /// The fields `pairs` lists, in its order.
     public init(_ pairs: [(name: String, value: String)]) {
         self.init(capacity: pairs.count * 48)
@@ -77,6 +87,30 @@ public struct FieldLines: Sendable {
         bytes.append(UInt8(ascii: ":"))
         bytes.append(UInt8(ascii: " "))
         append(value)
+        bytes.append(UInt8(ascii: "\r"))
+        bytes.append(UInt8(ascii: "\n"))
+        count += 1
+    }
+
+    /// Appends a field the NIO client's decoder read and checked as ``add(name:value:)`` would
+    /// (a token for a name, no control byte in the value), from the response's bytes, without
+    /// making strings of them or checking them again. The flags are set as ``add(name:value:)``
+    /// sets them, so that lines made from a response say what they hold wherever they go.
+    mutating func appendChecked(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        switch name.count {
+        case 4 where HeaderName.matches(bytes: name, "host"):
+            hasHost = true
+        case 10 where HeaderName.matches(bytes: name, "connection"):
+            if HTTP1Syntax.list(String(decoding: value, as: UTF8.self), contains: "close") { listsClose = true }
+        case 14 where HeaderName.matches(bytes: name, "content-length"), 17 where HeaderName.matches(bytes: name, "transfer-encoding"):
+            hasFraming = true
+        default:
+            break
+        }
+        bytes.append(contentsOf: name)
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(UInt8(ascii: " "))
+        bytes.append(contentsOf: value)
         bytes.append(UInt8(ascii: "\r"))
         bytes.append(UInt8(ascii: "\n"))
         count += 1
@@ -147,6 +181,24 @@ public struct FieldLines: Sendable {
         headers.reserveCapacity(count)
         for (name, value) in self { headers.add(name: name, value: value) }
         return headers
+    }
+
+    /// Calls `body` with each field's name, its value and its whole line (through its CR LF),
+    /// read in place, until it returns false: for a caller that copies the lines it keeps as
+    /// they are.
+    public func forEachField(
+        _ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ line: UnsafeRawBufferPointer) -> Bool
+    ) {
+        bytes.withUnsafeBytes { raw in
+            var start = 0
+            while start < raw.count {
+                let line = Self.line(in: raw, from: start)
+                let whole = UnsafeRawBufferPointer(rebasing: raw[start..<line.next])
+                guard body(UnsafeRawBufferPointer(rebasing: raw[line.name]), UnsafeRawBufferPointer(rebasing: raw[line.value]), whole)
+                else { return }
+                start = line.next
+            }
+        }
     }
 
     /// Calls `body` with each field's name and value, read in place, until it returns false.

@@ -304,9 +304,7 @@ struct HTTP1ResponseDecoder {
         case .transferCoded: state = .chunkSize
         case .untilClose: state = .untilClose
         }
-        var head = UpstreamResponseHead(status: parsed.status, headers: parsed.headers, contentLength: framing.contentLength)
-        // Every name was a token and no value held a control byte, or the head was refused above.
-        head.fieldsChecked = true
+        let head = UpstreamResponseHead(status: parsed.status, fields: parsed.fields, contentLength: framing.contentLength)
         return .head(head, framing, keepAlive: parsed.keepAlive)
     }
 
@@ -326,7 +324,7 @@ struct HTTP1ResponseDecoder {
 
     private struct ParsedHead {
         var status: Int
-        var headers: HTTPHeaders
+        var fields: FieldLines
         var keepAlive: Bool
         /// The framing fields, read as the fields were parsed.
         var framingFields: ResponseFraming.FieldReader
@@ -337,7 +335,9 @@ struct HTTP1ResponseDecoder {
         var lines = HeadLines(bytes: bytes)
         guard let statusLine = try lines.next() else { throw invalid("the status line is missing") }
         let (minor, status) = try parseStatusLine(statusLine)
-        var headers = HTTPHeaders()
+        // About as long as the head they come from: each line may gain a space and a CR, and the
+        // status line is not among them.
+        var fields = FieldLines(capacity: bytes.count)
         var closes = false
         var keepsAlive = false
         var framingFields = ResponseFraming.FieldReader()
@@ -351,23 +351,31 @@ struct HTTP1ResponseDecoder {
             case .invalidName: throw invalid("a field name is not a token")
             case .invalidValue: throw invalid("a field value holds a control byte")
             }
-            let nameText = String(decoding: name, as: UTF8.self)
-            let valueText = String(decoding: value, as: UTF8.self)
-            if name.count == 10, HeaderName.matches(nameText, "connection") {
-                for option in valueText.utf8.split(separator: UInt8(ascii: ",")) {
+            // Names and values stay bytes: only the few fields read here become strings.
+            switch name.count {
+            case 10 where HeaderName.matches(bytes: name, "connection"):
+                for option in String(decoding: value, as: UTF8.self).utf8.split(separator: UInt8(ascii: ",")) {
                     let option = Substring(option).trimmingOptionalWhitespace()
                     if HeaderName.matches(option, "close") { closes = true }
                     if HeaderName.matches(option, "keep-alive") { keepsAlive = true }
                 }
+            case 14 where HeaderName.matches(bytes: name, "content-length"),
+                17 where HeaderName.matches(bytes: name, "transfer-encoding"):
+                // An interim head's fields say nothing of the final one's framing.
+                guard status >= 200 else { break }
+                let error = framingFields.read(
+                    name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
+                if let error { throw error }
+            default:
+                break
             }
-            // An interim head's fields say nothing of the final one's framing.
-            if status >= 200, let error = framingFields.read(name: nameText, value: valueText) { throw error }
-            headers.add(name: nameText, value: valueText)
+            // Checked as FieldLines checks what it is given: the name a token, no control byte in the value.
+            fields.appendChecked(name: name, value: value)
         }
         // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing; it is
         // read, and the connection closed after it.
         let keepAlive = minor >= 1 ? !closes : (keepsAlive && !closes && !framingFields.hasTransferEncoding)
-        return ParsedHead(status: status, headers: headers, keepAlive: keepAlive, framingFields: framingFields)
+        return ParsedHead(status: status, fields: fields, keepAlive: keepAlive, framingFields: framingFields)
     }
 
     /// `HTTP/1.x SP 3DIGIT [SP reason-phrase]`: the minor version and the status code.

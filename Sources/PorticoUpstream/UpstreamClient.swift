@@ -116,16 +116,24 @@ public struct UpstreamRequest: Sendable {
 
 public struct UpstreamResponseHead: Sendable {
     public var status: Int
-    /// As the backend sent them, hop-by-hop and framing fields included; the caller filters. Frame
-    /// what is passed on with ``contentLength``, never with these fields' `Content-Length`.
+    /// As the backend sent them, hop-by-hop and framing fields included (the caller filters), kept
+    /// as HTTP/1.1 field lines (``FieldLines``): what reaches an HTTP/1.1 client is copied from
+    /// them as bytes (the gateway's `ResponseDecoration`), without a string made of each name and
+    /// value on the way in and read again on the way out. Frame what is passed on with
+    /// ``contentLength``, never with these fields' `Content-Length`.
+    ///
+    /// A field HTTP/1.1 cannot carry as it is (a control byte that libcurl or an HTTP/2 backend
+    /// passed on, or a code handler made) is left out and makes the head unsendable
+    /// (``areSendable``).
+    public var fields: FieldLines
+    /// The fields as NIO's type, for the paths that read or change them as pairs (the cache,
+    /// compression, an upgrade's answer, a facade source): made from the lines on each read, and
+    /// written back as lines when changed. Not for the proxy's path, which reads ``fields``. A
+    /// field left out of the lines stays left out: the head stays unsendable through a change.
     public var headers: HTTPHeaders {
-        // Whoever changes the fields has them checked again.
-        didSet { fieldsChecked = false }
+        get { fields.httpHeaders }
+        set { fields = FieldLines(newValue, leavingOut: fields) }
     }
-    /// Whether every field is known to be one HTTP/1.1 carries as it is (``WireSyntax``): set by
-    /// the NIO client's decoder, which refuses a head with any other, and cleared when ``headers``
-    /// change.
-    public internal(set) var fieldsChecked = false
     /// The backend's `Content-Length`, checked: one decimal value, no `Transfer-Encoding` beside it
     /// (a head that fails these checks ends the exchange instead). When a body follows, the body
     /// delivered is exactly this long, or the exchange fails before its last byte is delivered, so a
@@ -137,22 +145,25 @@ public struct UpstreamResponseHead: Sendable {
     /// Whether the answer is a server-sent event stream (`Content-Type: text/event-stream`): a
     /// body that stays open, event after event, for as long as the backend has events to send.
     public var isEventStream: Bool {
-        guard let type = headers.first(name: "content-type") else { return false }
+        guard let type = fields.first(name: "content-type") else { return false }
         // Compared in place, case aside: asked of every response head (a lowercased copy of a
         // type such as `application/json` took an allocation each time).
         let mediaType = Substring(type.utf8.prefix { $0 != UInt8(ascii: ";") }).trimmingOptionalWhitespace()
         return HeaderName.matches(mediaType, "text/event-stream")
     }
 
-    /// Whether every field can be written to a client as it is: known without reading them
-    /// again for a head the NIO client decoded (``fieldsChecked``), read otherwise (libcurl passes
-    /// a control byte on; a code handler may make anything).
-    public var areSendable: Bool { fieldsChecked || headers.areSendable }
+    /// Whether every field can be written to a client as it is: each was checked as it was added
+    /// (``FieldLines``), and none was left out.
+    public var areSendable: Bool { fields.isSendable }
+
+    public init(status: Int, fields: FieldLines, contentLength: Int? = nil) {
+        self.status = status
+        self.fields = fields
+        self.contentLength = contentLength
+    }
 
     public init(status: Int, headers: HTTPHeaders, contentLength: Int? = nil) {
-        self.status = status
-        self.headers = headers
-        self.contentLength = contentLength
+        self.init(status: status, fields: FieldLines(headers), contentLength: contentLength)
     }
 }
 

@@ -31,13 +31,18 @@ struct UpstreamFramingTests {
     /// Both upstream clients hold backends to the same framing rules; every test runs on each.
     static let clients: [String] = ["nio", "curl"]
 
-    static func policy(_ port: Int, client: String) -> String {
+    /// - Parameters:
+    ///   - global: top-level settings written before the backends (`compression: …`, say);
+    ///   - service: settings of the one service (`cache: …`, say).
+    static func policy(_ port: Int, client: String, global: String = "", service: String = "") -> String {
         """
+        \(global)
         backends:
           inventory: { url: "http://127.0.0.1:\(port)", connectTimeout: 1s, timeout: 10s, client: \(client) }
         services:
           inventory:
             path: /inventory
+            \(service)
             versions:
               1: { proxy: { backend: inventory } }
         """
@@ -49,14 +54,15 @@ struct UpstreamFramingTests {
     /// Runs `body` with a gateway in front of a scripted backend that answers `/inventory/ok` well
     /// and every other request with `steps`.
     func withBackend(
-        _ steps: [ScriptedBackend.Step], client: String, _ body: (TestGateway, ScriptedBackend) async throws -> Void
+        _ steps: [ScriptedBackend.Step], client: String, global: String = "", service: String = "",
+        _ body: (TestGateway, ScriptedBackend) async throws -> Void
     ) async throws {
         let backend = try await ScriptedBackend.start { request in
             request.target == "/inventory/ok" ? [.text("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")] : steps
         }
         let gateway: TestGateway
         do {
-            gateway = try await TestGateway.start(policy: Self.policy(backend.port, client: client))
+            gateway = try await TestGateway.start(policy: Self.policy(backend.port, client: client, global: global, service: service))
         } catch {
             try? await backend.shutdown()
             throw error
@@ -122,6 +128,31 @@ struct UpstreamFramingTests {
                 #expect(problem["type"] as? String == "urn:portico:problem:backend-unavailable")
                 #expect(problem["backend"] as? String == "inventory")
             }
+            try expectStillServing(client)
+        }
+    }
+
+    @Test(
+        "a field HTTP/1.1 cannot carry is refused (502) on a cached, compressed service too: compressing the answer does not clean it, and it is never stored",
+        arguments: clients)
+    func unsendableFieldNeitherCompressedNorStored(upstream: String) async throws {
+        let body = "[" + Array(repeating: #"{"item":"widget","count":12}"#, count: 80).joined(separator: ",") + "]"
+        let answer =
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: max-age=60\r\nX-Odd: a\u{01}b\r\n"
+            + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        try await withBackend(
+            [.text(answer)], client: upstream, global: "compression: { algorithms: [gzip], minBytes: 1KiB }",
+            service: "cache: { defaultTTL: 30s }"
+        ) { gateway, backend in
+            let client = try gateway.connect()
+            for _ in 0..<2 {
+                let response = try client.request("GET", "/inventory/item", headers: [("Accept-Encoding", "gzip")])
+                #expect(response.status == 502)
+                #expect(response.header("x-odd") == nil)
+                #expect(response.json?["type"] as? String == "urn:portico:problem:backend-unavailable")
+            }
+            // Both refusals were the backend's answer: the first was not kept to answer the second.
+            #expect(backend.requestsReceived == 2)
             try expectStillServing(client)
         }
     }

@@ -145,7 +145,9 @@ final class CacheFilling: ExchangeResponder {
             status: head.status, headers: head.headers, contentLength: head.contentLength, rules: rules,
             maxObjectBytes: limits.maxObjectBytes,
             responseTime: now)
-        if case .store(let freshness) = storage {
+        // A head the client is refused (a field HTTP/1.1 cannot carry, left out of its lines) is
+        // never kept: a hit made from what remains of it would be answered where the fill was not.
+        if head.areSendable, case .store(let freshness) = storage {
             state = .storing(head, receivedAt: now, freshness: freshness)
             exchange.cacheStatus = CacheStatus.forwarded(stale: stale != nil, status: head.status, stored: true)
         } else {
@@ -181,6 +183,12 @@ final class CacheFilling: ExchangeResponder {
         _ stale: CachedResponse, with head: UpstreamResponseHead, receivedAt: Double, exchange: Exchange,
         result: Result<UpstreamMetrics, UpstreamError>
     ) {
+        // A 304 with a field HTTP/1.1 cannot carry is not merged into the stored answer (its lines
+        // left the field out): it goes on as it came, and the client is refused it, as a fill's is.
+        guard head.areSendable else {
+            fill?.pass()
+            return inner.handlerReceived(UpstreamEvents(head: head, result: result), for: exchange)
+        }
         // Every field the 304 carries replaces the stored one's lines, but its length and its hop-by-hop fields.
         let updates = head.headers.filter { name, _ in
             !HeaderName.matches(name, "content-length") && !HeaderName.matchesAny(name, ProxyForwarding.hopByHop)

@@ -31,18 +31,20 @@ final class ResponseCompression: ExchangeResponder {
         var events = events
         if var head = events.head, !headSeen {
             headSeen = true
-            if exchange.head.method != .HEAD,
-                rules.mayCompress(status: head.status, headers: head.headers, contentLength: head.contentLength)
+            // The fields as pairs once (the head keeps them as lines), and as lines again once changed.
+            if exchange.head.method != .HEAD, case var headers = head.headers,
+                rules.mayCompress(status: head.status, headers: headers, contentLength: head.contentLength)
             {
                 // A stored answer comes with it already (``CachedAnswer``).
-                if !head.headers[canonicalForm: "vary"].contains(where: { $0.lowercased() == "accept-encoding" }) {
-                    head.headers.add(name: "Vary", value: "Accept-Encoding")
+                if !headers[canonicalForm: "vary"].contains(where: { $0.lowercased() == "accept-encoding" }) {
+                    headers.add(name: "Vary", value: "Accept-Encoding")
                 }
                 if let coding, let encoder = try? StreamEncoders.make(coding, level: rules.level(coding)) {
                     self.encoder = encoder
-                    CompressionRules.compressedHead(&head.headers, coding: coding)
+                    CompressionRules.compressedHead(&headers, coding: coding)
                     head.contentLength = nil
                 }
+                head.headers = headers
                 events.head = head
             }
         }

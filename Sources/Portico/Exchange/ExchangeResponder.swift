@@ -21,7 +21,18 @@ extension ExchangeResponder {
         _ exchange: Exchange, status: Int, headers: HTTPHeaders, body: ByteBuffer?, contentLength: Int?,
         upstreamDuration: Duration = .zero
     ) {
-        let head = UpstreamResponseHead(status: status, headers: headers, contentLength: contentLength)
+        handlerFinished(
+            exchange, status: status, fields: FieldLines(headers), body: body, contentLength: contentLength,
+            upstreamDuration: upstreamDuration)
+    }
+
+    /// ``handlerFinished(_:status:headers:body:contentLength:upstreamDuration:)`` with the fields as
+    /// the lines the answer keeps them as.
+    func handlerFinished(
+        _ exchange: Exchange, status: Int, fields: FieldLines, body: ByteBuffer?, contentLength: Int?,
+        upstreamDuration: Duration = .zero
+    ) {
+        let head = UpstreamResponseHead(status: status, fields: fields, contentLength: contentLength)
         let metrics = UpstreamMetrics(duration: upstreamDuration, newConnections: 0)
         handlerReceived(UpstreamEvents(head: head, body: body, result: .success(metrics)), for: exchange)
     }
@@ -29,12 +40,12 @@ extension ExchangeResponder {
     /// A facade's or code handler's body, written with the headers the gateway gives such answers;
     /// a HEAD answer describes the body it leaves out (RFC 9110 §9.3.2).
     func handlerFinished(_ exchange: Exchange, status: Int, body data: Data, contentType: String) {
-        var headers = HTTPHeaders()
-        headers.add(name: "content-type", value: contentType)
-        headers.add(name: "cache-control", value: "no-store")
+        var fields = FieldLines(capacity: 64 + contentType.utf8.count)
+        fields.add(name: "content-type", value: contentType)
+        fields.add(name: "cache-control", value: "no-store")
         let body = exchange.head.method == .HEAD ? nil : ByteBuffer(bytes: data)
         handlerFinished(
-            exchange, status: status, headers: headers, body: body, contentLength: data.count,
+            exchange, status: status, fields: fields, body: body, contentLength: data.count,
             upstreamDuration: exchange.outcome.upstreamDuration ?? .zero)
     }
 }

@@ -446,7 +446,7 @@ final class GatewayHandler: ChannelDuplexHandler, RemovableChannelHandler, Upgra
         services.metrics?.streamOpened(.eventStream)
         let lengthKnown = head.contentLength != nil
         // A comment cannot be added to a body of a declared length, nor to one the backend encoded.
-        let heartbeat = lengthKnown || head.headers.contains(name: "content-encoding") ? nil : service.heartbeat
+        let heartbeat = lengthKnown || head.fields.contains(name: "content-encoding") ? nil : service.heartbeat
         // Nothing to keep without a heartbeat or a lifetime: an open stream then costs no more
         // than any response under way.
         guard heartbeat != nil || service.streams.maxLifetime != nil else {

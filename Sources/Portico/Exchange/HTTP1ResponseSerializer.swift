@@ -78,6 +78,12 @@ struct HTTP1ResponseSerializer {
             HTTP1ResponseSerializer.writeField(name: name, value: value, to: &buffer)
         }
 
+        /// A whole field line, through its CR LF, written as it is: one that is not a framing
+        /// field (the caller has left `Content-Length` and `Transfer-Encoding` out).
+        mutating func add(line: UnsafeRawBufferPointer) {
+            buffer.writeBytes(line)
+        }
+
         /// `Content-Length: length`, without making a string of it.
         mutating func addContentLength(_ length: Int) {
             guard hasBody else { return }
@@ -89,8 +95,12 @@ struct HTTP1ResponseSerializer {
     }
 
     /// Starts a head: its status line, then the fields added to what this returns.
-    mutating func beginHead(version: HTTPVersion, status: HTTPResponseStatus, answering method: HTTPMethod?, fieldCount: Int) -> HeadFields
-    {
+    /// - Parameters:
+    ///   - fieldBytes: the bytes of fields known already (lines to be copied), reserved as they are;
+    ///   - fieldCount: how many more fields, reserved at a usual field's length each.
+    mutating func beginHead(
+        version: HTTPVersion, status: HTTPResponseStatus, answering method: HTTPMethod?, fieldBytes: Int = 0, fieldCount: Int
+    ) -> HeadFields {
         let code = status.code
         if !(code >= 100 && code < 200 && code != 101) {
             // A final answer: what it answers decides whether a body follows. An interim one
@@ -98,7 +108,7 @@ struct HTTP1ResponseSerializer {
             bodySuppressed = method == .HEAD || method == .CONNECT
         }
         var buffer = ByteBuffer()
-        buffer.reserveCapacity(256 + fieldCount * 48)
+        buffer.reserveCapacity(256 + fieldBytes + fieldCount * 48)
         Self.writeStatusLine(version: version, code: code, reason: status.reasonPhrase, to: &buffer)
         let hasBody = method != .CONNECT && status.mayHaveResponseBody
         return HeadFields(buffer: buffer, hasBody: hasBody, chunksWithoutLength: version.major == 1 && version.minor >= 1)

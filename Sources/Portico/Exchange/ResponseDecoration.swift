@@ -54,21 +54,26 @@ enum ResponseDecoration {
     }
 
     /// What ``head(_:for:closing:)`` gives, as the bytes an HTTP/1.1 client gets, written straight
-    /// from the backend's fields: no head is built for them, to be encoded in turn (the backend's
-    /// fields copied into new `HTTPHeaders`, the gateway's added there, then all written out).
-    /// The same fields, in the same order.
+    /// from the backend's field lines: no head is built for them, to be encoded in turn (the
+    /// backend's fields copied into new `HTTPHeaders`, the gateway's added there, then all written
+    /// out), and each line passed on is copied as it is, its name read in place. The same fields,
+    /// in the same order.
     static func headBytes(
         _ upstream: UpstreamResponseHead, for exchange: Exchange, closing: Bool, serializer: inout HTTP1ResponseSerializer
     ) -> ByteBuffer {
         let status = HTTPResponseStatus(statusCode: upstream.status)
         var fields = serializer.beginHead(
-            version: exchange.head.version, status: status, answering: exchange.head.method, fieldCount: upstream.headers.count + 6)
-        let listed = ProxyForwarding.connectionListed(upstream.headers)
+            version: exchange.head.version, status: status, answering: exchange.head.method,
+            fieldBytes: upstream.fields.bytes.count, fieldCount: 6)
+        let listed = ProxyForwarding.connectionListed(upstream.fields)
         let traced = exchange.trace != nil
         let corsReplaces = exchange.cors != nil
-        for (name, value) in upstream.headers where ProxyForwarding.passesOn(name, listed: listed, traced: traced) {
-            if corsReplaces && HeaderName.matchesAny(name, CORSDecision.replaced) { continue }
-            fields.add(name: name, value: value)
+        upstream.fields.forEachField { name, _, line in
+            guard ProxyForwarding.passesOn(bytes: name, listed: listed, traced: traced) else { return true }
+            if corsReplaces && HeaderName.matchesAny(bytes: name, CORSDecision.replaced) { return true }
+            // Neither framing field passes (hop-by-hop, or the gateway's own): the line goes as it is.
+            fields.add(line: line)
+            return true
         }
         if let length = upstream.contentLength { fields.addContentLength(length) }
         // The backend's `X-Request-Id` and `Connection` never pass (``ProxyForwarding/replacedOnResponse``, hop-by-hop).

@@ -57,6 +57,30 @@ enum ProxyForwarding {
         return listed
     }
 
+    /// ``connectionListed(_:)-(HTTPHeaders)`` for a backend's fields as lines, read in place: an
+    /// array is made only when a `Connection` field lists something other than `close` and
+    /// `keep-alive` (a backend's `Connection: keep-alive` comes with nearly every response).
+    static func connectionListed(_ fields: FieldLines) -> [String] {
+        var listed: [String] = []
+        fields.forEachField { name, value, _ in
+            guard HeaderName.matches(bytes: name, "connection") else { return true }
+            var start = value.startIndex
+            while start <= value.endIndex {
+                let end = value[start...].firstIndex(of: UInt8(ascii: ",")) ?? value.endIndex
+                var element = value[start..<end]
+                while let first = element.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { element = element.dropFirst() }
+                while let last = element.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { element = element.dropLast() }
+                let option = UnsafeRawBufferPointer(rebasing: element)
+                if !option.isEmpty && !HeaderName.matches(bytes: option, "close") && !HeaderName.matches(bytes: option, "keep-alive") {
+                    listed.append(String(decoding: option, as: UTF8.self).lowercased())
+                }
+                start = end + 1
+            }
+            return true
+        }
+        return listed
+    }
+
     /// The URL the backend receives: the target's URL prefix (origin and base path, compiled
     /// once), then the rewritten prefix (or the original path when the policy sets no rewrite),
     /// then the request's query unchanged. A request whose path comes out empty gets `/`.
@@ -175,6 +199,13 @@ enum ProxyForwarding {
         return !(traced && HeaderName.matchesAny(name, traceContext))
     }
 
+    /// ``passesOn(_:listed:traced:)`` for a name read in place from a backend's lines.
+    static func passesOn(bytes name: UnsafeRawBufferPointer, listed: [String], traced: Bool) -> Bool {
+        if HeaderName.matchesAny(bytes: name, hopByHop) || HeaderName.matchesAny(bytes: name, replacedOnResponse) { return false }
+        if !listed.isEmpty && HeaderName.matchesAny(bytes: name, listed) { return false }
+        return !(traced && HeaderName.matchesAny(bytes: name, traceContext))
+    }
+
     /// The response head sent to the client: the backend's end-to-end fields, before
     /// ``ResponseDecoration`` adds the gateway's own.
     ///
@@ -185,10 +216,10 @@ enum ProxyForwarding {
     /// (``HTTP1ResponseSerializer``; on HTTP/2, NIO's codec). ``ResponseDecoration/headBytes(_:for:closing:serializer:)``
     /// writes the same fields as bytes, for an HTTP/1.1 client.
     static func responseHead(_ upstream: UpstreamResponseHead, version: HTTPVersion, traced: Bool = false) -> HTTPResponseHead {
-        let listed = connectionListed(upstream.headers)
+        let listed = connectionListed(upstream.fields)
         var headers = HTTPHeaders()
-        headers.reserveCapacity(upstream.headers.count + 5)
-        for (name, value) in upstream.headers where passesOn(name, listed: listed, traced: traced) {
+        headers.reserveCapacity(upstream.fields.count + 5)
+        for (name, value) in upstream.fields where passesOn(name, listed: listed, traced: traced) {
             headers.add(name: name, value: value)
         }
         if let length = upstream.contentLength { headers.add(name: "Content-Length", value: String(length)) }

@@ -312,8 +312,14 @@ struct SourceFetch: Sendable {
 public struct FetchedResponse: Sendable {
     public let status: Int
     public let body: Data
-    /// The response's fields (a JWK Set's `Cache-Control` says how long its keys may be used).
-    public var headers = HTTPHeaders()
+    /// The response's fields, as the backend's head kept them (a facade reads none of them).
+    public var fields = FieldLines()
+    /// The response's fields as pairs (a JWK Set's `Cache-Control` says how long its keys may be
+    /// used): made from ``fields`` when asked for.
+    public var headers: HTTPHeaders {
+        get { fields.httpHeaders }
+        set { fields = FieldLines(newValue) }
+    }
 }
 
 /// A backend's body was longer than the fetch allowed; the exchange was cancelled there.
@@ -333,7 +339,7 @@ final class BodyCollector: UpstreamResponseHandler {
     let promise: EventLoopPromise<Response>
     var task: (any UpstreamTask)?
     private var status = 0
-    private var headers = HTTPHeaders()
+    private var fields = FieldLines()
     private var body = Data()
     private var done = false
     /// Credit owed to the task for bytes delivered before `execute` returned it.
@@ -362,7 +368,7 @@ final class BodyCollector: UpstreamResponseHandler {
         guard !done else { return }
         if let head = events.head {
             status = head.status
-            headers = head.headers
+            fields = head.fields
             if let length = head.contentLength, length > limit { return finish(.failure(TooLarge())) }
         }
         if let part = events.body {
@@ -373,7 +379,7 @@ final class BodyCollector: UpstreamResponseHandler {
             }
         }
         switch events.result {
-        case .success: finish(.success(Response(status: status, body: body, headers: headers)))
+        case .success: finish(.success(Response(status: status, body: body, fields: fields)))
         case .failure(let error): finish(.failure(error))
         case nil: break
         }
