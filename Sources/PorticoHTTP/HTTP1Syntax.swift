@@ -116,6 +116,22 @@ public enum HTTP1Syntax {
         }
     }
 
+    /// Calls `body` with each element of the comma-separated list `value`, read in place, without
+    /// the optional whitespace around it (an element may be empty: `a,,b` has three).
+    public static func forEachElement(of value: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) {
+        var start = 0
+        while start <= value.count {
+            var end = start
+            while end < value.count && value[end] != UInt8(ascii: ",") { end += 1 }
+            var first = start
+            var last = end
+            while first < last && (value[first] == UInt8(ascii: " ") || value[first] == UInt8(ascii: "\t")) { first += 1 }
+            while last > first && (value[last - 1] == UInt8(ascii: " ") || value[last - 1] == UInt8(ascii: "\t")) { last -= 1 }
+            body(UnsafeRawBufferPointer(rebasing: value[first..<last]))
+            start = end + 1
+        }
+    }
+
     /// Whether the comma-separated list `value` holds `lowercaseToken`, ignoring ASCII case.
     public static func list(_ value: String, contains lowercaseToken: String) -> Bool {
         ListElements(value).contains { HeaderName.matches($0, lowercaseToken) }

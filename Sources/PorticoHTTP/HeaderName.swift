@@ -67,7 +67,11 @@ public enum HeaderName {
 
     /// Whether `text` is an RFC 9110 §5.6.2 `token` (what a field name and a method are made of).
     public static func isToken(_ text: some StringProtocol) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy(isTokenByte)
+        // Read in place, as ``WireSyntax/isFieldValue(_:)`` reads a value: walking the UTF-8 view
+        // byte by byte retained and released the string's storage around the walk, and was most of
+        // the cost of checking each field a proxied request forwards.
+        !text.isEmpty
+            && (text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isTokenByte) } ?? text.utf8.allSatisfy(isTokenByte))
     }
 
     /// Whether `byte` is a `tchar` (RFC 9110 §5.6.2), one byte of a ``isToken(_:)``.
@@ -81,6 +85,47 @@ public enum HeaderName {
             true
         default:
             false
+        }
+    }
+}
+
+/// A fixed set of lowercase field names, for names read in place as bytes (a backend's response
+/// lines, which a proxy filters by name on every response): compared against the set's own bytes,
+/// without a `String` of each candidate taken out of an array and read for each comparison.
+public struct HeaderNameSet: Sendable {
+    /// The names' bytes, one after another.
+    private let bytes: [UInt8]
+    /// Where each name's bytes are in ``bytes``.
+    private let names: [(start: Int, count: Int)]
+
+    /// - Parameter lowercaseNames: the names, in lowercase (as ``HeaderName/matches(_:_:)`` takes them).
+    public init(_ lowercaseNames: [String]) {
+        var bytes: [UInt8] = []
+        var names: [(start: Int, count: Int)] = []
+        for name in lowercaseNames {
+            names.append((bytes.count, name.utf8.count))
+            bytes.append(contentsOf: name.utf8)
+        }
+        self.bytes = bytes
+        self.names = names
+    }
+
+    /// Whether `name` is one of the set, ignoring ASCII case.
+    public func contains(bytes name: UnsafeRawBufferPointer) -> Bool {
+        bytes.withUnsafeBufferPointer { all in
+            for candidate in names where candidate.count == name.count {
+                var equal = true
+                for offset in 0..<candidate.count {
+                    var byte = name[offset]
+                    if byte >= 0x41 && byte <= 0x5A { byte |= 0x20 }
+                    if byte != all[candidate.start + offset] {
+                        equal = false
+                        break
+                    }
+                }
+                if equal { return true }
+            }
+            return false
         }
     }
 }

@@ -101,16 +101,24 @@ public struct FieldLines: Sendable {
         case 4 where HeaderName.matches(bytes: name, "host"):
             hasHost = true
         case 10 where HeaderName.matches(bytes: name, "connection"):
-            if HTTP1Syntax.list(String(decoding: value, as: UTF8.self), contains: "close") { listsClose = true }
+            HTTP1Syntax.forEachElement(of: value) { if HeaderName.matches(bytes: $0, "close") { listsClose = true } }
         case 14 where HeaderName.matches(bytes: name, "content-length"), 17 where HeaderName.matches(bytes: name, "transfer-encoding"):
             hasFraming = true
         default:
             break
         }
-        bytes.append(contentsOf: name)
-        bytes.append(UInt8(ascii: ":"))
-        bytes.append(UInt8(ascii: " "))
-        bytes.append(contentsOf: value)
+        if let start = name.baseAddress, value.baseAddress == start + name.count + 2,
+            start.load(fromByteOffset: name.count + 1, as: UInt8.self) == UInt8(ascii: " ")
+        {
+            // Written as lines are kept (`name: value`, as nearly every server writes them): the
+            // line is copied in one piece.
+            bytes.append(contentsOf: UnsafeRawBufferPointer(start: start, count: name.count + 2 + value.count).typed)
+        } else {
+            bytes.append(contentsOf: name.typed)
+            bytes.append(UInt8(ascii: ":"))
+            bytes.append(UInt8(ascii: " "))
+            bytes.append(contentsOf: value.typed)
+        }
         bytes.append(UInt8(ascii: "\r"))
         bytes.append(UInt8(ascii: "\n"))
         count += 1
@@ -251,4 +259,10 @@ extension FieldLines: Sequence {
     public func makeIterator() -> Iterator { Iterator(bytes) }
 
     public var underestimatedCount: Int { count }
+}
+
+extension UnsafeRawBufferPointer {
+    /// The bytes as `UInt8`s: what an array appends with one copy (a raw buffer's bytes were
+    /// appended one at a time).
+    fileprivate var typed: UnsafeBufferPointer<UInt8> { assumingMemoryBound(to: UInt8.self) }
 }

@@ -354,15 +354,20 @@ struct HTTP1ResponseDecoder {
             // Names and values stay bytes: only the few fields read here become strings.
             switch name.count {
             case 10 where HeaderName.matches(bytes: name, "connection"):
-                for option in String(decoding: value, as: UTF8.self).utf8.split(separator: UInt8(ascii: ",")) {
-                    let option = Substring(option).trimmingOptionalWhitespace()
-                    if HeaderName.matches(option, "close") { closes = true }
-                    if HeaderName.matches(option, "keep-alive") { keepsAlive = true }
+                HTTP1Syntax.forEachElement(of: value) { option in
+                    if HeaderName.matches(bytes: option, "close") { closes = true }
+                    if HeaderName.matches(bytes: option, "keep-alive") { keepsAlive = true }
                 }
             case 14 where HeaderName.matches(bytes: name, "content-length"),
                 17 where HeaderName.matches(bytes: name, "transfer-encoding"):
                 // An interim head's fields say nothing of the final one's framing.
                 guard status >= 200 else { break }
+                // Digits alone, as nearly every length is, are read as they are; a list, or
+                // anything else, as a string.
+                if name.count == 14, let length = DecimalDigits.value(of: value, maxDigits: 18) {
+                    if let error = framingFields.read(contentLength: length) { throw error }
+                    break
+                }
                 let error = framingFields.read(
                     name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
                 if let error { throw error }

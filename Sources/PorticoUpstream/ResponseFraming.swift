@@ -117,11 +117,7 @@ public struct ResponseFraming: Equatable, Sendable {
                     guard let length = decimal(element) else {
                         return UpstreamError(.badResponse, detail: "backend sent an invalid Content-Length: \(value)")
                     }
-                    if let earlier = contentLength, earlier != length {
-                        return UpstreamError(
-                            .badResponse, detail: "backend sent conflicting Content-Length values \(earlier) and \(length)")
-                    }
-                    contentLength = length
+                    if let error = read(contentLength: length) { return error }
                 }
             case 17 where HeaderName.matches(name, "transfer-encoding"):
                 hasTransferEncoding = true
@@ -131,6 +127,17 @@ public struct ResponseFraming: Equatable, Sendable {
             default:
                 break
             }
+            return nil
+        }
+
+        /// One `Content-Length` value, read: what ``read(name:value:)`` does with each element of
+        /// the field, for a reader that found the field to be digits alone (as nearly every one is)
+        /// and made no string of it.
+        mutating func read(contentLength length: Int) -> UpstreamError? {
+            if let earlier = contentLength, earlier != length {
+                return UpstreamError(.badResponse, detail: "backend sent conflicting Content-Length values \(earlier) and \(length)")
+            }
+            contentLength = length
             return nil
         }
 

@@ -1,5 +1,6 @@
 import NIOHTTP1
 import PorticoHTTP
+import PorticoUpstream
 import Testing
 
 @testable import Portico
@@ -19,6 +20,51 @@ struct ConnectionListTests {
         #expect(ProxyForwarding.connectionListed(HTTPHeaders([("Connection", "keep-alive")])).isEmpty)
         #expect(ProxyForwarding.connectionListed(HTTPHeaders([("Connection", " , ,")])).isEmpty)
         #expect(ProxyForwarding.connectionListed(HTTPHeaders([("X-Connection", "x-hop")])).isEmpty)
+    }
+
+    @Test("a backend's fields read as lines list the same names as read as pairs")
+    func listedFromLines() {
+        let values = [
+            " X-Hop ,\tKeep-Alive,, close ,x-other\t", "keep-alive", " , ,", "", "a,,b", "x-bar,", ",x-bar", "Upgrade", "CLOSE",
+        ]
+        for value in values {
+            let pairs = HTTPHeaders([("Connection", value), ("X-Other", "1")])
+            #expect(ProxyForwarding.connectionListed(FieldLines(pairs)) == ProxyForwarding.connectionListed(pairs), "\(value)")
+        }
+        var lines = FieldLines()
+        lines.add(name: "Connection", value: "x-one")
+        lines.add(name: "x-one", value: "1")
+        lines.add(name: "connection", value: "X-Two, keep-alive")
+        #expect(ProxyForwarding.connectionListed(lines) == ["x-one", "x-two"])
+    }
+
+    @Test("a list read in place gives each element, empty ones too, without the spaces and tabs around it")
+    func elementsInPlace() {
+        func elements(_ value: String) -> [String] {
+            var found: [String] = []
+            var bytes = Array(value.utf8)
+            bytes.withUnsafeMutableBytes { raw in
+                HTTP1Syntax.forEachElement(of: UnsafeRawBufferPointer(raw)) { found.append(String(decoding: $0, as: UTF8.self)) }
+            }
+            return found
+        }
+        #expect(elements("keep-alive") == ["keep-alive"])
+        #expect(elements(" a ,\tb\t,, c d ") == ["a", "b", "", "c d"])
+        #expect(elements("") == [""])
+        #expect(elements("a,") == ["a", ""])
+        #expect(elements(" ") == [""])
+    }
+
+    @Test("a set of names finds a name read as bytes whatever its case, and nothing that only shares a prefix or a length")
+    func nameSet() {
+        let set = HeaderNameSet(["connection", "te", "x-request-id"])
+        func contains(_ name: String) -> Bool {
+            var bytes = Array(name.utf8)
+            return bytes.withUnsafeMutableBytes { set.contains(bytes: UnsafeRawBufferPointer($0)) }
+        }
+        #expect(contains("Connection") && contains("TE") && contains("x-request-id") && contains("X-Request-ID"))
+        #expect(!contains("t") && !contains("connectio") && !contains("connections") && !contains("x-request-ix") && !contains(""))
+        #expect(!HeaderNameSet([]).contains(bytes: UnsafeRawBufferPointer(start: nil, count: 0)))
     }
 
     @Test("optional whitespace is spaces and tabs at either end, nothing else, and never inside")

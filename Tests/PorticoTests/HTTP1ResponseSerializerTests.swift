@@ -148,6 +148,17 @@ struct HTTP1ResponseSerializerTests {
         #expect(serializer.end(nil) == nil)
     }
 
+    @Test("a length written from a number is its decimal digits, from one to many, and a status code its three")
+    func decimalLengths() {
+        for length in [0, 7, 10, 99, 100, 65_536, 1_234_567_890, Int.max] {
+            var serializer = HTTP1ResponseSerializer()
+            var fields = serializer.beginHead(version: .http1_1, status: .notFound, answering: .GET, fieldCount: 1)
+            fields.addContentLength(length)
+            let head = serializer.endHead(&fields)
+            #expect(String(buffer: head) == "HTTP/1.1 404 Not Found\r\nContent-Length: \(length)\r\n\r\n")
+        }
+    }
+
     @Test("a chunk's size line is its length in lower-case hexadecimal, from one digit to many")
     func chunkSizes() {
         for (size, line) in [(1, "1"), (15, "f"), (16, "10"), (255, "ff"), (4096, "1000"), (5000, "1388"), (1_048_576, "100000")] {

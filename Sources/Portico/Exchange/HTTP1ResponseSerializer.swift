@@ -195,9 +195,19 @@ struct HTTP1ResponseSerializer {
         buffer.writeStaticString("\r\n")
     }
 
+    /// `value` (not negative) in decimal: its digits made on the stack, then written in one piece
+    /// (a write per digit checked the buffer's room and ownership each time).
     fileprivate static func writeDecimal(_ value: Int, to buffer: inout ByteBuffer) {
-        if value >= 10 { writeDecimal(value / 10, to: &buffer) }
-        buffer.writeInteger(UInt8(ascii: "0") + UInt8(value % 10))
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var rest = value
+            var start = digits.count
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            buffer.writeBytes(UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 
     /// A chunk's size line: the size in hexadecimal, lower case as NIO wrote it, and its line end.

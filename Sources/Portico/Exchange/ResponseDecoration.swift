@@ -70,7 +70,7 @@ enum ResponseDecoration {
         let corsReplaces = exchange.cors != nil
         upstream.fields.forEachField { name, _, line in
             guard ProxyForwarding.passesOn(bytes: name, listed: listed, traced: traced) else { return true }
-            if corsReplaces && HeaderName.matchesAny(bytes: name, CORSDecision.replaced) { return true }
+            if corsReplaces && CORSDecision.replacedNames.contains(bytes: name) { return true }
             // Neither framing field passes (hop-by-hop, or the gateway's own): the line goes as it is.
             fields.add(line: line)
             return true

@@ -64,17 +64,10 @@ enum ProxyForwarding {
         var listed: [String] = []
         fields.forEachField { name, value, _ in
             guard HeaderName.matches(bytes: name, "connection") else { return true }
-            var start = value.startIndex
-            while start <= value.endIndex {
-                let end = value[start...].firstIndex(of: UInt8(ascii: ",")) ?? value.endIndex
-                var element = value[start..<end]
-                while let first = element.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { element = element.dropFirst() }
-                while let last = element.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { element = element.dropLast() }
-                let option = UnsafeRawBufferPointer(rebasing: element)
+            HTTP1Syntax.forEachElement(of: value) { option in
                 if !option.isEmpty && !HeaderName.matches(bytes: option, "close") && !HeaderName.matches(bytes: option, "keep-alive") {
                     listed.append(String(decoding: option, as: UTF8.self).lowercased())
                 }
-                start = end + 1
             }
             return true
         }
@@ -199,11 +192,16 @@ enum ProxyForwarding {
         return !(traced && HeaderName.matchesAny(name, traceContext))
     }
 
+    /// The names a response field passes on unless it has (``hopByHop``, ``replacedOnResponse``),
+    /// and ``traceContext``, as sets for names read as bytes.
+    static let withheldOnResponse = HeaderNameSet(hopByHop + replacedOnResponse)
+    static let traceContextNames = HeaderNameSet(traceContext)
+
     /// ``passesOn(_:listed:traced:)`` for a name read in place from a backend's lines.
     static func passesOn(bytes name: UnsafeRawBufferPointer, listed: [String], traced: Bool) -> Bool {
-        if HeaderName.matchesAny(bytes: name, hopByHop) || HeaderName.matchesAny(bytes: name, replacedOnResponse) { return false }
+        if withheldOnResponse.contains(bytes: name) { return false }
         if !listed.isEmpty && HeaderName.matchesAny(bytes: name, listed) { return false }
-        return !(traced && HeaderName.matchesAny(bytes: name, traceContext))
+        return !(traced && traceContextNames.contains(bytes: name))
     }
 
     /// The response head sent to the client: the backend's end-to-end fields, before

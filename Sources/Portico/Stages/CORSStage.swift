@@ -60,6 +60,8 @@ struct CORSDecision {
     static let replaced = [
         "access-control-allow-origin", "access-control-allow-credentials", "access-control-expose-headers",
     ]
+    /// ``replaced``, for a backend's names read as bytes.
+    static let replacedNames = HeaderNameSet(replaced)
 
     /// Takes out of a backend's fields those the gateway replaces (``addFields(to:)`` adds its own).
     static func removeReplaced(from headers: inout HTTPHeaders) {
