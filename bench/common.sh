@@ -127,3 +127,36 @@ services:
       1: { proxy: { backend: quotes, rewrite: /v1/quotes } }
 YAML
 }
+
+# bench_start_peers WORK BACKEND_PORT NGINX_PORT PORTICO_PORT LOCAL_BODY: the fast backend, nginx as
+# the peer proxy and Portico in front of it, each in WORK, over TLS to the clients when TLS=1 (the
+# same development certificate on both), and waits until both proxies answer PATH_UNDER_TEST.
+# Sets SCHEME (http or https), NGINX_MASTER and PORTICO_PID; the processes join PIDS.
+bench_start_peers() {
+  local work=$1 backend_port=$2 nginx_port=$3 portico_port=$4 local_body=$5
+  local listen="127.0.0.1:$nginx_port" tls_section=""
+  mkdir -p "$work/backend" "$work/proxy" "$work/policies"
+  ./certs/make-dev-certs.sh "$work/certs" >/dev/null
+  SCHEME=http
+  if [ "${TLS:-0}" = 1 ]; then
+    SCHEME=https
+    listen="127.0.0.1:$nginx_port ssl; ssl_certificate $work/certs/server.pem; ssl_certificate_key $work/certs/server-key.pem; ssl_protocols TLSv1.2 TLSv1.3"
+    tls_section=", tls: { certificate: $work/certs/server.pem, privateKey: $work/certs/server-key.pem }"
+  fi
+  bench_backend_conf "$work/backend" "$backend_port"
+  bench_nginx_proxy_conf "$work/proxy" "$listen" "$backend_port" "$local_body"
+  bench_policy "$work/policies/bench.yaml" "$portico_port" "$backend_port" "$tls_section"
+  nginx -p "$work/backend" -c "$work/backend/nginx.conf" & PIDS+=($!)
+  nginx -p "$work/proxy" -c "$work/proxy/nginx.conf" & PIDS+=($!)
+  NGINX_MASTER=$!
+  .build/release/portico serve --policies "$work/policies" --log-level warning & PIDS+=($!)
+  PORTICO_PID=$!
+  local port
+  for port in "$portico_port" "$nginx_port"; do
+    for _ in $(seq 100); do
+      curl -ksS -o /dev/null "$SCHEME://127.0.0.1:$port$PATH_UNDER_TEST" 2>/dev/null && break
+      sleep 0.1
+    done
+    curl -ksS -o /dev/null "$SCHEME://127.0.0.1:$port$PATH_UNDER_TEST" || { echo "no answer from port $port" >&2; exit 1; }
+  done
+}

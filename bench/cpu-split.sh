@@ -27,33 +27,8 @@ bench_install wrk:wrk nginx:nginx-light
 echo "== building Portico (release)" >&2
 swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null
 
-mkdir -p "$WORK/backend" "$WORK/proxy" "$WORK/policies"
-./certs/make-dev-certs.sh "$WORK/certs" >/dev/null
-SCHEME=http
-NGINX_LISTEN="127.0.0.1:$NGINX_PORT"
-PORTICO_TLS=""
-if [ "${TLS:-0}" = 1 ]; then
-  SCHEME=https
-  NGINX_LISTEN="127.0.0.1:$NGINX_PORT ssl; ssl_certificate $WORK/certs/server.pem; ssl_certificate_key $WORK/certs/server-key.pem; ssl_protocols TLSv1.2 TLSv1.3"
-  PORTICO_TLS=", tls: { certificate: $WORK/certs/server.pem, privateKey: $WORK/certs/server-key.pem }"
-fi
-bench_backend_conf "$WORK/backend" "$BACKEND_PORT"
-bench_policy "$WORK/policies/bench.yaml" "$PORTICO_PORT" "$BACKEND_PORT" "$PORTICO_TLS"
-bench_nginx_proxy_conf "$WORK/proxy" "$NGINX_LISTEN" "$BACKEND_PORT" '{}'
-
-nginx -p "$WORK/backend" -c "$WORK/backend/nginx.conf" & PIDS+=($!)
-nginx -p "$WORK/proxy" -c "$WORK/proxy/nginx.conf" & PIDS+=($!)
-NGINX_MASTER=$!
-.build/release/portico serve --policies "$WORK/policies" --log-level warning & PIDS+=($!)
-PORTICO_PID=$!
 PATH_UNDER_TEST=/api/1/stockquote/AAPL
-for port in $NGINX_PORT $PORTICO_PORT; do
-  for _ in $(seq 50); do
-    curl -fsS --cacert "$WORK/certs/ca.pem" "$SCHEME://localhost:$port$PATH_UNDER_TEST" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  curl -fsS --cacert "$WORK/certs/ca.pem" "$SCHEME://localhost:$port$PATH_UNDER_TEST" >/dev/null
-done
+bench_start_peers "$WORK" "$BACKEND_PORT" "$NGINX_PORT" "$PORTICO_PORT" '{}'
 
 # Every thread of the processes: user ticks, system ticks, voluntary and involuntary switches.
 times_of() {

@@ -27,30 +27,7 @@ bench_install wrk:wrk nginx:nginx-light perf:linux-perf
 echo "== building Portico (release)" >&2
 swift build -c release --product portico ${SWIFT_BUILD_FLAGS--Xswiftc -cross-module-optimization} >/dev/null
 
-mkdir -p "$WORK/backend" "$WORK/proxy" "$WORK/policies"
-./certs/make-dev-certs.sh "$WORK/certs" >/dev/null
-SCHEME=http
-NGINX_LISTEN="127.0.0.1:$NGINX_PORT"
-TLS_SECTION=""
-if [ "${TLS:-0}" = 1 ]; then
-  SCHEME=https
-  NGINX_LISTEN="127.0.0.1:$NGINX_PORT ssl; ssl_certificate $WORK/certs/server.pem; ssl_certificate_key $WORK/certs/server-key.pem; ssl_protocols TLSv1.2 TLSv1.3"
-  TLS_SECTION=", tls: { certificate: $WORK/certs/server.pem, privateKey: $WORK/certs/server-key.pem }"
-fi
-bench_backend_conf "$WORK/backend" "$BACKEND_PORT"
-bench_nginx_proxy_conf "$WORK/proxy" "$NGINX_LISTEN" "$BACKEND_PORT" '{"status":404}'
-bench_policy "$WORK/policies/p.yaml" "$PORTICO_PORT" "$BACKEND_PORT" "$TLS_SECTION"
-
-nginx -p "$WORK/backend" -c "$WORK/backend/nginx.conf" & PIDS+=($!)
-nginx -p "$WORK/proxy" -c "$WORK/proxy/nginx.conf" & PIDS+=($!)
-NGINX_MASTER=$!
-.build/release/portico serve --policies "$WORK/policies" --log-level warning & PIDS+=($!)
-PORTICO_PID=$!
-for _ in $(seq 100); do
-  curl -ksS -o /dev/null "$SCHEME://127.0.0.1:$PORTICO_PORT$PATH_UNDER_TEST" 2>/dev/null \
-    && curl -ksS -o /dev/null "$SCHEME://127.0.0.1:$NGINX_PORT$PATH_UNDER_TEST" 2>/dev/null && break
-  sleep 0.1
-done
+bench_start_peers "$WORK" "$BACKEND_PORT" "$NGINX_PORT" "$PORTICO_PORT" '{"status":404}'
 
 EVENTS=raw_syscalls:sys_enter
 for call in read readv recvfrom recvmsg write writev sendto sendmsg epoll_wait epoll_pwait epoll_ctl futex; do
