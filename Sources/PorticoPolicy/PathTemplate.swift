@@ -71,7 +71,9 @@ public struct PathTemplate: Sendable, Hashable {
             let (text, end) = Self.segment(after: rest)
             switch segment {
             case .literal(let literal):
-                guard text == literal else { return nil }
+                // As bytes, as URLs are compared (RFC 3986 §6.2.1): two spellings of one Unicode
+                // text (a precomposed letter, or the letter and a combining mark) are two segments.
+                guard text.utf8.elementsEqual(literal.utf8) else { return nil }
             case .version:
                 guard !text.isEmpty else { return nil }
                 version = text

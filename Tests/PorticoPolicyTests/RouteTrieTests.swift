@@ -108,6 +108,29 @@ struct RouteTrieTests {
         #expect(Self.table.match(path: "\u{301}/api", host: nil) == nil)
     }
 
+    @Test(
+        "literal segments are compared as bytes: a precomposed letter and the letter with a combining mark are two segments, in the trie and the scan alike"
+    )
+    func literalsAsBytes() throws {
+        let table = RouteTable(services: [Self.service("precomposed", "/caf\u{E9}/menu"), Self.service("decomposed", "/cafe\u{301}/list")])
+        for (path, service) in [
+            ("/caf\u{E9}/menu", "precomposed"), ("/cafe\u{301}/list", "decomposed"), ("/cafe\u{301}/menu", nil),
+            ("/caf\u{E9}/list", nil),
+        ] as [(String, String?)] {
+            #expect(table.match(path: path[...], host: nil)?.service.name == service, "\(path)")
+            #expect(Self.scan(table, path: path[...], host: nil)?.service == service, "\(path)")
+        }
+        // Many literals under one node: each is found by its bytes among the others.
+        let many = RouteTable(services: (0..<40).map { Self.service("s\($0)", "/\(String(repeating: "x", count: $0 % 7))\($0)/end") })
+        for index in 0..<40 {
+            let path = "/\(String(repeating: "x", count: index % 7))\(index)/end/more"
+            let found = try #require(many.match(path: path[...], host: nil), "\(path)")
+            #expect(found.service.name == "s\(index)")
+            #expect(found.path.remainder == "/more")
+        }
+        #expect(many.match(path: "/x/end", host: nil) == nil)
+    }
+
     @Test("a literal segment beats {version} at the same length, and a longer prefix beats both")
     func specificity() throws {
         let v1 = try #require(Self.table.match(path: "/api/v1/quotes/AAPL", host: nil))
