@@ -120,8 +120,8 @@ public struct RouteTable: Sendable {
 
     /// Finds the service for a request path (without its query) and host (lowercased, without port).
     ///
-    /// Costs a dictionary lookup per path segment (see ``RouteTrie``), not a template comparison
-    /// per service.
+    /// Costs a binary search of a node's edges per path segment (see ``RouteTrie``), not a
+    /// template comparison per service.
     public func match(path: Substring, host: Substring?) -> Match? {
         guard let found = trie.match(path: path, host: host) else { return nil }
         let route = routes[found.rank]
