@@ -36,7 +36,7 @@ public enum HeaderName {
     }
 
     @inline(__always)
-    private static func equal(_ name: some RandomAccessCollection<UInt8>, _ lowercase: some Collection<UInt8>) -> Bool {
+    fileprivate static func equal(_ name: some RandomAccessCollection<UInt8>, _ lowercase: some Collection<UInt8>) -> Bool {
         var index = name.startIndex
         for expected in lowercase {
             var byte = name[index]
@@ -114,16 +114,9 @@ public struct HeaderNameSet: Sendable {
     public func contains(bytes name: UnsafeRawBufferPointer) -> Bool {
         bytes.withUnsafeBufferPointer { all in
             for candidate in names where candidate.count == name.count {
-                var equal = true
-                for offset in 0..<candidate.count {
-                    var byte = name[offset]
-                    if byte >= 0x41 && byte <= 0x5A { byte |= 0x20 }
-                    if byte != all[candidate.start + offset] {
-                        equal = false
-                        break
-                    }
+                if HeaderName.equal(name, UnsafeBufferPointer(rebasing: all[candidate.start..<(candidate.start + candidate.count)])) {
+                    return true
                 }
-                if equal { return true }
             }
             return false
         }

@@ -75,28 +75,24 @@ public struct FieldLines: Sendable {
             leftOut = (leftOut ?? []) + [name]
             return
         }
-        switch name.utf8.count {
-        case 4 where HeaderName.matches(name, "host"):
-            hasHost = true
-        case 10 where HeaderName.matches(name, "connection"):
-            if HTTP1Syntax.list(value, contains: "close") { listsClose = true }
-        default:
-            if Self.isFraming(name) { hasFraming = true }
+        // Read in place (a native string's bytes are contiguous; `withUTF8` copies any other).
+        var name = name
+        var value = value
+        name.withUTF8 { name in
+            value.withUTF8 { value in appendChecked(name: UnsafeRawBufferPointer(name), value: UnsafeRawBufferPointer(value)) }
         }
-        append(name)
-        bytes.append(UInt8(ascii: ":"))
-        bytes.append(UInt8(ascii: " "))
-        append(value)
-        bytes.append(UInt8(ascii: "\r"))
-        bytes.append(UInt8(ascii: "\n"))
-        count += 1
     }
 
-    /// Appends a field the NIO client's decoder read and checked as ``add(name:value:)`` would
-    /// (a token for a name, no control byte in the value), from the response's bytes, without
-    /// making strings of them or checking them again. The flags are set as ``add(name:value:)``
-    /// sets them, so that lines made from a response say what they hold wherever they go.
-    mutating func appendChecked(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+    /// Appends a field already checked as ``add(name:value:)`` checks one (a token for a name, no
+    /// control byte in the value), from its bytes, and sets the flags it calls for: what `add`
+    /// does once it has checked, and what the NIO client's decoder does with each line of a
+    /// response, which it checked as it read it, without making strings of them. Lines made from
+    /// a response thus say what they hold wherever they go.
+    ///
+    /// - Parameter inLine: whether `name` and `value` are slices of one field line as received
+    ///   (the decoder's), so that the bytes between them may be read: when they are `: `, the line
+    ///   is copied in one piece.
+    mutating func appendChecked(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, inLine: Bool = false) {
         switch name.count {
         case 4 where HeaderName.matches(bytes: name, "host"):
             hasHost = true
@@ -107,7 +103,7 @@ public struct FieldLines: Sendable {
         default:
             break
         }
-        if let start = name.baseAddress, value.baseAddress == start + name.count + 2,
+        if inLine, let start = name.baseAddress, value.baseAddress == start + name.count + 2,
             start.load(fromByteOffset: name.count + 1, as: UInt8.self) == UInt8(ascii: " ")
         {
             // Written as lines are kept (`name: value`, as nearly every server writes them): the
@@ -128,13 +124,6 @@ public struct FieldLines: Sendable {
     /// clients write themselves (``hasFraming``).
     static func isFraming(_ name: String) -> Bool {
         HeaderName.matches(name, "content-length") || HeaderName.matches(name, "transfer-encoding")
-    }
-
-    /// Copies `text`'s bytes in one piece from where they are (a native string's are contiguous).
-    private mutating func append(_ text: String) {
-        if text.utf8.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil {
-            bytes.append(contentsOf: text.utf8)
-        }
     }
 
     /// The first value of the field `name` (any case).

@@ -375,7 +375,7 @@ struct HTTP1ResponseDecoder {
                 break
             }
             // Checked as FieldLines checks what it is given: the name a token, no control byte in the value.
-            fields.appendChecked(name: name, value: value)
+            fields.appendChecked(name: name, value: value, inLine: true)
         }
         // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing; it is
         // read, and the connection closed after it.

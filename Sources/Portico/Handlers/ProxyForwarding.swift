@@ -47,12 +47,8 @@ enum ProxyForwarding {
     static func connectionListed(_ fields: HTTPHeaders) -> [String] {
         var listed: [String] = []
         for index in fields.indices where HeaderName.matches(fields[index].name, "connection") {
-            // A backend's `Connection: keep-alive` comes with nearly every response: its elements
-            // are read at the commas' bytes, without an array (HTTP1Syntax.ListElements).
-            for name in HTTP1Syntax.ListElements(fields[index].value) {
-                if name.isEmpty || HeaderName.matches(name, "close") || HeaderName.matches(name, "keep-alive") { continue }
-                listed.append(name.lowercased())
-            }
+            var value = fields[index].value
+            value.withUTF8 { addListed(in: UnsafeRawBufferPointer($0), to: &listed) }
         }
         return listed
     }
@@ -63,15 +59,20 @@ enum ProxyForwarding {
     static func connectionListed(_ fields: FieldLines) -> [String] {
         var listed: [String] = []
         fields.forEachField { name, value, _ in
-            guard HeaderName.matches(bytes: name, "connection") else { return true }
-            HTTP1Syntax.forEachElement(of: value) { option in
-                if !option.isEmpty && !HeaderName.matches(bytes: option, "close") && !HeaderName.matches(bytes: option, "keep-alive") {
-                    listed.append(String(decoding: option, as: UTF8.self).lowercased())
-                }
-            }
+            if HeaderName.matches(bytes: name, "connection") { addListed(in: value, to: &listed) }
             return true
         }
         return listed
+    }
+
+    /// Appends the names one `Connection` value lists, lowercased, but `close` and `keep-alive`.
+    /// Its elements are read at the commas' bytes, without an array (``HTTP1Syntax/forEachElement(of:_:)``).
+    private static func addListed(in value: UnsafeRawBufferPointer, to listed: inout [String]) {
+        HTTP1Syntax.forEachElement(of: value) { option in
+            if !option.isEmpty && !HeaderName.matches(bytes: option, "close") && !HeaderName.matches(bytes: option, "keep-alive") {
+                listed.append(String(decoding: option, as: UTF8.self).lowercased())
+            }
+        }
     }
 
     /// The URL the backend receives: the target's URL prefix (origin and base path, compiled
