@@ -152,8 +152,9 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
 
     // MARK: Performing actions
 
-    private func perform(_ action: UpstreamConnectionStateMachine.Action) {
-        switch action {
+    /// Takes the action: the events it carries are handed on, not copied out of it.
+    private func perform(_ action: consuming UpstreamConnectionStateMachine.Action) {
+        switch consume action {
         case .none, .writeRequest, .unavailable:
             break
         case .read:

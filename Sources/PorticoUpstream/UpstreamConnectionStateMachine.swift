@@ -362,11 +362,9 @@ struct UpstreamConnectionStateMachine {
         return .fail(error, retry: retry)
     }
 
+    /// Moved out, not copied: a copy of the head and body is a retain and a release of each.
     private mutating func takePending() -> UpstreamEvents {
-        let events = UpstreamEvents(head: pendingHead, body: pendingBody)
-        pendingHead = nil
-        pendingBody = nil
-        return events
+        UpstreamEvents(head: pendingHead.take(), body: pendingBody.take())
     }
 
     private mutating func dropPending() {

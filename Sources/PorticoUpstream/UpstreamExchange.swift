@@ -181,7 +181,7 @@ final class UpstreamExchange: UpstreamTask, @unchecked Sendable {
         deadlines?.insert(self, deadline: eventLoop.now + eventTimeout)
     }
 
-    func completed(_ events: UpstreamEvents) {
+    func completed(_ events: consuming UpstreamEvents) {
         guard case .running = state else { return }
         var events = events
         events.result = .success(UpstreamMetrics(duration: Duration(eventLoop.now - started), newConnections: newConnections))

@@ -27,7 +27,11 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
     private let upstream: any UpstreamClient
     private let eventLoop: any EventLoop
     private let logger: Logger
-    private var request: UpstreamRequest
+    /// The request as the next attempt sends it, kept only for a backend with retries (a retry
+    /// sends it again, changed). Without retries the one attempt is handed the request and nothing
+    /// here keeps it: a stored request is copied to be passed on, a retain and a release of each of
+    /// its fields.
+    private var request: UpstreamRequest?
     private var target: CompiledTarget
     /// What `balance: hash` hashed for the first attempt; a retry probes on from the same slot.
     private let hashKey: Substring
@@ -53,14 +57,13 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
 
     init(
         exchange: Exchange, responder: any ExchangeResponder, backend: CompiledBackend, target: CompiledTarget, hashKey: Substring,
-        request: UpstreamRequest, upstream: any UpstreamClient, eventLoop: any EventLoop, logger: Logger
+        upstream: any UpstreamClient, eventLoop: any EventLoop, logger: Logger
     ) {
         self.hashKey = hashKey
         self.exchange = exchange
         self.responder = responder
         self.backend = backend
         self.target = target
-        self.request = request
         self.upstream = upstream
         self.eventLoop = eventLoop
         self.logger = logger
@@ -68,14 +71,18 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         self.deadline = backend.retries == nil ? .distantFuture : .now() + .nanoseconds(backend.timeout.nanoseconds)
     }
 
-    /// Sends the first attempt.
-    func start() {
+    /// Sends the first attempt of `request`.
+    func start(_ request: consuming UpstreamRequest) {
         // Counted for every backend: the retry budget's base, and the console's in-flight figure.
         backend.retryState.requests.wrappingAdd(1, ordering: .relaxed)
-        send()
+        if backend.retries != nil { self.request = copy request }
+        send(request)
     }
 
-    private func send() {
+    /// Sends an attempt of `request`: its own copy when it is a retry's (the stored request is
+    /// not held across the call, see below), the one request otherwise.
+    private func send(_ request: consuming UpstreamRequest) {
+        var request = request
         attempt += 1
         tried.insert(target.index)
         attemptOpen = true
@@ -89,9 +96,9 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         }
         // Without retries there is one attempt, never given up: it delivers here directly.
         let handler: any UpstreamResponseHandler = backend.retries == nil ? self : AttemptDelivery(attempts: self, attempt: attempt)
-        // Passed as a copy, not `inout`: a client may call the handler back inside `execute`
-        // (the HTTP/2 client dispatches at once), and a retry changes the stored request, which an
-        // exclusive access held across the call would turn into a crash.
+        // A local value, not the stored request borrowed: a client may call the handler back
+        // inside `execute` (the HTTP/2 client dispatches at once), and a retry changes the stored
+        // request, which an exclusive access held across the call would turn into a crash.
         current = upstream.execute(request, eventLoop: eventLoop, handler: handler)
     }
 
@@ -148,7 +155,9 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
 
     /// The target a failed attempt is retried at, if the request may be retried for `condition`.
     private func retryTarget(for condition: RetryCondition) -> CompiledTarget? {
-        backend.retryTarget(
+        // A backend without retries keeps no request, and retries nothing.
+        guard let request else { return nil }
+        return backend.retryTarget(
             after: condition, method: request.method, idempotencyKey: request.headers.contains(name: "idempotency-key"),
             attempt: attempt, tried: tried, hashKey: hashKey.utf8, deadline: deadline)
     }
@@ -163,12 +172,15 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
                 "request_id": .string(exchange.requestID), "backend": .string(backend.name), "attempt": .stringConvertible(attempt),
                 "target": .string(target.origin), "failure": .string(failure), "next": .string(next.origin),
             ])
+        // Kept for every backend that retries (`start`); a retry target is found only with one.
+        guard var request = request.take() else { return }
         let old = target.urlPrefix
         request.url = next.urlPrefix + request.url.dropFirst(old.count)
         request.headers.replaceOrAdd(name: "Host", value: next.hostHeader)
         request.timeout = backend.attemptTimeout(until: deadline)
+        self.request = request
         target = next
-        send()
+        send(request)
     }
 
     private enum AttemptEnd {

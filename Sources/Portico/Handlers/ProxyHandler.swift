@@ -47,14 +47,13 @@ struct ProxyHandler: Sendable {
         exchange.body = nil
         // Filling or revalidating the cache: the whole response is wanted, or the stored one confirmed.
         if case .fetch(_, let stale, _) = exchange.cache { CachedAnswer.conditions(&request.headers, revalidating: stale) }
-        // Handed over, not copied: a copy of the request is a retain and a release of each of its
-        // fields (the headers, the URL, the body).
         let attempts = ProxyAttempts(
-            exchange: exchange, responder: responder, backend: backend, target: target, hashKey: hashKey, request: consume request,
-            upstream: upstream,
+            exchange: exchange, responder: responder, backend: backend, target: target, hashKey: hashKey, upstream: upstream,
             eventLoop: eventLoop, logger: logger)
         exchange.task = attempts
-        attempts.start()
+        // Handed over, not copied: a copy of the request is a retain and a release of each of its
+        // fields (the headers, the URL, the body).
+        attempts.start(consume request)
         return nil
     }
 

@@ -38,6 +38,9 @@ final class ServiceRules: Sendable {
     let tierLimits: [String: CompiledRateLimit]
     /// Each client address's limit, for requests no key authenticated.
     let addressLimit: CompiledRateLimit?
+    /// The service's address lists; `nil` when it has none, which the address-list stage then
+    /// learns without copying them out of the service's policy (a retain and a release of each).
+    let addresses: AddressList?
     let versions: [Int: Version]
     /// The versions the service has, sorted, for the 404 that lists them.
     let versionNumbers: [Int]
@@ -84,6 +87,7 @@ final class ServiceRules: Sendable {
             }
         }
         self.tierLimits = tierLimits
+        addresses = service.policy.addresses.isEmpty ? nil : service.policy.addresses
         addressLimit = service.policy.addressRateLimit.map { CompiledRateLimit(kind: .address, name: service.name, policy: $0) }
         let hasVersionSegment = service.template.segments.contains(.version)
         versions = Dictionary(

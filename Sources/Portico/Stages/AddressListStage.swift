@@ -21,7 +21,8 @@ struct AddressListStage: RequestStage {
         let list: AddressList
         switch scope {
         case .service:
-            list = routed.service.policy.addresses
+            guard let serviceList = routed.rules.addresses else { return .proceed }
+            list = serviceList
         case .key:
             guard let keyID = exchange.keyID, let keyList = exchange.policy.keyAddresses[keyID] else { return .proceed }
             list = keyList
