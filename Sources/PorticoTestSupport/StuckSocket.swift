@@ -13,6 +13,10 @@ public final class StuckSocket: ChannelOutboundHandler {
 
     public var stuck = false
     public private(set) var held: [(data: NIOAny, promise: EventLoopPromise<Void>?)] = []
+    /// The bytes of each held write, in order.
+    private var heldSizes: [Int] = []
+    /// Writes that reached this socket with a promise, held or not.
+    public private(set) var promisedWrites = 0
     /// User outbound events that reached the socket (unhandled by the handlers above).
     public private(set) var events: [Any] = []
     public private(set) var closeRequests = 0
@@ -22,11 +26,16 @@ public final class StuckSocket: ChannelOutboundHandler {
 
     public var immediateCloseRequested: Bool { events.contains { $0 is CloseImmediatelyEvent } }
 
+    /// What the held writes carry: the bytes a socket would count as unwritten.
+    public var heldBytes: Int { heldSizes.reduce(0, +) }
+
     public func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if promise != nil { promisedWrites += 1 }
         if stuck {
             held.append((data, promise))
+            heldSizes.append(Self.size(of: unwrapOutboundIn(data)))
         } else {
             context.write(data, promise: promise)
         }
@@ -36,13 +45,29 @@ public final class StuckSocket: ChannelOutboundHandler {
         if !stuck { context.flush() }
     }
 
-    /// Lets the first `count` held writes through and completes them.
+    /// Lets the first `count` held writes that carry bytes through, with the empty ones among
+    /// and right after them (a write of nothing is no progress of its own), and completes them.
     public func release(_ count: Int = .max) {
         guard let context else { return }
-        let released = held.prefix(count)
-        held.removeFirst(released.count)
-        for write in released { context.write(write.data, promise: write.promise) }
+        var released = 0
+        var taken = 0
+        while taken < held.count, released < count || heldSizes[taken] == 0 {
+            if heldSizes[taken] > 0 { released += 1 }
+            taken += 1
+        }
+        let writes = held.prefix(taken)
+        held.removeFirst(taken)
+        heldSizes.removeFirst(taken)
+        for write in writes { context.write(write.data, promise: write.promise) }
         context.flush()
+    }
+
+    private static func size(of write: Any) -> Int {
+        switch write {
+        case let buffer as ByteBuffer: buffer.readableBytes
+        case let data as IOData: data.readableBytes
+        default: 1
+        }
     }
 
     public func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
@@ -54,6 +79,7 @@ public final class StuckSocket: ChannelOutboundHandler {
         closeRequests += 1
         let dropped = held
         held.removeAll()
+        heldSizes.removeAll()
         context.close(mode: mode, promise: promise)
         for write in dropped { write.promise?.fail(ChannelError.ioOnClosedChannel) }
     }

@@ -40,6 +40,8 @@ struct ConnectionTimeoutHandlerTests {
         let handler = ConnectionTimeoutHandler(headTimeout: head, idleTimeout: idle, sendTimeout: send, minBodyRate: minBodyRate)
         try channel.pipeline.syncOperations.addHandler(socket)
         try channel.pipeline.syncOperations.addHandler(handler)
+        // The channel counts none of what the stand-in socket holds: the socket says it instead.
+        handler.unwrittenBytesForTesting = { socket.heldBytes }
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         return Setup(channel: channel, socket: socket, handler: handler)
     }
@@ -80,7 +82,7 @@ struct ConnectionTimeoutHandlerTests {
         #expect(!setup.channel.isActive)
     }
 
-    @Test("a flush is watched through its last write alone; the other writes pass on with their writers' promises")
+    @Test("a flush whose bytes wait is watched through one promise after them; the writes pass on with their writers' promises")
     func onePromisePerFlush() throws {
         let setup = try Self.setUp()
         try setup.requestArrived()
@@ -91,7 +93,9 @@ struct ConnectionTimeoutHandlerTests {
         setup.channel.write(ByteBuffer(string: "end"), promise: nil)
         #expect(setup.socket.held.count == 2)  // the last waits for the flush
         setup.channel.flush()
-        #expect(setup.socket.held.map { $0.promise != nil } == [false, true, true])
+        // The last write as it came, then an empty one whose promise says when all of it has left.
+        #expect(setup.socket.held.map { $0.promise != nil } == [false, true, false, true])
+        #expect(setup.socket.heldBytes == 13)
         setup.advance(.milliseconds(900))
         setup.socket.release()
         let completed = NIOLockedValueBox(false)
@@ -101,6 +105,23 @@ struct ConnectionTimeoutHandlerTests {
         setup.advance(.seconds(30))
         #expect(setup.channel.isActive)
         #expect(try setup.written() == "head body end")
+    }
+
+    @Test("a flush that leaves at once is not watched: no promise, and no send timer after it")
+    func leftAtOnce() throws {
+        let setup = try Self.setUp()
+        try setup.requestArrived()
+        setup.channel.writeAndFlush(ByteBuffer(string: "all of it"), promise: nil)
+        #expect(setup.socket.promisedWrites == 0)
+        // The next flush finds the socket stuck: its bytes wait, and are watched.
+        setup.socket.stuck = true
+        setup.channel.writeAndFlush(ByteBuffer(string: "unread"), promise: nil)
+        #expect(setup.socket.promisedWrites == 1)
+        setup.advance(.milliseconds(999))
+        #expect(setup.channel.isActive)
+        setup.advance(.milliseconds(1))
+        #expect(!setup.channel.isActive)
+        #expect(try setup.written() == "all of it")
     }
 
     @Test("a write held for its flush still goes out, in order, before a close")
@@ -247,6 +268,8 @@ struct ConnectionTimeoutHandlerTests {
     func overTLS() throws {
         let timeouts = ConnectionTimeoutHandler(headTimeout: .seconds(10), idleTimeout: .seconds(60), sendTimeout: .seconds(1))
         let setup = try TLSHandlerHarness.start(above: timeouts)
+        let socket = setup.socket
+        timeouts.unwrittenBytesForTesting = { socket.heldBytes }
         try setup.pump()
         setup.client.write("GET / HTTP/1.1\r\n\r\n")
         try setup.pump()

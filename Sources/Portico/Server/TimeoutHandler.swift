@@ -16,7 +16,12 @@ import PorticoTLS
 /// one made here), whose completion means every write of that flush has left, since a channel
 /// completes writes in order. The writes before it pass straight on with whatever promise their
 /// writer gave, so a response written as head, body and end costs one completion callback, not
-/// three promises and three callbacks. The request handler of the same connection
+/// three promises and three callbacks. Most flushes need not even that: a flush writes to the
+/// socket there and then, and when the channel holds nothing unwritten afterwards (a small
+/// response to a client that reads), nothing waits and nothing is watched. Only when bytes wait
+/// does an empty write follow them with a promise, completed once they have left (on an HTTP/1.1
+/// connection, whose writes are bytes; an HTTP/2 stream's flushes are always watched through
+/// their last write). The request handler of the same connection
 /// tells it where a request stands by calling ``requestHeadReceived(expectsBody:)``,
 /// ``requestEndReceived()`` and ``responseEndSent()`` directly (both live on the connection's event
 /// loop), rather than sending events through the whole pipeline three times per request.
@@ -38,6 +43,9 @@ class TimeoutHandler {
     private let headTimeout: TimeAmount
     private let idleTimeout: TimeAmount
     private let sendTimeout: TimeAmount
+    /// For tests on an `EmbeddedChannel`, whose stand-in socket (`StuckSocket`) holds bytes the
+    /// channel does not count: the bytes that socket holds unwritten. `nil`: the channel's count.
+    var unwrittenBytesForTesting: (() -> Int)?
 
     /// - Parameter minBodyRate: bytes per second a body must keep up with once `headTimeout` has
     ///   passed since its head; 0 for no minimum.
@@ -87,20 +95,41 @@ class TimeoutHandler {
         heldWrite = (data, promise)
     }
 
-    /// Passes the held write on with a promise, which reports the flush's completion to the state
-    /// machine, then flushes.
+    /// Passes the held write on and flushes. Watched (see the type's comment) when its writer
+    /// gave it a promise, when an earlier flush is still being written, when the channel cannot
+    /// count what it holds, or when bytes are left unwritten after the flush: each promise and
+    /// its callback are an allocation, and most flushes leave at once.
     final func flush(context: ChannelHandlerContext) {
-        if let held = heldWrite.take() {
-            let written = held.promise ?? context.eventLoop.makePromise()
-            perform(machine.flushQueued(), context: context)
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            written.futureResult.whenComplete { _ in
-                let (handler, context) = bound.value
-                handler.perform(handler.machine.flushCompleted(), context: context)
-            }
-            context.write(held.data, promise: written)
+        guard let held = heldWrite.take() else { return context.flush() }
+        if held.promise == nil, machine.sending == .caughtUp, let marker = emptyWrite() {
+            context.write(held.data, promise: nil)
+            context.flush()
+            if unwrittenBytes(context) == 0 { return }
+            // Bytes wait: an empty write after them completes once they have left.
+            watch(marker, promise: nil, context: context)
+        } else {
+            watch(held.data, promise: held.promise, context: context)
         }
         context.flush()
+    }
+
+    /// Writes `data` with a promise (the writer's own, or one made here) whose completion reports
+    /// the flush's completion to the state machine.
+    private func watch(_ data: NIOAny, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+        let written = promise ?? context.eventLoop.makePromise()
+        perform(machine.flushQueued(), context: context)
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { _ in
+            let (handler, context) = bound.value
+            handler.perform(handler.machine.flushCompleted(), context: context)
+        }
+        context.write(data, promise: written)
+    }
+
+    /// What the channel holds unwritten; nil when it cannot say.
+    private func unwrittenBytes(_ context: ChannelHandlerContext) -> Int? {
+        if let unwrittenBytesForTesting { return unwrittenBytesForTesting() }
+        return try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)
     }
 
     final func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
@@ -243,6 +272,11 @@ class TimeoutHandler {
 
     // MARK: What the subclass says
 
+    /// A write of nothing, which the channel completes after every write before it; nil where
+    /// writes are not bytes (an HTTP/2 stream's parts), whose flushes are then always watched
+    /// through their last write.
+    func emptyWrite() -> NIOAny? { nil }
+
     /// The 408 for a request whose head or body came too late, as the parts to write.
     func timeoutResponse(_ problem: Problem, requestID: String) -> [NIOAny] {
         preconditionFailure("a TimeoutHandler subclass answers its own timeouts")
@@ -272,6 +306,8 @@ final class ConnectionTimeoutHandler: TimeoutHandler, ChannelDuplexHandler, Remo
     override func timeoutResponse(_ problem: Problem, requestID: String) -> [NIOAny] {
         [wrapOutboundOut(.byteBuffer(problem.rawResponse(requestID: requestID)))]
     }
+
+    override func emptyWrite() -> NIOAny? { wrapOutboundOut(.byteBuffer(ByteBuffer())) }
 
     override func closeImmediately(_ context: ChannelHandlerContext) {
         // The TLS handler, if there is one, drops its close_notify; the close then ends the socket.
