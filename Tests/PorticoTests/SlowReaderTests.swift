@@ -47,6 +47,32 @@ struct SlowReaderTests {
         }
     }
 
+    @Test("a TLS client that stops reading a long answer is closed by the send timeout")
+    func tlsNeverRead() async throws {
+        let huge: BackendServer.Handler = { _ in .stream(status: .ok, headers: HTTPHeaders(), totalBytes: 1 << 30) }
+        let backend = try await BackendServer.start(handler: huge)
+        let policy = """
+            limits: { headTimeout: 600s, idleTimeout: 600s, sendTimeout: 300ms }
+            backends:
+              huge: { url: "http://127.0.0.1:\(backend.port)", timeout: 600s }
+            services:
+              huge: { path: /huge, versions: { 1: { proxy: { backend: huge } } } }
+            """
+        let gateway = try await TestGateway.start(policy: policy, tls: TLSTests.localhost)
+        var options = TLSTestClient.Options()
+        options.socket = Self.stalling
+        let client = try TLSTestClient(port: gateway.port, options: options)
+        try client.send("GET /huge HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        #expect(await eventually { backend.streamedBytes > 0 })
+        // Nothing else ends it within the wait: the backend streams for ever, and every other limit
+        // is ten minutes away, far beyond `eventually`'s two.
+        #expect(await eventually { gateway.gateway.openConnections == 0 }, "the stalled TLS connection is still open")
+        let closed = try await offThePool { client.waitForClose() }
+        #expect(closed)
+        await gateway.shutdown()
+        try await backend.shutdown()
+    }
+
     @Test("shutdown completes while a TLS client that stopped reading is connected")
     func shutdownWithStalledTLSClient() async throws {
         let huge: BackendServer.Handler = { _ in .stream(status: .ok, headers: HTTPHeaders(), totalBytes: 1 << 30) }

@@ -132,13 +132,13 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         if !answering {
             if let head = events.head {
                 if let condition = Self.condition(status: head.status), let next = retryTarget(for: condition) {
-                    return retry(at: next, after: "answered \(head.status)")
+                    return retry(next.request, at: next.target, after: "answered \(head.status)")
                 }
                 answering = true
                 status = head.status
             } else if case .failure(let error) = events.result {
                 if let condition = Self.condition(error), let next = retryTarget(for: condition) {
-                    return retry(at: next, after: error.description)
+                    return retry(next.request, at: next.target, after: error.description)
                 }
             }
         }
@@ -153,16 +153,20 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
         responder.handlerReceived(events, for: exchange)
     }
 
-    /// The target a failed attempt is retried at, if the request may be retried for `condition`.
-    private func retryTarget(for condition: RetryCondition) -> CompiledTarget? {
-        // A backend without retries keeps no request, and retries nothing.
-        guard let request else { return nil }
-        return backend.retryTarget(
-            after: condition, method: request.method, idempotencyKey: request.headers.contains(name: "idempotency-key"),
-            attempt: attempt, tried: tried, hashKey: hashKey.utf8, deadline: deadline)
+    /// The target a failed attempt is retried at, with the request to send there, if the request
+    /// may be retried for `condition`. A backend without retries keeps no request, and retries
+    /// nothing.
+    private func retryTarget(for condition: RetryCondition) -> (target: CompiledTarget, request: UpstreamRequest)? {
+        guard let request,
+            let next = backend.retryTarget(
+                after: condition, method: request.method, idempotencyKey: request.headers.contains(name: "idempotency-key"),
+                attempt: attempt, tried: tried, hashKey: hashKey.utf8, deadline: deadline)
+        else { return nil }
+        return (next, request)
     }
 
-    private func retry(at next: CompiledTarget, after failure: String) {
+    private func retry(_ request: consuming UpstreamRequest, at next: CompiledTarget, after failure: String) {
+        var request = request
         current?.cancel()
         endAttempt(.failed, failure: attemptStatus > 0 ? nil : failure)
         holdsRetry = true
@@ -172,8 +176,6 @@ final class ProxyAttempts: UpstreamTask, UpstreamResponseHandler, @unchecked Sen
                 "request_id": .string(exchange.requestID), "backend": .string(backend.name), "attempt": .stringConvertible(attempt),
                 "target": .string(target.origin), "failure": .string(failure), "next": .string(next.origin),
             ])
-        // Kept for every backend that retries (`start`); a retry target is found only with one.
-        guard var request = request.take() else { return }
         let old = target.urlPrefix
         request.url = next.urlPrefix + request.url.dropFirst(old.count)
         request.headers.replaceOrAdd(name: "Host", value: next.hostHeader)
