@@ -47,14 +47,17 @@ struct SlowReaderTests {
         }
     }
 
-    @Test("a TLS client that stops reading a long answer is closed by the send timeout")
-    func tlsNeverRead() async throws {
+    /// A TLS client with a tiny window that asked for an answer that never ends (a backend
+    /// streaming 1 GiB), and reads none of it. `limits` and `backendTimeout` are the policy's.
+    static func stalledTLSClient(
+        limits: String, backendTimeout: String
+    ) async throws -> (backend: BackendServer, gateway: TestGateway, client: TLSTestClient) {
         let huge: BackendServer.Handler = { _ in .stream(status: .ok, headers: HTTPHeaders(), totalBytes: 1 << 30) }
         let backend = try await BackendServer.start(handler: huge)
         let policy = """
-            limits: { headTimeout: 600s, idleTimeout: 600s, sendTimeout: 300ms }
+            limits: \(limits)
             backends:
-              huge: { url: "http://127.0.0.1:\(backend.port)", timeout: 600s }
+              huge: { url: "http://127.0.0.1:\(backend.port)", timeout: \(backendTimeout) }
             services:
               huge: { path: /huge, versions: { 1: { proxy: { backend: huge } } } }
             """
@@ -63,9 +66,16 @@ struct SlowReaderTests {
         options.socket = Self.stalling
         let client = try TLSTestClient(port: gateway.port, options: options)
         try client.send("GET /huge HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        #expect(await eventually { backend.streamedBytes > 0 })
+        return (backend, gateway, client)
+    }
+
+    @Test("a TLS client that stops reading a long answer is closed by the send timeout")
+    func tlsNeverRead() async throws {
         // Nothing else ends it within the wait: the backend streams for ever, and every other limit
         // is ten minutes away, far beyond `eventually`'s two.
+        let (backend, gateway, client) = try await Self.stalledTLSClient(
+            limits: "{ headTimeout: 600s, idleTimeout: 600s, sendTimeout: 300ms }", backendTimeout: "600s")
+        #expect(await eventually { backend.streamedBytes > 0 })
         #expect(await eventually { gateway.gateway.openConnections == 0 }, "the stalled TLS connection is still open")
         let closed = try await offThePool { client.waitForClose() }
         #expect(closed)
@@ -75,20 +85,8 @@ struct SlowReaderTests {
 
     @Test("shutdown completes while a TLS client that stopped reading is connected")
     func shutdownWithStalledTLSClient() async throws {
-        let huge: BackendServer.Handler = { _ in .stream(status: .ok, headers: HTTPHeaders(), totalBytes: 1 << 30) }
-        let backend = try await BackendServer.start(handler: huge)
-        let policy = """
-            limits: { idleTimeout: 120s, sendTimeout: 120s }
-            backends:
-              huge: { url: "http://127.0.0.1:\(backend.port)", timeout: 120s }
-            services:
-              huge: { path: /huge, versions: { 1: { proxy: { backend: huge } } } }
-            """
-        let gateway = try await TestGateway.start(policy: policy, tls: TLSTests.localhost)
-        var options = TLSTestClient.Options()
-        options.socket = Self.stalling
-        let client = try TLSTestClient(port: gateway.port, options: options)
-        try client.send("GET /huge HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        let (backend, gateway, client) = try await Self.stalledTLSClient(
+            limits: "{ idleTimeout: 120s, sendTimeout: 120s }", backendTimeout: "120s")
         // The answer is under way and stuck behind the client's closed window.
         #expect(await eventually { backend.streamedBytes > 1 << 20 })
         #expect(gateway.gateway.openConnections == 1)
