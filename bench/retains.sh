@@ -50,7 +50,7 @@ BINARY=bench/allocations/.build/release/Allocations
 GATEWAY_THREADS=${GATEWAY_THREADS:-NIO-ELT-2-}
 count() {
   local route=$1 requests=$2
-  ROUTE=$route perf record -e probe_libswiftCore:swift_retain,probe_libswiftCore:swift_release -o "$WORK/count.data" \
+  ROUTE=$route perf record -e probe_libswiftCore:swift_retain,probe_libswiftCore:swift_release --mmap-pages "${MMAP_PAGES:-4096}" -o "$WORK/count.data" \
     "$BINARY" "$requests" 200 "$WORK/certs/server.pem" "$WORK/certs/server-key.pem" >/dev/null 2>"$WORK/record.log"
   if grep -qi "lost" "$WORK/record.log"; then
     echo "perf lost hits in the $route run: the counts would be too low" >&2

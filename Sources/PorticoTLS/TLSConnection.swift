@@ -154,13 +154,15 @@ final class TLSConnection {
     /// shrinks on its own) holds at most one record at any time, however large the flush.
     ///
     /// - Parameters:
+    ///   - total: the buffers' readable bytes together, which the caller has counted already
+    ///     (counted again here, each buffer was copied out of the collection and let go).
     ///   - staging: scratch space for the copies, cleared first (its storage is reused when nothing
     ///     else holds it); it holds nothing meaningful afterwards.
     ///   - output: where the ciphertext goes, appended after what it holds.
-    func write<Buffers: Collection<ByteBuffer>>(_ buffers: Buffers, staging: inout ByteBuffer, into output: inout ByteBuffer) -> Step {
+    func write<Buffers: Collection<ByteBuffer>>(
+        _ buffers: Buffers, total: Int, staging: inout ByteBuffer, into output: inout ByteBuffer
+    ) -> Step {
         let recordSize = Self.maxRecordPlaintext
-        var total = 0
-        for buffer in buffers { total += buffer.readableBytes }
         var left = total
         // Whether `staging` has been cleared for this call (until then it holds the caller's leftovers).
         var stagingReady = false

@@ -162,6 +162,7 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     private func readPlaintext(context: ChannelHandlerContext) {
         // Plaintext is never longer than the ciphertext it came from.
         let capacity = max(connection.pendingCiphertext, 1024)
+        let scratch = self.scratch
         var plaintext: ByteBuffer
         if var lent = scratch?.inbound.take() {
             lent.clear(minimumCapacity: capacity)
@@ -280,8 +281,11 @@ public final class TLSServerHandler: ChannelDuplexHandler {
     /// ciphertext in one socket write, whose completion completes the writes' promises.
     private func encryptPendingWrites(context: ChannelHandlerContext) {
         guard !pendingWrites.isEmpty else { return }
+        // Read once: each read of the stored reference is a retain and a release.
+        let scratch = self.scratch
         var plaintext = 0
-        for write in pendingWrites { plaintext += write.data.readableBytes }
+        // By index: iterating copies each write, its buffer and its promise.
+        for index in pendingWrites.indices { plaintext += pendingWrites[index].data.readableBytes }
         // Room for every record's framing too (a TLS 1.3 record adds 22 bytes, 1.2's GCM 29).
         let ciphertext = plaintext + (plaintext / TLSConnection.maxRecordPlaintext + 1) * 32
         // Both taken out, so that each is its storage's only holder (unless a socket still is one).
@@ -295,13 +299,15 @@ public final class TLSServerHandler: ChannelDuplexHandler {
         var staging =
             scratch?.staging.take() ?? context.channel.allocator.buffer(capacity: min(plaintext, TLSConnection.maxRecordPlaintext))
         // Anything OpenSSL queued before (nothing, normally) leaves with the first record, ahead of it.
-        let step = connection.write(pendingWrites.lazy.map(\.data), staging: &staging, into: &buffer)
+        // Mapped by a closure, not a key path, whose application per element is a call into the
+        // runtime and a retain of the key path.
+        let step = connection.write(pendingWrites.lazy.map { $0.data }, total: plaintext, staging: &staging, into: &buffer)
         if let scratch { TLSScratchBuffers.keep(staging, in: &scratch.staging) }
         connection.trimBuffers()
         // The first promise goes with the socket write; any others follow it.
         var promise: EventLoopPromise<Void>?
-        for write in pendingWrites {
-            guard let next = write.promise else { continue }
+        for index in pendingWrites.indices {
+            guard let next = pendingWrites[index].promise else { continue }
             if let first = promise { first.futureResult.cascade(to: next) } else { promise = next }
         }
         // Emptied before anything completes: a promise's callback may write again, re-entrantly.
