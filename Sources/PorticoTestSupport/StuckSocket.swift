@@ -12,9 +12,8 @@ public final class StuckSocket: ChannelOutboundHandler {
     public typealias OutboundIn = Any
 
     public var stuck = false
-    public private(set) var held: [(data: NIOAny, promise: EventLoopPromise<Void>?)] = []
-    /// The bytes of each held write, in order.
-    private var heldSizes: [Int] = []
+    /// The held writes, in order, each with the bytes it carries.
+    public private(set) var held: [(data: NIOAny, promise: EventLoopPromise<Void>?, bytes: Int)] = []
     /// Writes that reached this socket with a promise, held or not.
     public private(set) var promisedWrites = 0
     /// User outbound events that reached the socket (unhandled by the handlers above).
@@ -27,15 +26,14 @@ public final class StuckSocket: ChannelOutboundHandler {
     public var immediateCloseRequested: Bool { events.contains { $0 is CloseImmediatelyEvent } }
 
     /// What the held writes carry: the bytes a socket would count as unwritten.
-    public var heldBytes: Int { heldSizes.reduce(0, +) }
+    public var heldBytes: Int { held.reduce(0) { $0 + $1.bytes } }
 
     public func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if promise != nil { promisedWrites += 1 }
         if stuck {
-            held.append((data, promise))
-            heldSizes.append(Self.size(of: unwrapOutboundIn(data)))
+            held.append((data, promise, Self.size(of: unwrapOutboundIn(data))))
         } else {
             context.write(data, promise: promise)
         }
@@ -51,13 +49,12 @@ public final class StuckSocket: ChannelOutboundHandler {
         guard let context else { return }
         var released = 0
         var taken = 0
-        while taken < held.count, released < count || heldSizes[taken] == 0 {
-            if heldSizes[taken] > 0 { released += 1 }
+        while taken < held.count, released < count || held[taken].bytes == 0 {
+            if held[taken].bytes > 0 { released += 1 }
             taken += 1
         }
         let writes = held.prefix(taken)
         held.removeFirst(taken)
-        heldSizes.removeFirst(taken)
         for write in writes { context.write(write.data, promise: write.promise) }
         context.flush()
     }
@@ -79,7 +76,6 @@ public final class StuckSocket: ChannelOutboundHandler {
         closeRequests += 1
         let dropped = held
         held.removeAll()
-        heldSizes.removeAll()
         context.close(mode: mode, promise: promise)
         for write in dropped { write.promise?.fail(ChannelError.ioOnClosedChannel) }
     }
