@@ -139,13 +139,6 @@ public final class RateLimiter: Sendable {
         return (client, backend.flatMap(draw(backend:)))
     }
 
-    /// Whether ``draws(service:tier:keyID:clientAddress:backend:)`` finds no bucket whatever the
-    /// request's tier and address: no key (so no tier's limit), no address limit on the service,
-    /// no limit on `backend`. Said from the compiled limits alone, without gathering the draws.
-    static func drawsNothing(service: ServiceRules, keyID: String?, backend: CompiledBackend?) -> Bool {
-        keyID == nil && service.addressLimit == nil && backend?.rateLimit == nil
-    }
-
     /// The bucket of `backend`'s own limit: one per backend, whether a proxied request, a facade
     /// or code-handler fetch, or a shadow draws from it, in memory or in Redis.
     static func backendKey(_ backend: CompiledBackend) -> RateLimitKey {

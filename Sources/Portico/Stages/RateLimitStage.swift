@@ -18,16 +18,17 @@ struct RateLimitStage: RequestStage {
 
     func process(_ exchange: Exchange, on eventLoop: any EventLoop) -> StageOutcome {
         guard let service = exchange.routed?.rules else { return .proceed }
-        // An answer the cache may give draws nothing from the backend.
-        let limitedBackend = exchange.cacheMayAnswer ? nil : exchange.destination?.proxyBackend
-        // Most requests on most routes: said before the draws are gathered, which copies what
-        // they name.
-        if exchange.pendingNonce == nil, RateLimiter.drawsNothing(service: service, keyID: exchange.keyID, backend: limitedBackend) {
+        // A request without a key, on a service without an address limit, to a backend without
+        // one, with no nonce to record, draws from nothing (``RateLimiter/draws``): most requests
+        // on most routes. Said before the draws are gathered, which copies what they name.
+        if exchange.keyID == nil, service.addressLimit == nil, exchange.pendingNonce == nil,
+            exchange.cacheMayAnswer || exchange.destination?.proxyBackend?.rateLimit == nil
+        {
             return .proceed
         }
         let (client, backend) = RateLimiter.draws(
             service: service, tier: exchange.tier, keyID: exchange.keyID, clientAddress: exchange.client.addressSubject,
-            backend: limitedBackend)
+            backend: exchange.cacheMayAnswer ? nil : exchange.destination?.proxyBackend)
         let request = LimitRequest(service: service.name, client: client, backend: backend, nonce: exchange.pendingNonce)
         guard !request.isEmpty else { return .proceed }
         // The store has the nonce now, whatever it decides.
